@@ -1,0 +1,91 @@
+//! Catalogs: where a table's current metadata pointer lives.
+//!
+//! eqdv needs only two things from a catalog: read the pointer (with a version token
+//! for optimistic concurrency) and swap it atomically. A swap must never succeed
+//! against a pointer that moved since it was read; that is what keeps concurrent
+//! writers safe. Creating and listing tables serve the workload generator and sweeps.
+
+mod sqlite;
+
+use std::fmt;
+
+use async_trait::async_trait;
+use iceberg::io::FileIO;
+use serde::{Deserialize, Serialize};
+pub use sqlite::SqliteCatalog;
+
+use crate::{Error, Result};
+
+/// A table's name within a catalog: a namespace (possibly dotted) and a table name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TableName {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl TableName {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// Parses `NS.NAME` (the namespace may itself contain dots: the last dot splits).
+    pub fn parse(text: &str) -> Result<Self> {
+        match text.rsplit_once('.') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Self::new(ns, name)),
+            _ => Err(Error::InvalidInput(format!(
+                "table name '{text}' must be NAMESPACE.TABLE"
+            ))),
+        }
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.namespace, self.name)
+    }
+}
+
+/// The current metadata pointer of a table and the token that guards its swap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TablePointer {
+    pub metadata_location: String,
+    /// Catalog-specific version (Glue's VersionId). `None` when the location itself is
+    /// the compare-and-swap token (SQL catalogs).
+    pub version: Option<String>,
+}
+
+/// A catalog that eqdv can read and commit to.
+#[async_trait]
+pub trait Catalog: Send + Sync + fmt::Debug {
+    /// The catalog's name (appears in errors and in the SQL catalog's rows).
+    fn name(&self) -> &str;
+
+    /// Storage for the catalog's tables.
+    fn file_io(&self) -> &FileIO;
+
+    /// Where a new table's files go.
+    fn default_table_location(&self, table: &TableName) -> String;
+
+    /// Reads the table's current pointer.
+    async fn load_pointer(&self, table: &TableName) -> Result<TablePointer>;
+
+    /// Atomically replaces the pointer if it still equals `expected`.
+    ///
+    /// Returns [`Error::CommitConflict`] when the pointer moved, and
+    /// [`Error::CommitStateUnknown`] when the outcome cannot be known.
+    async fn swap_pointer(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        new_metadata_location: &str,
+    ) -> Result<()>;
+
+    /// Registers a new table whose metadata file was already written.
+    async fn create_table(&self, table: &TableName, metadata_location: &str) -> Result<()>;
+
+    /// Lists tables, of one namespace or of all.
+    async fn list_tables(&self, namespace: Option<&str>) -> Result<Vec<TableName>>;
+}

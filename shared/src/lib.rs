@@ -1,0 +1,22 @@
+//! eqdv's engine: converts the live equality deletes of an Apache Iceberg v3 table into
+//! deletion vectors (DVs) and commits the result as a row-delta snapshot.
+//!
+//! One module per concern (see DESIGN.md): `catalog` (load + compare-and-swap),
+//! `table` (manifests and live files), `plan` (groups and shards), `resolve` (keys to
+//! positions), `dv`/`puffin` (the blob codec and Puffin files), `snapshot` (building a
+//! new snapshot), `convert` (the commit protocol with validation and retries),
+//! `generate` (CDC workloads for tests and demos) and `read` (a DV-aware reader used to
+//! check results).
+
+pub mod catalog;
+pub mod commit;
+pub mod dv;
+pub mod error;
+pub mod keys;
+pub mod parquet_io;
+pub mod puffin;
+pub mod snapshot;
+pub mod storage;
+pub mod table;
+
+pub use error::{Error, Result};

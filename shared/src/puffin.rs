@@ -1,0 +1,445 @@
+//! Puffin files that hold deletion vectors, with the exact blob offsets manifests need.
+//!
+//! A DV manifest entry points into a Puffin file by (content_offset,
+//! content_size_in_bytes); readers trust those numbers, so a wrong one silently
+//! un-deletes or mis-deletes rows. This module writes DV Puffin files with iceberg's
+//! [`PuffinWriter`], then reads the footer back and refuses to report offsets the footer
+//! does not confirm. It must never hand out an offset it has not checked, and
+//! [`validate_dv_entry`] makes the same checks a reader makes before any DV is trusted.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use iceberg::io::{FileIO, FileRead};
+use iceberg::puffin::{
+    Blob, BlobMetadata, CREATED_BY_PROPERTY, CompressionCodec, FileMetadata, PuffinReader,
+    PuffinWriter,
+};
+use roaring::RoaringTreemap;
+
+use crate::dv::{DV_BLOB_TYPE, DvError, deserialize_dv, serialize_dv};
+
+/// Field id of the `_pos` metadata column, the field a DV is computed for.
+pub const POS_FIELD_ID: i32 = 2_147_483_645;
+/// Blob property naming the data file a DV applies to.
+pub const REFERENCED_DATA_FILE_PROPERTY: &str = "referenced-data-file";
+/// Blob property holding the DV's cardinality in decimal.
+pub const CARDINALITY_PROPERTY: &str = "cardinality";
+
+const PUFFIN_MAGIC: [u8; 4] = *b"PFA1";
+/// The header magic; the first blob starts right after it.
+const FIRST_BLOB_OFFSET: u64 = 4;
+/// Footer tail: u32 LE payload length, 4 flag bytes, magic.
+const FOOTER_STRUCT_LEN: u64 = 12;
+/// Smallest possible Puffin file: header magic, footer magic, empty payload, tail.
+const MIN_PUFFIN_LEN: u64 = 4 + 4 + FOOTER_STRUCT_LEN;
+/// Length field + magic + CRC around every DV vector.
+const MIN_DV_BLOB_LEN: i64 = 12;
+
+/// One DV to write: the data file it applies to and its deleted positions.
+#[derive(Debug, Clone)]
+pub struct DvBlobInput {
+    pub referenced_data_file: String,
+    pub positions: RoaringTreemap,
+}
+
+/// Where one DV landed, as its manifest entry must record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenDv {
+    pub referenced_data_file: String,
+    pub content_offset: i64,
+    pub content_size_in_bytes: i64,
+    pub cardinality: u64,
+}
+
+/// A written Puffin file and its DVs, in input order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenPuffin {
+    pub location: String,
+    pub file_size_in_bytes: u64,
+    pub dvs: Vec<WrittenDv>,
+}
+
+/// A DV manifest entry to check against the Puffin file it points into.
+#[derive(Debug, Clone, Copy)]
+pub struct DvEntryCheck<'a> {
+    pub puffin_location: &'a str,
+    pub referenced_data_file: &'a str,
+    pub content_offset: i64,
+    pub content_size_in_bytes: i64,
+    pub record_count: u64,
+    pub file_size_in_bytes: u64,
+}
+
+/// The footer of a Puffin file and the file's size.
+#[derive(Debug, Clone)]
+pub struct PuffinFooter {
+    pub file_size_in_bytes: u64,
+    pub metadata: FileMetadata,
+}
+
+/// Writes `dvs` into a new Puffin file at `location` (the caller picks a fresh name;
+/// an existing file would be overwritten) and returns each DV's offset and length.
+///
+/// Rejects empty DVs and two DVs for the same data file before writing anything.
+pub async fn write_dv_puffin(
+    file_io: &FileIO,
+    location: &str,
+    dvs: &[DvBlobInput],
+) -> Result<WrittenPuffin, DvError> {
+    let mut seen = HashSet::new();
+    let mut blobs = Vec::with_capacity(dvs.len());
+    let mut written = Vec::with_capacity(dvs.len());
+    let mut offset = FIRST_BLOB_OFFSET;
+    for dv in dvs {
+        let file = &dv.referenced_data_file;
+        if dv.positions.is_empty() {
+            return Err(DvError::EmptyDv {
+                referenced_data_file: file.clone(),
+            });
+        }
+        if !seen.insert(file.as_str()) {
+            return Err(DvError::DuplicateDataFile {
+                referenced_data_file: file.clone(),
+            });
+        }
+        let data = serialize_dv(&dv.positions).map_err(|e| DvError::ForDataFile {
+            referenced_data_file: file.clone(),
+            source: Box::new(e),
+        })?;
+        let length = data.len() as u64;
+        let cardinality = dv.positions.len();
+        written.push(WrittenDv {
+            referenced_data_file: file.clone(),
+            content_offset: to_i64(offset),
+            content_size_in_bytes: to_i64(length),
+            cardinality,
+        });
+        offset += length;
+        blobs.push(
+            Blob::builder()
+                .r#type(DV_BLOB_TYPE.to_string())
+                .fields(vec![POS_FIELD_ID])
+                .snapshot_id(-1)
+                .sequence_number(-1)
+                .data(data)
+                .properties(HashMap::from([
+                    (REFERENCED_DATA_FILE_PROPERTY.to_string(), file.clone()),
+                    (CARDINALITY_PROPERTY.to_string(), cardinality.to_string()),
+                ]))
+                .build(),
+        );
+    }
+
+    let io_err = |source| DvError::Io {
+        location: location.to_string(),
+        source,
+    };
+    let output = file_io.new_output(location).map_err(io_err)?;
+    let properties = HashMap::from([(
+        CREATED_BY_PROPERTY.to_string(),
+        format!("eqdv {}", env!("CARGO_PKG_VERSION")),
+    )]);
+    let mut writer = PuffinWriter::new(&output, properties, false)
+        .await
+        .map_err(io_err)?;
+    for blob in blobs {
+        writer
+            .add(blob, CompressionCodec::None)
+            .await
+            .map_err(io_err)?;
+    }
+    writer.close().await.map_err(io_err)?;
+
+    // PuffinWriter reports no offsets: ours assume blobs back to back from offset 4,
+    // uncompressed. Confirm against the footer (this read also yields the file size).
+    let footer = read_puffin_footer(file_io, location).await?;
+    let blob_metas = footer.metadata.blobs();
+    if blob_metas.len() != written.len() {
+        return Err(DvError::InvalidPuffin {
+            location: location.to_string(),
+            reason: format!(
+                "footer lists {} blobs after writing, expected {}",
+                blob_metas.len(),
+                written.len()
+            ),
+            source: None,
+        });
+    }
+    for (index, (meta, dv)) in blob_metas.iter().zip(&written).enumerate() {
+        let expected_offset = dv.content_offset as u64;
+        let expected_length = dv.content_size_in_bytes as u64;
+        if meta.offset() != expected_offset || meta.length() != expected_length {
+            return Err(DvError::UnexpectedLayout {
+                location: location.to_string(),
+                index,
+                expected_offset,
+                expected_length,
+                found_offset: meta.offset(),
+                found_length: meta.length(),
+            });
+        }
+    }
+    Ok(WrittenPuffin {
+        location: location.to_string(),
+        file_size_in_bytes: footer.file_size_in_bytes,
+        dvs: written,
+    })
+}
+
+/// Reads one DV blob with a single range read (no footer) and decodes it.
+pub async fn read_dv(
+    file_io: &FileIO,
+    location: &str,
+    content_offset: i64,
+    content_size_in_bytes: i64,
+) -> Result<RoaringTreemap, DvError> {
+    let range = blob_range(location, content_offset, content_size_in_bytes)?;
+    let bytes = read_range(file_io, location, range).await?;
+    deserialize_dv(&bytes).map_err(|e| DvError::InBlob {
+        location: location.to_string(),
+        offset: content_offset,
+        length: content_size_in_bytes,
+        source: Box::new(e),
+    })
+}
+
+/// Checks a DV manifest entry against its Puffin file the way a reader does, and
+/// returns the decoded positions.
+///
+/// Checks, each with its own error: file size; a footer blob at exactly (offset,
+/// length), of type `deletion-vector-v1`, uncompressed, whose referenced-data-file is
+/// the entry's and whose cardinality property is record_count; then the blob's length
+/// field, magic and CRC; and the bitmap's cardinality equals record_count.
+pub async fn validate_dv_entry(
+    file_io: &FileIO,
+    check: &DvEntryCheck<'_>,
+) -> Result<RoaringTreemap, DvError> {
+    let location = check.puffin_location;
+    let offset = check.content_offset;
+    let range = blob_range(location, offset, check.content_size_in_bytes)?;
+
+    let footer = read_footer(file_io, location, Some(check.file_size_in_bytes)).await?;
+    let blobs = footer.metadata.blobs();
+    let Some(meta) = blobs.iter().find(|b| b.offset() == range.start) else {
+        return Err(DvError::BlobNotFound {
+            location: location.to_string(),
+            offset,
+            available: blobs.iter().map(|b| (b.offset(), b.length())).collect(),
+        });
+    };
+    check_blob_metadata(check, meta)?;
+
+    let positions = read_dv(file_io, location, offset, check.content_size_in_bytes).await?;
+    if positions.len() != check.record_count {
+        return Err(DvError::CardinalityMismatch {
+            location: location.to_string(),
+            offset,
+            what: "bitmap cardinality",
+            expected: check.record_count,
+            found: positions.len(),
+        });
+    }
+    Ok(positions)
+}
+
+fn check_blob_metadata(check: &DvEntryCheck<'_>, meta: &BlobMetadata) -> Result<(), DvError> {
+    let location = check.puffin_location.to_string();
+    let offset = check.content_offset;
+    if meta.length() != check.content_size_in_bytes as u64 {
+        return Err(DvError::BlobLengthMismatch {
+            location,
+            offset,
+            expected: check.content_size_in_bytes,
+            found: meta.length(),
+        });
+    }
+    if meta.blob_type() != DV_BLOB_TYPE {
+        return Err(DvError::WrongBlobType {
+            location,
+            offset,
+            found: meta.blob_type().to_string(),
+        });
+    }
+    if meta.compression_codec() != CompressionCodec::None {
+        return Err(DvError::CompressedBlob {
+            location,
+            offset,
+            found: meta.compression_codec().name().to_string(),
+        });
+    }
+    let referenced = meta.properties().get(REFERENCED_DATA_FILE_PROPERTY);
+    if referenced.map(String::as_str) != Some(check.referenced_data_file) {
+        return Err(DvError::ReferencedFileMismatch {
+            location,
+            offset,
+            expected: check.referenced_data_file.to_string(),
+            found: referenced.cloned(),
+        });
+    }
+    let property = meta.properties().get(CARDINALITY_PROPERTY);
+    let Some(cardinality) = property.and_then(|c| c.parse::<u64>().ok()) else {
+        return Err(DvError::InvalidCardinalityProperty {
+            location,
+            offset,
+            found: property.cloned(),
+        });
+    };
+    if cardinality != check.record_count {
+        return Err(DvError::CardinalityMismatch {
+            location,
+            offset,
+            what: "cardinality property",
+            expected: check.record_count,
+            found: cardinality,
+        });
+    }
+    Ok(())
+}
+
+/// Reads a Puffin file's footer and size.
+///
+/// The footer tail is checked here first: iceberg's reader subtracts lengths taken
+/// from the file without bounds checks, so a truncated or corrupt file could panic it.
+pub async fn read_puffin_footer(
+    file_io: &FileIO,
+    location: &str,
+) -> Result<PuffinFooter, DvError> {
+    read_footer(file_io, location, None).await
+}
+
+/// [`read_puffin_footer`], failing first on a size other than `expected_size`: a
+/// truncated file is better reported as such than as a broken footer.
+async fn read_footer(
+    file_io: &FileIO,
+    location: &str,
+    expected_size: Option<u64>,
+) -> Result<PuffinFooter, DvError> {
+    let invalid = |reason: String, source: Option<iceberg::Error>| DvError::InvalidPuffin {
+        location: location.to_string(),
+        reason,
+        source,
+    };
+    let io_err = |source| DvError::Io {
+        location: location.to_string(),
+        source,
+    };
+    let input = file_io.new_input(location).map_err(io_err)?;
+    let size = input.metadata().await.map_err(io_err)?.size;
+    if let Some(expected) = expected_size
+        && expected != size
+    {
+        return Err(DvError::FileSizeMismatch {
+            location: location.to_string(),
+            expected,
+            found: size,
+        });
+    }
+    if size < MIN_PUFFIN_LEN {
+        return Err(invalid(
+            format!("{size} bytes, expected at least {MIN_PUFFIN_LEN}"),
+            None,
+        ));
+    }
+    let tail = read_range(file_io, location, size - FOOTER_STRUCT_LEN..size).await?;
+    let (Some(payload_len), Some(magic)) = (tail.first_chunk::<4>(), tail.last_chunk::<4>())
+    else {
+        return Err(invalid(
+            format!("footer tail is {} bytes, expected 12", tail.len()),
+            None,
+        ));
+    };
+    if *magic != PUFFIN_MAGIC {
+        return Err(invalid(
+            format!("trailing magic is {magic:02X?}, expected {PUFFIN_MAGIC:02X?}"),
+            None,
+        ));
+    }
+    let payload_len = u64::from(u32::from_le_bytes(*payload_len));
+    let footer_len = 4 + payload_len + FOOTER_STRUCT_LEN;
+    if FIRST_BLOB_OFFSET + footer_len > size {
+        return Err(invalid(
+            format!(
+                "footer payload length {payload_len} does not fit in a {size}-byte file"
+            ),
+            None,
+        ));
+    }
+    let reader = PuffinReader::new(input);
+    let metadata = reader
+        .file_metadata()
+        .await
+        .map_err(|e| invalid("cannot read the footer".to_string(), Some(e)))?
+        .clone();
+    // A blob must lie between the header magic and the footer.
+    let footer_start = size - footer_len;
+    for blob in metadata.blobs() {
+        let end = blob.offset().checked_add(blob.length());
+        if blob.offset() < FIRST_BLOB_OFFSET || end.is_none_or(|end| end > footer_start) {
+            return Err(invalid(
+                format!(
+                    "blob at offset {} with length {} lies outside the blob area [4, {footer_start})",
+                    blob.offset(),
+                    blob.length()
+                ),
+                None,
+            ));
+        }
+    }
+    Ok(PuffinFooter {
+        file_size_in_bytes: size,
+        metadata,
+    })
+}
+
+/// The byte range of a blob, rejecting offsets and lengths no DV can have.
+fn blob_range(location: &str, offset: i64, length: i64) -> Result<Range<u64>, DvError> {
+    let invalid = || DvError::InvalidRange {
+        location: location.to_string(),
+        offset,
+        length,
+    };
+    if offset < FIRST_BLOB_OFFSET as i64 || length < MIN_DV_BLOB_LEN {
+        return Err(invalid());
+    }
+    let end = offset.checked_add(length).ok_or_else(invalid)?;
+    Ok(offset as u64..end as u64)
+}
+
+async fn read_range(
+    file_io: &FileIO,
+    location: &str,
+    range: Range<u64>,
+) -> Result<bytes::Bytes, DvError> {
+    let io_err = |source| DvError::Io {
+        location: location.to_string(),
+        source,
+    };
+    let reader = file_io
+        .new_input(location)
+        .map_err(io_err)?
+        .reader()
+        .await
+        .map_err(io_err)?;
+    let expected = range.end - range.start;
+    let bytes = reader.read(range.clone()).await.map_err(io_err)?;
+    // Some stores return a short read past the end instead of failing.
+    if bytes.len() as u64 != expected {
+        return Err(DvError::InvalidPuffin {
+            location: location.to_string(),
+            reason: format!(
+                "reading bytes [{}, {}) returned {} bytes, expected {expected}",
+                range.start,
+                range.end,
+                bytes.len()
+            ),
+            source: None,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Offsets and lengths of files we write fit i64 (files are far below 8 EiB).
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,385 @@
+//! Building a new snapshot on a base: manifests, manifest list, summary and the new
+//! table metadata. Writes only new, uniquely named files and never touches the catalog;
+//! `commit` decides whether the result is swapped in.
+//!
+//! Manifests that hold a removed entry are rewritten with that entry DELETED and the
+//! others EXISTING (sequence numbers kept); every other manifest is reused as is.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, ManifestContentType, ManifestFile,
+    ManifestListWriter, ManifestStatus, ManifestWriterBuilder, Operation, Snapshot, Summary,
+    TableMetadata,
+};
+use rand::Rng;
+
+use crate::storage::new_metadata_file;
+use crate::table::{FileEntryKey, LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// A file to add, with the partition spec it was written for.
+#[derive(Clone, Debug)]
+pub struct AddedFile {
+    pub spec_id: i32,
+    pub file: DataFile,
+}
+
+/// What a new snapshot changes relative to its base.
+#[derive(Clone, Debug)]
+pub struct SnapshotChanges {
+    pub operation: Operation,
+    pub added_data_files: Vec<AddedFile>,
+    pub added_delete_files: Vec<AddedFile>,
+    /// Live files of the base to remove (data or delete files).
+    pub removed_files: Vec<LiveFile>,
+    /// Extra summary properties (e.g. `eqdv.converted-from`).
+    pub extra_summary: HashMap<String, String>,
+}
+
+impl SnapshotChanges {
+    pub fn new(operation: Operation) -> Self {
+        Self {
+            operation,
+            added_data_files: Vec::new(),
+            added_delete_files: Vec::new(),
+            removed_files: Vec::new(),
+            extra_summary: HashMap::new(),
+        }
+    }
+}
+
+/// A snapshot ready to be committed: its metadata plus every file written for it.
+#[derive(Clone, Debug)]
+pub struct PreparedSnapshot {
+    pub metadata: TableMetadata,
+    pub snapshot_id: i64,
+    pub sequence_number: i64,
+    /// Manifests and manifest list written for this snapshot (to delete if it never lands).
+    pub written_files: Vec<String>,
+    pub summary: HashMap<String, String>,
+}
+
+/// Builds a snapshot of `changes` on top of `base` (the branch head that `base` was read from).
+pub async fn build_snapshot(
+    table: &LoadedTable,
+    branch: &str,
+    base: &TableFiles,
+    changes: &SnapshotChanges,
+) -> Result<PreparedSnapshot> {
+    let mut written = Vec::new();
+    let result = build_inner(table, branch, base, changes, &mut written).await;
+    if result.is_err() {
+        crate::storage::delete_files(&table.file_io, &written).await;
+    }
+    result
+}
+
+async fn build_inner(
+    table: &LoadedTable,
+    branch: &str,
+    base: &TableFiles,
+    changes: &SnapshotChanges,
+    written: &mut Vec<String>,
+) -> Result<PreparedSnapshot> {
+    let metadata = &table.metadata;
+    let snapshot_id = new_snapshot_id(metadata);
+    let sequence_number = metadata.next_sequence_number();
+    let schema = metadata.current_schema().clone();
+    let location = table.location().to_string();
+
+    let mut new_manifests: Vec<ManifestFile> = Vec::new();
+
+    // New manifests: one per (content, spec).
+    for (content, files) in [
+        (ManifestContentType::Data, &changes.added_data_files),
+        (ManifestContentType::Deletes, &changes.added_delete_files),
+    ] {
+        let mut by_spec: HashMap<i32, Vec<&DataFile>> = HashMap::new();
+        for added in files {
+            by_spec.entry(added.spec_id).or_default().push(&added.file);
+        }
+        let mut spec_ids: Vec<_> = by_spec.keys().copied().collect();
+        spec_ids.sort_unstable();
+        for spec_id in spec_ids {
+            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
+                Error::UnsupportedTable {
+                    table: table.name.to_string(),
+                    message: format!("partition spec {spec_id} does not exist"),
+                }
+            })?;
+            let path = new_metadata_file(&location, "eqdv", "avro");
+            let output = table.file_io.new_output(&path)?;
+            written.push(path);
+            let builder = ManifestWriterBuilder::new(
+                output,
+                Some(snapshot_id),
+                schema.clone(),
+                spec.as_ref().clone(),
+            );
+            let mut writer = match content {
+                ManifestContentType::Data => builder.build_v3_data(),
+                ManifestContentType::Deletes => builder.build_v3_deletes(),
+            };
+            for file in &by_spec[&spec_id] {
+                writer.add_file((*file).clone(), -1)?;
+            }
+            new_manifests.push(writer.write_manifest_file().await?);
+        }
+    }
+
+    // Rewritten manifests: the ones holding a removed entry.
+    let mut removed_by_manifest: HashMap<&str, HashSet<FileEntryKey>> = HashMap::new();
+    for removed in &changes.removed_files {
+        removed_by_manifest
+            .entry(removed.manifest_path.as_str())
+            .or_default()
+            .insert(removed.entry_key());
+    }
+    let mut found_removed = 0usize;
+    let mut kept_manifests = Vec::new();
+    for manifest_file in &base.manifests {
+        let Some(removed) = removed_by_manifest.get(manifest_file.manifest_path.as_str()) else {
+            kept_manifests.push(manifest_file.clone());
+            continue;
+        };
+        let manifest = manifest_file
+            .load_manifest(&table.file_io)
+            .await
+            .map_err(|e| Error::file(&manifest_file.manifest_path, "cannot read manifest", e))?;
+        let path = new_metadata_file(&location, "eqdv", "avro");
+        let output = table.file_io.new_output(&path)?;
+        written.push(path);
+        let builder = ManifestWriterBuilder::new(
+            output,
+            Some(snapshot_id),
+            manifest.metadata().schema().clone(),
+            manifest.metadata().partition_spec().clone(),
+        );
+        let mut writer = match manifest_file.content {
+            ManifestContentType::Data => builder.build_v3_data(),
+            ManifestContentType::Deletes => builder.build_v3_deletes(),
+        };
+        for entry in manifest.entries() {
+            if entry.status() == ManifestStatus::Deleted {
+                continue;
+            }
+            let (Some(seq), Some(added_by)) = (entry.sequence_number(), entry.snapshot_id())
+            else {
+                return Err(Error::file(
+                    &manifest_file.manifest_path,
+                    "live entry without sequence number",
+                    "invalid manifest",
+                ));
+            };
+            let file_seq = Some(entry.file_sequence_number.unwrap_or(seq));
+            let key = FileEntryKey {
+                path: entry.file_path().to_string(),
+                content_offset: entry.data_file().content_offset(),
+            };
+            if removed.contains(&key) {
+                found_removed += 1;
+                writer.add_delete_file(entry.data_file().clone(), seq, file_seq)?;
+            } else {
+                writer.add_existing_file(entry.data_file().clone(), added_by, seq, file_seq)?;
+            }
+        }
+        new_manifests.push(writer.write_manifest_file().await?);
+    }
+    if found_removed != changes.removed_files.len() {
+        return Err(Error::CommitConflict {
+            table: table.name.to_string(),
+            message: format!(
+                "{} of {} files to remove are no longer in their manifests",
+                changes.removed_files.len() - found_removed,
+                changes.removed_files.len()
+            ),
+        });
+    }
+
+    // Manifest list: new and rewritten manifests first, then the untouched ones.
+    let list_path = new_metadata_file(&location, &format!("snap-{snapshot_id}-1"), "avro");
+    let list_output = table.file_io.new_output(&list_path)?;
+    written.push(list_path.clone());
+    let first_row_id = metadata.next_row_id();
+    let mut list_writer = ManifestListWriter::v3(
+        list_output.writer().await?,
+        snapshot_id,
+        base.snapshot_id,
+        sequence_number,
+        Some(first_row_id),
+    );
+    list_writer.add_manifests(new_manifests.into_iter().chain(kept_manifests))?;
+    let added_rows = list_writer
+        .next_row_id()
+        .map(|next| next.saturating_sub(first_row_id))
+        .unwrap_or(0);
+    list_writer.close().await?;
+
+    let summary = summarize(base, changes);
+    let snapshot = Snapshot::builder()
+        .with_snapshot_id(snapshot_id)
+        .with_parent_snapshot_id(base.snapshot_id)
+        .with_sequence_number(sequence_number)
+        .with_timestamp_ms(now_ms(metadata))
+        .with_manifest_list(list_path)
+        .with_summary(Summary {
+            operation: changes.operation.clone(),
+            additional_properties: summary.clone(),
+        })
+        .with_schema_id(metadata.current_schema_id())
+        .with_row_range(first_row_id, added_rows)
+        .build();
+    let new_metadata = metadata
+        .as_ref()
+        .clone()
+        .into_builder(Some(table.pointer.metadata_location.clone()))
+        .set_branch_snapshot(snapshot, branch)?
+        .build()?
+        .metadata;
+    Ok(PreparedSnapshot {
+        metadata: new_metadata,
+        snapshot_id,
+        sequence_number,
+        written_files: std::mem::take(written),
+        summary,
+    })
+}
+
+fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
+    let mut rng = rand::rng();
+    loop {
+        let id = rng.random_range(1..i64::MAX);
+        if metadata.snapshot_by_id(id).is_none() {
+            return id;
+        }
+    }
+}
+
+/// Wall-clock time, but never before the table's last update (clock skew between writers).
+fn now_ms(metadata: &TableMetadata) -> i64 {
+    let now = chrono::Utc::now().timestamp_millis();
+    now.max(metadata.last_updated_ms() + 1)
+}
+
+#[derive(Default)]
+struct Counts {
+    data_files: u64,
+    records: u64,
+    files_size: u64,
+    delete_files: u64,
+    equality_delete_files: u64,
+    equality_deletes: u64,
+    position_delete_files: u64,
+    dvs: u64,
+    position_deletes: u64,
+}
+
+impl Counts {
+    fn add(&mut self, file: &DataFile) {
+        match file.content_type() {
+            DataContentType::Data => {
+                self.data_files += 1;
+                self.records += file.record_count();
+                self.files_size += file.file_size_in_bytes();
+            }
+            DataContentType::EqualityDeletes => {
+                self.delete_files += 1;
+                self.equality_delete_files += 1;
+                self.equality_deletes += file.record_count();
+                self.files_size += file.file_size_in_bytes();
+            }
+            DataContentType::PositionDeletes => {
+                self.delete_files += 1;
+                self.position_deletes += file.record_count();
+                if file.file_format() == DataFileFormat::Puffin {
+                    self.dvs += 1;
+                    // A DV occupies only its blob of the shared Puffin file.
+                    self.files_size += file
+                        .content_size_in_bytes()
+                        .map(|s| s.max(0) as u64)
+                        .unwrap_or_else(|| file.file_size_in_bytes());
+                } else {
+                    self.position_delete_files += 1;
+                    self.files_size += file.file_size_in_bytes();
+                }
+            }
+        }
+    }
+}
+
+/// The standard summary counters; totals are computed from the live files, not inherited.
+fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, String> {
+    let mut added = Counts::default();
+    for f in changes
+        .added_data_files
+        .iter()
+        .chain(&changes.added_delete_files)
+    {
+        added.add(&f.file);
+    }
+    let mut removed = Counts::default();
+    let removed_keys: HashSet<FileEntryKey> =
+        changes.removed_files.iter().map(|f| f.entry_key()).collect();
+    for f in &changes.removed_files {
+        removed.add(&f.file);
+    }
+    let mut total = Counts::default();
+    let live = base
+        .data_files
+        .iter()
+        .chain(&base.equality_deletes)
+        .chain(base.dvs.values())
+        .chain(&base.position_deletes);
+    for f in live {
+        if !removed_keys.contains(&f.entry_key()) {
+            total.add(&f.file);
+        }
+    }
+    for f in changes
+        .added_data_files
+        .iter()
+        .chain(&changes.added_delete_files)
+    {
+        total.add(&f.file);
+    }
+
+    let mut s = HashMap::new();
+    let mut put = |k: &str, v: u64| {
+        if v > 0 {
+            s.insert(k.to_string(), v.to_string());
+        }
+    };
+    put("added-data-files", added.data_files);
+    put("added-records", added.records);
+    put("added-files-size", added.files_size);
+    put("added-delete-files", added.delete_files);
+    put("added-equality-delete-files", added.equality_delete_files);
+    put("added-equality-deletes", added.equality_deletes);
+    put("added-position-delete-files", added.position_delete_files);
+    put("added-dvs", added.dvs);
+    put("added-position-deletes", added.position_deletes);
+    put("deleted-data-files", removed.data_files);
+    put("deleted-records", removed.records);
+    put("removed-files-size", removed.files_size);
+    put("removed-delete-files", removed.delete_files);
+    put("removed-equality-delete-files", removed.equality_delete_files);
+    put("removed-equality-deletes", removed.equality_deletes);
+    put("removed-position-delete-files", removed.position_delete_files);
+    put("removed-dvs", removed.dvs);
+    put("removed-position-deletes", removed.position_deletes);
+    for (k, v) in [
+        ("total-records", total.records),
+        ("total-files-size", total.files_size),
+        ("total-data-files", total.data_files),
+        ("total-delete-files", total.delete_files),
+        ("total-position-deletes", total.position_deletes),
+        ("total-equality-deletes", total.equality_deletes),
+    ] {
+        s.insert(k.to_string(), v.to_string());
+    }
+    for (k, v) in &changes.extra_summary {
+        s.insert(k.clone(), v.clone());
+    }
+    s
+}

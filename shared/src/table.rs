@@ -1,0 +1,238 @@
+//! Reading a table: its metadata, a branch head, and the live files of a snapshot with
+//! their data sequence numbers, split by what they are (data, equality deletes, DVs,
+//! v2 position deletes).
+//!
+//! Read-only: nothing here writes. Sequence numbers come from the manifest list by
+//! inheritance, never guessed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::{StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile, ManifestList,
+    ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
+};
+
+use crate::catalog::{Catalog, TableName, TablePointer};
+use crate::{Error, Result};
+
+/// A table as loaded from its catalog at one moment.
+#[derive(Clone, Debug)]
+pub struct LoadedTable {
+    pub name: TableName,
+    pub pointer: TablePointer,
+    pub metadata: TableMetadataRef,
+    pub file_io: FileIO,
+}
+
+impl LoadedTable {
+    /// Loads the pointer and then the metadata file it names.
+    pub async fn load(catalog: &dyn Catalog, name: &TableName) -> Result<Self> {
+        let pointer = catalog.load_pointer(name).await?;
+        let file_io = catalog.file_io().clone();
+        let metadata = TableMetadata::read_from(&file_io, &pointer.metadata_location)
+            .await
+            .map_err(|e| {
+                Error::file(
+                    &pointer.metadata_location,
+                    format!("cannot read metadata of table {name}"),
+                    e,
+                )
+            })?;
+        Ok(Self {
+            name: name.clone(),
+            pointer,
+            metadata: Arc::new(metadata),
+            file_io,
+        })
+    }
+
+    /// The head snapshot of a branch; `None` for an empty table. A missing branch (other
+    /// than `main`, which is implicit on an empty table) is an error.
+    pub fn head(&self, branch: &str) -> Result<Option<SnapshotRef>> {
+        match self.metadata.snapshot_for_ref(branch) {
+            Some(s) => Ok(Some(s.clone())),
+            None if branch == "main" && self.metadata.current_snapshot_id().is_none() => Ok(None),
+            None => Err(Error::UnsupportedTable {
+                table: self.name.to_string(),
+                message: format!("branch '{branch}' does not exist"),
+            }),
+        }
+    }
+
+    /// eqdv writes deletion vectors, which only format v3 tables have.
+    pub fn require_v3(&self) -> Result<()> {
+        match self.metadata.format_version() {
+            FormatVersion::V3 => Ok(()),
+            other => Err(Error::UnsupportedTable {
+                table: self.name.to_string(),
+                message: format!(
+                    "format version {other} has no deletion vectors; upgrade the table to v3 (format-version=3) first"
+                ),
+            }),
+        }
+    }
+
+    pub fn location(&self) -> &str {
+        self.metadata.location()
+    }
+}
+
+/// One live file of a snapshot with the values a reader inherits for it.
+#[derive(Clone, Debug)]
+pub struct LiveFile {
+    pub file: DataFile,
+    pub spec_id: i32,
+    /// The data sequence number (what the delete rules compare).
+    pub data_sequence_number: i64,
+    pub file_sequence_number: i64,
+    /// The snapshot that added the file.
+    pub snapshot_id: i64,
+    /// The manifest that lists it (so a commit knows which manifests to rewrite).
+    pub manifest_path: String,
+}
+
+impl LiveFile {
+    pub fn path(&self) -> &str {
+        self.file.file_path()
+    }
+
+    /// Identity of a delete file entry: DVs share a Puffin file, so the offset is part of it.
+    pub fn entry_key(&self) -> FileEntryKey {
+        FileEntryKey {
+            path: self.file.file_path().to_string(),
+            content_offset: self.file.content_offset(),
+        }
+    }
+}
+
+/// Identifies one manifest entry: a file path plus, for DVs, the blob's offset.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct FileEntryKey {
+    pub path: String,
+    pub content_offset: Option<i64>,
+}
+
+/// The live files of one snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct TableFiles {
+    /// The snapshot these files belong to (`None` for an empty table).
+    pub snapshot_id: Option<i64>,
+    /// Every manifest of the snapshot's manifest list.
+    pub manifests: Vec<ManifestFile>,
+    pub data_files: Vec<LiveFile>,
+    pub equality_deletes: Vec<LiveFile>,
+    /// Deletion vectors by the data file they reference.
+    pub dvs: HashMap<String, LiveFile>,
+    /// v2 position delete files (Parquet/Avro/ORC), which may reference many data files.
+    pub position_deletes: Vec<LiveFile>,
+}
+
+impl TableFiles {
+    /// Reads the manifest list and every manifest of `snapshot`.
+    pub async fn read(table: &LoadedTable, snapshot: Option<&SnapshotRef>) -> Result<Self> {
+        let Some(snapshot) = snapshot else {
+            return Ok(Self::default());
+        };
+        let list_bytes = crate::storage::read_all(&table.file_io, snapshot.manifest_list()).await?;
+        let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
+            .map_err(|e| {
+                Error::file(
+                    snapshot.manifest_list(),
+                    format!("cannot parse manifest list of table {}", table.name),
+                    e,
+                )
+            })?;
+        let manifests: Vec<ManifestFile> = list.entries().to_vec();
+        let loaded: Vec<(ManifestFile, iceberg::spec::Manifest)> =
+            futures::stream::iter(manifests.iter().cloned().map(|m| {
+                let file_io = table.file_io.clone();
+                async move {
+                    let manifest = m.load_manifest(&file_io).await.map_err(|e| {
+                        Error::file(&m.manifest_path, "cannot read manifest", e)
+                    })?;
+                    Ok::<_, Error>((m, manifest))
+                }
+            }))
+            .buffered(8)
+            .try_collect()
+            .await?;
+
+        let mut files = TableFiles {
+            snapshot_id: Some(snapshot.snapshot_id()),
+            manifests,
+            ..Default::default()
+        };
+        for (manifest_file, manifest) in loaded {
+            for entry in manifest.entries() {
+                if entry.status() == ManifestStatus::Deleted {
+                    continue;
+                }
+                let (Some(data_seq), Some(snapshot_id)) =
+                    (entry.sequence_number(), entry.snapshot_id())
+                else {
+                    return Err(Error::file(
+                        &manifest_file.manifest_path,
+                        format!(
+                            "entry {} has no sequence number or snapshot id",
+                            entry.file_path()
+                        ),
+                        "missing inherited value",
+                    ));
+                };
+                let live = LiveFile {
+                    file: entry.data_file().clone(),
+                    spec_id: manifest_file.partition_spec_id,
+                    data_sequence_number: data_seq,
+                    file_sequence_number: entry.file_sequence_number.unwrap_or(data_seq),
+                    snapshot_id,
+                    manifest_path: manifest_file.manifest_path.clone(),
+                };
+                match (manifest_file.content, entry.content_type()) {
+                    (ManifestContentType::Data, DataContentType::Data) => {
+                        files.data_files.push(live)
+                    }
+                    (ManifestContentType::Deletes, DataContentType::EqualityDeletes) => {
+                        files.equality_deletes.push(live)
+                    }
+                    (ManifestContentType::Deletes, DataContentType::PositionDeletes)
+                        if live.file.file_format() == DataFileFormat::Puffin =>
+                    {
+                        let Some(referenced) = live.file.referenced_data_file() else {
+                            return Err(Error::file(
+                                live.path(),
+                                "deletion vector entry has no referenced_data_file",
+                                "invalid manifest entry",
+                            ));
+                        };
+                        if let Some(previous) = files.dvs.insert(referenced.clone(), live) {
+                            return Err(Error::UnsupportedTable {
+                                table: table.name.to_string(),
+                                message: format!(
+                                    "two live deletion vectors for data file {referenced} (one in {}); the table violates the one-DV-per-file rule",
+                                    previous.path()
+                                ),
+                            });
+                        }
+                    }
+                    (ManifestContentType::Deletes, DataContentType::PositionDeletes) => {
+                        files.position_deletes.push(live)
+                    }
+                    (content, file_content) => {
+                        return Err(Error::file(
+                            &manifest_file.manifest_path,
+                            format!(
+                                "{file_content:?} entry {} in a {content} manifest",
+                                entry.file_path()
+                            ),
+                            "invalid manifest",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(files)
+    }
+}
