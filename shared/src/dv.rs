@@ -120,11 +120,12 @@ pub enum DvError {
     },
 
     /// Reading or writing a file failed.
+    // iceberg::Error is boxed here and below: it is large and would bloat every Result.
     #[error("I/O on {location}: {source}")]
     Io {
         location: String,
         #[source]
-        source: iceberg::Error,
+        source: Box<iceberg::Error>,
     },
 
     /// The Puffin file is structurally broken (magic, footer, JSON).
@@ -133,7 +134,7 @@ pub enum DvError {
         location: String,
         reason: String,
         #[source]
-        source: Option<iceberg::Error>,
+        source: Option<Box<iceberg::Error>>,
     },
 
     /// The Puffin footer does not list the blobs where they were written.
@@ -319,21 +320,19 @@ pub fn deserialize_portable_treemap(bytes: &[u8]) -> Result<RoaringTreemap, DvEr
     // Parsed by hand rather than with RoaringTreemap::deserialize_from, which neither
     // checks key order nor lets us reject a bad key before parsing its bitmap.
     let Some((count_bytes, mut rest)) = bytes.split_first_chunk::<8>() else {
-        return Err(malformed(
-            format!(
-                "expected 8 bytes for the bitmap count, found {}",
-                bytes.len()
-            ),
-        ));
+        return Err(malformed(format!(
+            "expected 8 bytes for the bitmap count, found {}",
+            bytes.len()
+        )));
     };
     let count = u64::from_le_bytes(*count_bytes);
     let mut bitmaps = Vec::new();
     let mut previous: Option<u32> = None;
     for index in 0..count {
         let Some((key_bytes, after_key)) = rest.split_first_chunk::<4>() else {
-            return Err(malformed(
-                format!("bitmap {index} of {count}: no bytes left for its key"),
-            ));
+            return Err(malformed(format!(
+                "bitmap {index} of {count}: no bytes left for its key"
+            )));
         };
         let key = u32::from_le_bytes(*key_bytes);
         if key > MAX_DV_KEY {

@@ -14,6 +14,7 @@ pub mod dv;
 pub mod error;
 pub mod keys;
 pub mod parquet_io;
+pub mod plan;
 pub mod puffin;
 pub mod snapshot;
 pub mod storage;

@@ -133,7 +133,7 @@ pub async fn write_dv_puffin(
 
     let io_err = |source| DvError::Io {
         location: location.to_string(),
-        source,
+        source: Box::new(source),
     };
     let output = file_io.new_output(location).map_err(io_err)?;
     let properties = HashMap::from([(
@@ -301,10 +301,7 @@ fn check_blob_metadata(check: &DvEntryCheck<'_>, meta: &BlobMetadata) -> Result<
 ///
 /// The footer tail is checked here first: iceberg's reader subtracts lengths taken
 /// from the file without bounds checks, so a truncated or corrupt file could panic it.
-pub async fn read_puffin_footer(
-    file_io: &FileIO,
-    location: &str,
-) -> Result<PuffinFooter, DvError> {
+pub async fn read_puffin_footer(file_io: &FileIO, location: &str) -> Result<PuffinFooter, DvError> {
     read_footer(file_io, location, None).await
 }
 
@@ -315,14 +312,14 @@ async fn read_footer(
     location: &str,
     expected_size: Option<u64>,
 ) -> Result<PuffinFooter, DvError> {
-    let invalid = |reason: String, source: Option<iceberg::Error>| DvError::InvalidPuffin {
+    let invalid = |reason: String, source: Option<Box<iceberg::Error>>| DvError::InvalidPuffin {
         location: location.to_string(),
         reason,
         source,
     };
     let io_err = |source| DvError::Io {
         location: location.to_string(),
-        source,
+        source: Box::new(source),
     };
     let input = file_io.new_input(location).map_err(io_err)?;
     let size = input.metadata().await.map_err(io_err)?.size;
@@ -342,8 +339,7 @@ async fn read_footer(
         ));
     }
     let tail = read_range(file_io, location, size - FOOTER_STRUCT_LEN..size).await?;
-    let (Some(payload_len), Some(magic)) = (tail.first_chunk::<4>(), tail.last_chunk::<4>())
-    else {
+    let (Some(payload_len), Some(magic)) = (tail.first_chunk::<4>(), tail.last_chunk::<4>()) else {
         return Err(invalid(
             format!("footer tail is {} bytes, expected 12", tail.len()),
             None,
@@ -359,9 +355,7 @@ async fn read_footer(
     let footer_len = 4 + payload_len + FOOTER_STRUCT_LEN;
     if FIRST_BLOB_OFFSET + footer_len > size {
         return Err(invalid(
-            format!(
-                "footer payload length {payload_len} does not fit in a {size}-byte file"
-            ),
+            format!("footer payload length {payload_len} does not fit in a {size}-byte file"),
             None,
         ));
     }
@@ -369,7 +363,7 @@ async fn read_footer(
     let metadata = reader
         .file_metadata()
         .await
-        .map_err(|e| invalid("cannot read the footer".to_string(), Some(e)))?
+        .map_err(|e| invalid("cannot read the footer".to_string(), Some(Box::new(e))))?
         .clone();
     // A blob must lie between the header magic and the footer.
     let footer_start = size - footer_len;
@@ -413,7 +407,7 @@ async fn read_range(
 ) -> Result<bytes::Bytes, DvError> {
     let io_err = |source| DvError::Io {
         location: location.to_string(),
-        source,
+        source: Box::new(source),
     };
     let reader = file_io
         .new_input(location)

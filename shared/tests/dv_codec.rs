@@ -56,7 +56,9 @@ fn position_index_goldens() -> Vec<(&'static str, RoaringTreemap)> {
 #[test]
 fn golden_blobs_decode_to_the_listed_positions() {
     let expected_cardinalities = [0, 5, 4, 132_561];
-    for ((name, expected), cardinality) in position_index_goldens().into_iter().zip(expected_cardinalities)
+    for ((name, expected), cardinality) in position_index_goldens()
+        .into_iter()
+        .zip(expected_cardinalities)
     {
         let decoded = deserialize_dv(&golden(name)).unwrap();
         assert_eq!(decoded.len(), cardinality, "{name}");
@@ -171,7 +173,10 @@ fn key_range_is_enforced_both_ways() {
     let mut vector = Vec::new();
     set([bad]).serialize_into(&mut vector).unwrap();
     let err = deserialize_portable_treemap(&vector).unwrap_err();
-    assert!(matches!(err, DvError::KeyOutOfRange { key } if key == MAX_DV_KEY + 1), "{err:?}");
+    assert!(
+        matches!(err, DvError::KeyOutOfRange { key } if key == MAX_DV_KEY + 1),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -179,7 +184,10 @@ fn flipped_crc_is_rejected() {
     let mut blob = golden("small-alternating-values-position-index.bin");
     *blob.last_mut().unwrap() ^= 0xFF;
     let err = deserialize_dv(&blob).unwrap_err();
-    assert!(matches!(err, DvError::CrcMismatch { stored, computed } if stored != computed), "{err:?}");
+    assert!(
+        matches!(err, DvError::CrcMismatch { stored, computed } if stored != computed),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("CRC"), "{err}");
 }
 
@@ -188,7 +196,10 @@ fn bad_magic_is_rejected() {
     let mut blob = golden("small-alternating-values-position-index.bin");
     blob[5] = 0x00;
     let err = deserialize_dv(&blob).unwrap_err();
-    assert!(matches!(err, DvError::BadMagic { found } if found == [0xD1, 0x00, 0x39, 0x64]), "{err:?}");
+    assert!(
+        matches!(err, DvError::BadMagic { found } if found == [0xD1, 0x00, 0x39, 0x64]),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("magic"), "{err}");
 }
 
@@ -198,7 +209,14 @@ fn wrong_length_field_is_rejected() {
     blob[3] += 1;
     let err = deserialize_dv(&blob).unwrap_err();
     assert!(
-        matches!(err, DvError::LengthMismatch { expected: 42, found: 43, blob_size: 50 }),
+        matches!(
+            err,
+            DvError::LengthMismatch {
+                expected: 42,
+                found: 43,
+                blob_size: 50
+            }
+        ),
         "{err:?}"
     );
 }
@@ -211,7 +229,10 @@ fn truncated_blobs_are_rejected() {
     assert!(err.to_string().contains("truncated"), "{err}");
     for len in [0, 3, 8, 11] {
         let err = deserialize_dv(&blob[..len]).unwrap_err();
-        assert!(matches!(err, DvError::BlobTooShort { expected: 12, found } if found == len), "{err:?}");
+        assert!(
+            matches!(err, DvError::BlobTooShort { expected: 12, found } if found == len),
+            "{err:?}"
+        );
     }
     // Consistent framing around a cut-off vector still fails on the vector itself.
     let vector = &blob[8..blob.len() - 4];
@@ -225,18 +246,32 @@ fn trailing_and_unordered_vectors_are_rejected() {
     set([1, 2]).serialize_into(&mut vector).unwrap();
     vector.push(0);
     let err = deserialize_portable_treemap(&vector).unwrap_err();
-    assert!(matches!(err, DvError::TrailingBytes { found: 1 }), "{err:?}");
+    assert!(
+        matches!(err, DvError::TrailingBytes { found: 1 }),
+        "{err:?}"
+    );
 
     // Two bitmaps with keys 5 then 3.
     let mut low = Vec::new();
-    roaring::RoaringBitmap::from_iter([7u32]).serialize_into(&mut low).unwrap();
+    roaring::RoaringBitmap::from_iter([7u32])
+        .serialize_into(&mut low)
+        .unwrap();
     let mut vector = 2u64.to_le_bytes().to_vec();
     for key in [5u32, 3] {
         vector.extend(key.to_le_bytes());
         vector.extend(&low);
     }
     let err = deserialize_portable_treemap(&vector).unwrap_err();
-    assert!(matches!(err, DvError::KeysNotAscending { previous: 5, key: 3 }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            DvError::KeysNotAscending {
+                previous: 5,
+                key: 3
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -245,7 +280,9 @@ fn empty_bitmaps_for_key_gaps_are_accepted() {
     let mut vector = 3u64.to_le_bytes().to_vec();
     for (key, values) in [(0u32, vec![1u32]), (1, vec![]), (2, vec![9])] {
         vector.extend(key.to_le_bytes());
-        roaring::RoaringBitmap::from_iter(values).serialize_into(&mut vector).unwrap();
+        roaring::RoaringBitmap::from_iter(values)
+            .serialize_into(&mut vector)
+            .unwrap();
     }
     let decoded = deserialize_portable_treemap(&vector).unwrap();
     assert_eq!(decoded, set([1, (2 << 32) | 9]));
@@ -297,7 +334,9 @@ async fn puffin_offsets_match_the_footer() {
     let dir = tempfile::tempdir().unwrap();
     let (file_io, written, dvs) = write_three(&dir).await;
 
-    let size = std::fs::metadata(dir.path().join("dvs/0001-dv.puffin")).unwrap().len();
+    let size = std::fs::metadata(dir.path().join("dvs/0001-dv.puffin"))
+        .unwrap()
+        .len();
     assert_eq!(written.file_size_in_bytes, size);
     assert_eq!(written.dvs.len(), 3);
 
@@ -335,7 +374,9 @@ async fn puffin_offsets_match_the_footer() {
     }
     assert_eq!(footer.blobs().len(), 3);
 
-    let ours = read_puffin_footer(&file_io, &written.location).await.unwrap();
+    let ours = read_puffin_footer(&file_io, &written.location)
+        .await
+        .unwrap();
     assert_eq!(ours.file_size_in_bytes, size);
     assert_eq!(ours.metadata, footer);
 }
@@ -346,11 +387,18 @@ async fn read_dv_and_validate_each_entry() {
     let (file_io, written, dvs) = write_three(&dir).await;
     for (index, input) in dvs.iter().enumerate() {
         let dv = &written.dvs[index];
-        let read = read_dv(&file_io, &written.location, dv.content_offset, dv.content_size_in_bytes)
+        let read = read_dv(
+            &file_io,
+            &written.location,
+            dv.content_offset,
+            dv.content_size_in_bytes,
+        )
+        .await
+        .unwrap();
+        assert_eq!(read, input.positions);
+        let validated = validate_dv_entry(&file_io, &entry(&written, index))
             .await
             .unwrap();
-        assert_eq!(read, input.positions);
-        let validated = validate_dv_entry(&file_io, &entry(&written, index)).await.unwrap();
         assert_eq!(validated, input.positions);
     }
 }
@@ -411,7 +459,10 @@ async fn validate_rejects_wrong_offset_length_and_size() {
         ..entry(&written, 1)
     };
     let err = validate_dv_entry(&file_io, &check).await.unwrap_err();
-    assert!(matches!(&err, DvError::BlobLengthMismatch { .. }), "{err:?}");
+    assert!(
+        matches!(&err, DvError::BlobLengthMismatch { .. }),
+        "{err:?}"
+    );
 
     let check = DvEntryCheck {
         file_size_in_bytes: written.file_size_in_bytes + 1,
@@ -429,7 +480,10 @@ async fn validate_rejects_wrong_offset_length_and_size() {
         ..entry(&written, 1)
     };
     let err = validate_dv_entry(&file_io, &check).await.unwrap_err();
-    assert!(matches!(&err, DvError::InvalidRange { offset: -1, .. }), "{err:?}");
+    assert!(
+        matches!(&err, DvError::InvalidRange { offset: -1, .. }),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -443,16 +497,23 @@ async fn validate_rejects_a_corrupted_blob() {
     bytes[(dv.content_offset + dv.content_size_in_bytes - 1) as usize] ^= 0x01;
     std::fs::write(&path, bytes).unwrap();
 
-    let err = validate_dv_entry(&file_io, &entry(&written, 2)).await.unwrap_err();
+    let err = validate_dv_entry(&file_io, &entry(&written, 2))
+        .await
+        .unwrap_err();
     let DvError::InBlob { offset, source, .. } = &err else {
         panic!("{err:?}")
     };
     assert_eq!(*offset, dv.content_offset);
-    assert!(matches!(**source, DvError::CrcMismatch { .. }), "{source:?}");
+    assert!(
+        matches!(**source, DvError::CrcMismatch { .. }),
+        "{source:?}"
+    );
     assert!(err.to_string().contains("0001-dv.puffin"), "{err}");
 
     // The other blobs are untouched.
-    validate_dv_entry(&file_io, &entry(&written, 0)).await.unwrap();
+    validate_dv_entry(&file_io, &entry(&written, 0))
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
@@ -463,10 +524,20 @@ async fn truncated_puffin_is_rejected_without_panicking() {
     let bytes = std::fs::read(&path).unwrap();
     for len in [0, 10, 30, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..len]).unwrap();
-        let err = read_puffin_footer(&file_io, &written.location).await.unwrap_err();
-        assert!(matches!(err, DvError::InvalidPuffin { .. }), "{len}: {err:?}");
-        let err = validate_dv_entry(&file_io, &entry(&written, 0)).await.unwrap_err();
-        assert!(matches!(err, DvError::FileSizeMismatch { .. }), "{len}: {err:?}");
+        let err = read_puffin_footer(&file_io, &written.location)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, DvError::InvalidPuffin { .. }),
+            "{len}: {err:?}"
+        );
+        let err = validate_dv_entry(&file_io, &entry(&written, 0))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, DvError::FileSizeMismatch { .. }),
+            "{len}: {err:?}"
+        );
     }
 }
 
@@ -478,22 +549,200 @@ async fn writer_rejects_bad_input_before_writing() {
 
     let mut dvs = three_dvs();
     dvs[2].referenced_data_file = dvs[0].referenced_data_file.clone();
-    let err = write_dv_puffin(&file_io, &location, &dvs).await.unwrap_err();
+    let err = write_dv_puffin(&file_io, &location, &dvs)
+        .await
+        .unwrap_err();
     assert!(matches!(err, DvError::DuplicateDataFile { .. }), "{err:?}");
 
     let mut dvs = three_dvs();
     dvs[1].positions = RoaringTreemap::new();
-    let err = write_dv_puffin(&file_io, &location, &dvs).await.unwrap_err();
+    let err = write_dv_puffin(&file_io, &location, &dvs)
+        .await
+        .unwrap_err();
     assert!(matches!(err, DvError::EmptyDv { .. }), "{err:?}");
 
     let mut dvs = three_dvs();
     dvs[1].positions.insert(u64::MAX);
-    let err = write_dv_puffin(&file_io, &location, &dvs).await.unwrap_err();
-    let DvError::ForDataFile { referenced_data_file, source } = &err else {
+    let err = write_dv_puffin(&file_io, &location, &dvs)
+        .await
+        .unwrap_err();
+    let DvError::ForDataFile {
+        referenced_data_file,
+        source,
+    } = &err
+    else {
         panic!("{err:?}")
     };
     assert_eq!(referenced_data_file, "s3://bucket/t/data/b.parquet");
-    assert!(matches!(**source, DvError::PositionOutOfRange { .. }), "{source:?}");
+    assert!(
+        matches!(**source, DvError::PositionOutOfRange { .. }),
+        "{source:?}"
+    );
 
     assert!(!dir.path().join("bad.puffin").exists());
+}
+
+/// A Puffin file as another writer might produce it, to reach checks ours never fails.
+async fn write_foreign(
+    file_io: &FileIO,
+    location: &str,
+    blob_type: &str,
+    cardinality: &str,
+    codec: CompressionCodec,
+) -> (i64, i64, u64) {
+    use std::collections::HashMap;
+
+    use iceberg::puffin::{Blob, PuffinWriter};
+
+    let data = serialize_dv(&set([1, 3, 5, 7, 9])).unwrap();
+    let blob = Blob::builder()
+        .r#type(blob_type.to_string())
+        .fields(vec![POS_FIELD_ID])
+        .snapshot_id(-1)
+        .sequence_number(-1)
+        .data(data)
+        .properties(HashMap::from([
+            ("referenced-data-file".to_string(), "f.parquet".to_string()),
+            ("cardinality".to_string(), cardinality.to_string()),
+        ]))
+        .build();
+    let output = file_io.new_output(location).unwrap();
+    let mut writer = PuffinWriter::new(&output, HashMap::new(), false)
+        .await
+        .unwrap();
+    writer.add(blob, codec).await.unwrap();
+    writer.close().await.unwrap();
+    let footer = read_puffin_footer(file_io, location).await.unwrap();
+    let meta = &footer.metadata.blobs()[0];
+    (
+        meta.offset() as i64,
+        meta.length() as i64,
+        footer.file_size_in_bytes,
+    )
+}
+
+#[tokio::test]
+async fn validate_checks_foreign_blob_metadata_and_bitmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let file_io = FileIO::new_with_fs();
+    let location = format!("file://{}/foreign.puffin", dir.path().display());
+    let check = |offset, length, size, record_count| DvEntryCheck {
+        puffin_location: "",
+        referenced_data_file: "f.parquet",
+        content_offset: offset,
+        content_size_in_bytes: length,
+        record_count,
+        file_size_in_bytes: size,
+    };
+
+    // Property agrees with record_count, the bitmap (5 positions) does not.
+    let (o, l, s) = write_foreign(
+        &file_io,
+        &location,
+        "deletion-vector-v1",
+        "4",
+        CompressionCodec::None,
+    )
+    .await;
+    let err = validate_dv_entry(
+        &file_io,
+        &DvEntryCheck {
+            puffin_location: &location,
+            ..check(o, l, s, 4)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            DvError::CardinalityMismatch {
+                what: "bitmap cardinality",
+                expected: 4,
+                found: 5,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+
+    let (o, l, s) = write_foreign(
+        &file_io,
+        &location,
+        "deletion-vector-v1",
+        "five",
+        CompressionCodec::None,
+    )
+    .await;
+    let err = validate_dv_entry(
+        &file_io,
+        &DvEntryCheck {
+            puffin_location: &location,
+            ..check(o, l, s, 5)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, DvError::InvalidCardinalityProperty { .. }),
+        "{err:?}"
+    );
+
+    let (o, l, s) = write_foreign(
+        &file_io,
+        &location,
+        "apache-datasketches-theta-v1",
+        "5",
+        CompressionCodec::None,
+    )
+    .await;
+    let err = validate_dv_entry(
+        &file_io,
+        &DvEntryCheck {
+            puffin_location: &location,
+            ..check(o, l, s, 5)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, DvError::WrongBlobType { .. }), "{err:?}");
+
+    let (o, l, s) = write_foreign(
+        &file_io,
+        &location,
+        "deletion-vector-v1",
+        "5",
+        CompressionCodec::zstd_default(),
+    )
+    .await;
+    let err = validate_dv_entry(
+        &file_io,
+        &DvEntryCheck {
+            puffin_location: &location,
+            ..check(o, l, s, 5)
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, DvError::CompressedBlob { .. }), "{err:?}");
+
+    // And the well-formed case passes.
+    let (o, l, s) = write_foreign(
+        &file_io,
+        &location,
+        "deletion-vector-v1",
+        "5",
+        CompressionCodec::None,
+    )
+    .await;
+    let positions = validate_dv_entry(
+        &file_io,
+        &DvEntryCheck {
+            puffin_location: &location,
+            ..check(o, l, s, 5)
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(positions, set([1, 3, 5, 7, 9]));
 }

@@ -1,0 +1,306 @@
+//! Planning: which equality deletes are live, how they group, and how the work splits
+//! into shards that converters can run independently.
+//!
+//! A group is the set of live equality delete files with the same equality field ids,
+//! partition spec and partition tuple (or, for an unpartitioned spec, the global group
+//! that applies to every partition). A shard is a set of whole partitions, so two shards
+//! never write a DV for the same data file. A plan never reads data files.
+
+use std::collections::{BTreeMap, HashMap};
+
+use iceberg::spec::{Literal, PartitionSpec, Struct, TableMetadata};
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::TableName;
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// Live equality delete files that share equality ids and partition scope.
+#[derive(Clone, Debug)]
+pub struct DeleteGroup {
+    /// Equality field ids, sorted (the key is a set of columns).
+    pub equality_ids: Vec<i32>,
+    pub spec_id: i32,
+    /// True when the spec is unpartitioned: the group applies to every partition.
+    pub global: bool,
+    pub partition: Struct,
+    /// Human-readable partition, e.g. `region=eu/k0_bucket=3` (or `<global>`).
+    pub partition_label: String,
+    pub delete_files: Vec<LiveFile>,
+    /// The highest data sequence number among the group's files.
+    pub max_sequence_number: i64,
+}
+
+impl DeleteGroup {
+    pub fn delete_rows(&self) -> u64 {
+        self.delete_files.iter().map(|f| f.file.record_count()).sum()
+    }
+
+    /// Whether the group's deletes may apply to `data` (partition scope and sequence).
+    pub fn may_apply_to(&self, data: &LiveFile) -> bool {
+        data.data_sequence_number < self.max_sequence_number
+            && (self.global
+                || (data.spec_id == self.spec_id && data.file.partition() == &self.partition))
+    }
+}
+
+/// Renders a partition tuple as `name=value/...`.
+pub fn partition_label(spec: &PartitionSpec, partition: &Struct) -> String {
+    if spec.is_unpartitioned() {
+        return "<global>".to_string();
+    }
+    spec.fields()
+        .iter()
+        .zip(partition.iter())
+        .map(|(field, value)| {
+            let value = match value {
+                None => "null".to_string(),
+                Some(Literal::Primitive(p)) => format!("{p:?}"),
+                Some(other) => format!("{other:?}"),
+            };
+            format!("{}={value}", field.name)
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Groups the live equality deletes of `files`.
+pub fn group_equality_deletes(
+    table: &LoadedTable,
+    files: &TableFiles,
+) -> Result<Vec<DeleteGroup>> {
+    group_files(&table.name, &table.metadata, files.equality_deletes.iter())
+}
+
+fn group_files<'a>(
+    table: &TableName,
+    metadata: &TableMetadata,
+    deletes: impl Iterator<Item = &'a LiveFile>,
+) -> Result<Vec<DeleteGroup>> {
+    let mut groups: HashMap<(Vec<i32>, i32, Struct), DeleteGroup> = HashMap::new();
+    for file in deletes {
+        let mut ids = file.file.equality_ids().unwrap_or_default();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            return Err(Error::file(
+                file.path(),
+                format!("equality delete file of table {table} has no equality_ids"),
+                "invalid manifest entry",
+            ));
+        }
+        let spec = metadata
+            .partition_spec_by_id(file.spec_id)
+            .ok_or_else(|| Error::UnsupportedTable {
+                table: table.to_string(),
+                message: format!(
+                    "delete file {} uses unknown partition spec {}",
+                    file.path(),
+                    file.spec_id
+                ),
+            })?;
+        let global = spec.is_unpartitioned();
+        let partition = if global {
+            Struct::empty()
+        } else {
+            file.file.partition().clone()
+        };
+        let key = (ids.clone(), file.spec_id, partition.clone());
+        let group = groups.entry(key).or_insert_with(|| DeleteGroup {
+            equality_ids: ids,
+            spec_id: file.spec_id,
+            global,
+            partition_label: partition_label(spec, &partition),
+            partition,
+            delete_files: Vec::new(),
+            max_sequence_number: i64::MIN,
+        });
+        group.max_sequence_number = group.max_sequence_number.max(file.data_sequence_number);
+        group.delete_files.push(file.clone());
+    }
+    let mut groups: Vec<DeleteGroup> = groups.into_values().collect();
+    groups.sort_by(|a, b| {
+        (a.global, a.spec_id, &a.partition_label, &a.equality_ids).cmp(&(
+            b.global,
+            b.spec_id,
+            &b.partition_label,
+            &b.equality_ids,
+        ))
+    });
+    Ok(groups)
+}
+
+/// One group as carried in a shard message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardGroup {
+    pub equality_ids: Vec<i32>,
+    pub spec_id: i32,
+    pub partition: String,
+    pub delete_files: Vec<String>,
+}
+
+/// A unit of conversion work: whole partitions of one table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Stable id: a hash of the shard's delete file set (dedup id for queues).
+    pub id: String,
+    pub table: TableName,
+    pub branch: String,
+    /// The snapshot the plan was made on (the converter re-reads the head).
+    pub base_snapshot_id: i64,
+    /// Partitions covered, e.g. `region=eu` (also the queue's message group).
+    pub partitions: Vec<String>,
+    pub groups: Vec<ShardGroup>,
+    pub estimated_bytes: u64,
+}
+
+impl Shard {
+    /// The delete files this shard converts.
+    pub fn delete_files(&self) -> impl Iterator<Item = &str> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.delete_files.iter().map(String::as_str))
+    }
+}
+
+/// How to split work.
+#[derive(Clone, Debug)]
+pub struct PlanOptions {
+    /// Bin-pack partitions into shards of about this many bytes of candidate data.
+    pub target_shard_bytes: u64,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        Self {
+            target_shard_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
+/// The plan for one table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub table: TableName,
+    pub branch: String,
+    pub base_snapshot_id: Option<i64>,
+    pub equality_delete_files: usize,
+    pub equality_delete_rows: u64,
+    pub groups: usize,
+    pub shards: Vec<Shard>,
+}
+
+/// Plans the conversion of `files` (the head of `branch`).
+pub fn plan(
+    table: &LoadedTable,
+    branch: &str,
+    files: &TableFiles,
+    options: &PlanOptions,
+) -> Result<Plan> {
+    let groups = group_equality_deletes(table, files)?;
+    let mut plan = Plan {
+        table: table.name.clone(),
+        branch: branch.to_string(),
+        base_snapshot_id: files.snapshot_id,
+        equality_delete_files: files.equality_deletes.len(),
+        equality_delete_rows: groups.iter().map(DeleteGroup::delete_rows).sum(),
+        groups: groups.len(),
+        shards: Vec::new(),
+    };
+    let Some(base_snapshot_id) = files.snapshot_id else {
+        return Ok(plan);
+    };
+    if groups.is_empty() {
+        return Ok(plan);
+    }
+
+    // Work per partition: candidate data bytes plus the delete files themselves.
+    // A global group touches every partition, so with one the whole table is one shard.
+    let any_global = groups.iter().any(|g| g.global);
+    let mut partitions: BTreeMap<String, (Vec<&DeleteGroup>, u64)> = BTreeMap::new();
+    for group in &groups {
+        let key = if any_global {
+            "<table>".to_string()
+        } else {
+            format!("{}:{}", group.spec_id, group.partition_label)
+        };
+        let candidate_bytes: u64 = files
+            .data_files
+            .iter()
+            .filter(|d| group.may_apply_to(d))
+            .map(|d| d.file.file_size_in_bytes())
+            .sum();
+        let delete_bytes: u64 = group
+            .delete_files
+            .iter()
+            .map(|f| f.file.file_size_in_bytes())
+            .sum();
+        let entry = partitions.entry(key).or_default();
+        entry.0.push(group);
+        entry.1 += candidate_bytes + delete_bytes;
+    }
+
+    // First-fit decreasing bin packing by estimated bytes.
+    let mut items: Vec<(String, Vec<&DeleteGroup>, u64)> = partitions
+        .into_iter()
+        .map(|(k, (g, b))| (k, g, b))
+        .collect();
+    items.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    let mut bins: Vec<(Vec<String>, Vec<&DeleteGroup>, u64)> = Vec::new();
+    for (label, groups, bytes) in items {
+        match bins
+            .iter_mut()
+            .find(|b| b.2 + bytes <= options.target_shard_bytes)
+        {
+            Some(bin) => {
+                bin.0.push(label);
+                bin.1.extend(groups);
+                bin.2 += bytes;
+            }
+            None => bins.push((vec![label], groups, bytes)),
+        }
+    }
+    for (labels, groups, bytes) in bins {
+        let shard_groups: Vec<ShardGroup> = groups
+            .iter()
+            .map(|g| {
+                let mut delete_files: Vec<String> =
+                    g.delete_files.iter().map(|f| f.path().to_string()).collect();
+                delete_files.sort();
+                ShardGroup {
+                    equality_ids: g.equality_ids.clone(),
+                    spec_id: g.spec_id,
+                    partition: g.partition_label.clone(),
+                    delete_files,
+                }
+            })
+            .collect();
+        let mut all_files: Vec<&str> = shard_groups
+            .iter()
+            .flat_map(|g| g.delete_files.iter().map(String::as_str))
+            .collect();
+        all_files.sort_unstable();
+        plan.shards.push(Shard {
+            id: stable_hash(&all_files),
+            table: table.name.clone(),
+            branch: branch.to_string(),
+            base_snapshot_id,
+            partitions: labels,
+            groups: shard_groups,
+            estimated_bytes: bytes,
+        });
+    }
+    Ok(plan)
+}
+
+/// FNV-1a over the sorted file list: stable across processes and releases.
+fn stable_hash(files: &[&str]) -> String {
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for f in files {
+        for b in f.as_bytes().iter().chain(std::iter::once(&0u8)) {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x100000001b3);
+        }
+    }
+    format!("{hash:016x}")
+}
