@@ -10,12 +10,14 @@
 
 pub mod catalog;
 pub mod commit;
+pub mod convert;
 pub mod dv;
 pub mod error;
 pub mod keys;
 pub mod parquet_io;
 pub mod plan;
 pub mod puffin;
+pub mod resolve;
 pub mod snapshot;
 pub mod storage;
 pub mod table;

@@ -65,6 +65,36 @@ impl ParquetFile {
         self.builder.metadata()
     }
 
+    /// The file's Arrow schema (as the Parquet reader sees it).
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        self.builder.schema()
+    }
+
+    /// The file's top-level Arrow field carrying Iceberg field id `field_id`.
+    pub fn field_by_id(&self, field_id: i32) -> Option<&Field> {
+        self.builder
+            .schema()
+            .fields()
+            .iter()
+            .find(|f| field_id_of(f) == Some(field_id))
+            .map(|f| f.as_ref())
+    }
+
+    /// Compressed bytes of the given leaf columns over the given row groups: what a
+    /// projected read fetches.
+    pub fn projected_bytes(&self, leaves: &[usize], row_groups: &[usize]) -> u64 {
+        let meta = self.metadata();
+        row_groups
+            .iter()
+            .map(|&rg| {
+                leaves
+                    .iter()
+                    .map(|&c| meta.row_group(rg).column(c).compressed_size().max(0) as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Rows per row group, in file order.
     pub fn row_group_rows(&self) -> Vec<u64> {
         self.metadata()

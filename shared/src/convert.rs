@@ -1,0 +1,629 @@
+//! The conversion job and its commit protocol (DESIGN.md, "The commit protocol").
+//!
+//! load -> plan -> resolve -> merge with existing DVs and v2 position deletes -> write
+//! Puffin -> build snapshot -> swap pointer. On a conflict the new head is validated
+//! against what this attempt relied on: if nothing it read or removes changed, the same
+//! Puffin file is committed on the new head (rebase); otherwise the attempt's files are
+//! deleted and the work is planned again. It never commits without validating against
+//! the head, never writes a second DV for a data file, and on giving up removes every
+//! file the attempt wrote (except when the outcome of the last swap is unknown).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use arrow_array::Array;
+use futures::TryStreamExt;
+use iceberg::spec::{
+    DataContentType, DataFileBuilder, DataFileFormat, NestedField, Operation, PrimitiveType,
+    Type,
+};
+use rand::Rng;
+use roaring::RoaringTreemap;
+use serde::Serialize;
+
+use crate::catalog::{Catalog, TableName};
+use crate::parquet_io::{ParquetFile, target_schema};
+use crate::plan::{DeleteGroup, Shard, group_equality_deletes};
+use crate::puffin::{DvBlobInput, write_dv_puffin};
+use crate::resolve::{ResolveMetrics, ResolveOptions, resolve};
+use crate::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
+use crate::table::{FileEntryKey, LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// Summary property naming the snapshot a conversion was planned on.
+pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
+
+/// How to run a conversion.
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    pub branch: String,
+    /// Plan and resolve, but write and commit nothing.
+    pub dry_run: bool,
+    /// Convert only this shard's delete files (from a plan); the whole table when `None`.
+    pub shard: Option<Shard>,
+    pub resolve: ResolveOptions,
+    /// Overrides the table's `commit.retry.*` properties.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        Self {
+            branch: "main".into(),
+            dry_run: false,
+            shard: None,
+            resolve: ResolveOptions::default(),
+            retry: None,
+        }
+    }
+}
+
+/// Commit retry policy: exponential backoff with full jitter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub num_retries: u32,
+    pub min_wait: Duration,
+    pub max_wait: Duration,
+    pub total_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            num_retries: 4,
+            min_wait: Duration::from_millis(100),
+            max_wait: Duration::from_secs(60),
+            total_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The table's `commit.retry.*` properties, with Java's defaults.
+    pub fn from_properties(props: &HashMap<String, String>) -> Self {
+        let d = Self::default();
+        let get = |k: &str| props.get(k).and_then(|v| v.trim().parse::<u64>().ok());
+        Self {
+            num_retries: get("commit.retry.num-retries").map_or(d.num_retries, |v| v as u32),
+            min_wait: get("commit.retry.min-wait-ms").map_or(d.min_wait, Duration::from_millis),
+            max_wait: get("commit.retry.max-wait-ms").map_or(d.max_wait, Duration::from_millis),
+            total_timeout: get("commit.retry.total-timeout-ms")
+                .map_or(d.total_timeout, Duration::from_millis),
+        }
+    }
+
+    /// Full-jitter backoff before retry `attempt` (1-based).
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self
+            .min_wait
+            .saturating_mul(1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX));
+        let cap = exp.min(self.max_wait);
+        let millis = cap.as_millis().min(u128::from(u64::MAX)) as u64;
+        Duration::from_millis(rand::rng().random_range(0..=millis))
+    }
+}
+
+/// How a conversion ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// No live equality deletes (in scope): nothing was written.
+    NothingToDo,
+    /// A snapshot was committed.
+    Converted,
+    /// `dry_run`: the work was resolved but nothing written.
+    DryRun,
+}
+
+/// What a conversion did.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvertReport {
+    pub table: String,
+    pub branch: String,
+    pub outcome: Outcome,
+    /// The head the successful attempt was built on.
+    pub base_snapshot_id: Option<i64>,
+    pub new_snapshot_id: Option<i64>,
+    pub metadata_location: Option<String>,
+    pub groups: usize,
+    pub equality_delete_files_removed: usize,
+    pub equality_deletes_removed: u64,
+    pub dvs_written: usize,
+    pub dvs_replaced: usize,
+    pub position_delete_files_removed: usize,
+    /// Positions newly deleted (not already deleted by an older DV or position delete).
+    pub positions_added: u64,
+    pub puffin_file: Option<String>,
+    pub commit_attempts: u32,
+    pub conflicts: u32,
+    pub rebases: u32,
+    pub replans: u32,
+    pub duration_ms: u64,
+    pub resolve: ResolveMetrics,
+}
+
+/// The DV to write for one data file.
+struct DvPlan {
+    data_file: LiveFile,
+    positions: RoaringTreemap,
+    replaced: Option<LiveFile>,
+}
+
+/// What an attempt relied on, to validate a moved head against.
+struct AttemptFootprint {
+    groups: Vec<DeleteGroup>,
+    dv_targets: HashSet<String>,
+    removed: Vec<LiveFile>,
+}
+
+/// Converts the live equality deletes of `table` (or of one shard) into DVs.
+pub async fn convert(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    options: &ConvertOptions,
+) -> Result<ConvertReport> {
+    let started = Instant::now();
+    let mut report = ConvertReport {
+        table: name.to_string(),
+        branch: options.branch.clone(),
+        outcome: Outcome::NothingToDo,
+        base_snapshot_id: None,
+        new_snapshot_id: None,
+        metadata_location: None,
+        groups: 0,
+        equality_delete_files_removed: 0,
+        equality_deletes_removed: 0,
+        dvs_written: 0,
+        dvs_replaced: 0,
+        position_delete_files_removed: 0,
+        positions_added: 0,
+        puffin_file: None,
+        commit_attempts: 0,
+        conflicts: 0,
+        rebases: 0,
+        replans: 0,
+        duration_ms: 0,
+        resolve: ResolveMetrics::default(),
+    };
+    let mut policy: Option<RetryPolicy> = options.retry.clone();
+
+    'plan: loop {
+        let table = LoadedTable::load(catalog, name).await?;
+        table.require_v3()?;
+        let policy = policy
+            .get_or_insert_with(|| RetryPolicy::from_properties(table.metadata.properties()))
+            .clone();
+        let head = table.head(&options.branch)?;
+        let files = TableFiles::read(&table, head.as_ref()).await?;
+        let groups = select_groups(&table, &files, options.shard.as_ref())?;
+        report.base_snapshot_id = files.snapshot_id;
+        report.groups = groups.len();
+        if groups.is_empty() {
+            report.outcome = Outcome::NothingToDo;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            return Ok(report);
+        }
+
+        let resolved = resolve(&table, &files, &groups, &options.resolve).await?;
+        report.resolve = resolved.metrics.clone();
+        let dv_plans = merge_with_existing(&table, &files, resolved.positions).await?;
+        let removed_position_deletes =
+            covered_position_deletes(&table, &files, &dv_plans).await?;
+
+        let mut removed: Vec<LiveFile> = groups
+            .iter()
+            .flat_map(|g| g.delete_files.iter().cloned())
+            .collect();
+        removed.extend(dv_plans.iter().filter_map(|p| p.replaced.clone()));
+        removed.extend(removed_position_deletes.iter().cloned());
+
+        report.equality_delete_files_removed = groups.iter().map(|g| g.delete_files.len()).sum();
+        report.equality_deletes_removed = groups.iter().map(DeleteGroup::delete_rows).sum();
+        report.dvs_written = dv_plans.len();
+        report.dvs_replaced = dv_plans.iter().filter(|p| p.replaced.is_some()).count();
+        report.position_delete_files_removed = removed_position_deletes.len();
+        report.positions_added = dv_plans
+            .iter()
+            .map(|p| p.positions.len() - p.replaced.as_ref().map_or(0, |r| r.file.record_count()))
+            .sum();
+        if options.dry_run {
+            report.outcome = Outcome::DryRun;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            return Ok(report);
+        }
+
+        // Write every DV into one Puffin file next to the data.
+        let mut attempt_files: Vec<String> = Vec::new();
+        let mut added = Vec::new();
+        if !dv_plans.is_empty() {
+            let location = crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
+            attempt_files.push(location.clone());
+            let inputs: Vec<DvBlobInput> = dv_plans
+                .iter()
+                .map(|p| DvBlobInput {
+                    referenced_data_file: p.data_file.path().to_string(),
+                    positions: p.positions.clone(),
+                })
+                .collect();
+            let written = match write_dv_puffin(&table.file_io, &location, &inputs).await {
+                Ok(w) => w,
+                Err(e) => {
+                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
+                    return Err(e.into());
+                }
+            };
+            for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
+                let file = DataFileBuilder::default()
+                    .content(DataContentType::PositionDeletes)
+                    .file_path(written.location.clone())
+                    .file_format(DataFileFormat::Puffin)
+                    .partition(plan.data_file.file.partition().clone())
+                    .partition_spec_id(plan.data_file.spec_id)
+                    .record_count(dv.cardinality)
+                    .file_size_in_bytes(written.file_size_in_bytes)
+                    .referenced_data_file(Some(dv.referenced_data_file.clone()))
+                    .content_offset(Some(dv.content_offset))
+                    .content_size_in_bytes(Some(dv.content_size_in_bytes))
+                    .build()
+                    .map_err(|e| Error::InvalidInput(format!("building DV entry: {e}")))?;
+                added.push(AddedFile {
+                    spec_id: plan.data_file.spec_id,
+                    file,
+                });
+            }
+            report.puffin_file = Some(written.location);
+        }
+
+        let footprint = AttemptFootprint {
+            groups: groups.clone(),
+            dv_targets: dv_plans.iter().map(|p| p.data_file.path().to_string()).collect(),
+            removed: removed.clone(),
+        };
+        let base_snapshot_id = files.snapshot_id;
+        let mut changes = SnapshotChanges::new(Operation::Delete);
+        changes.added_delete_files = added;
+        changes.removed_files = removed;
+        if let Some(id) = base_snapshot_id {
+            changes
+                .extra_summary
+                .insert(CONVERTED_FROM_PROPERTY.into(), id.to_string());
+        }
+
+        // Commit loop: rebase on a moved head while validation allows it.
+        let mut table = table;
+        let mut files = files;
+        loop {
+            report.commit_attempts += 1;
+            let prepared = match build_snapshot(&table, &options.branch, &files, &changes).await {
+                Ok(p) => p,
+                Err(e) => {
+                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
+                    return Err(e);
+                }
+            };
+            match crate::commit::publish(catalog, &table, &prepared).await {
+                Ok(published) => {
+                    report.outcome = Outcome::Converted;
+                    report.new_snapshot_id = Some(prepared.snapshot_id);
+                    report.metadata_location = Some(published.metadata_location);
+                    report.base_snapshot_id = files.snapshot_id;
+                    report.duration_ms = started.elapsed().as_millis() as u64;
+                    tracing::info!(
+                        table = %name,
+                        base_snapshot_id = ?files.snapshot_id,
+                        new_snapshot_id = prepared.snapshot_id,
+                        dvs = report.dvs_written,
+                        equality_delete_files = report.equality_delete_files_removed,
+                        "converted"
+                    );
+                    return Ok(report);
+                }
+                Err(Error::CommitConflict { message, .. }) => {
+                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    report.conflicts += 1;
+                    if report.commit_attempts > policy.num_retries
+                        || started.elapsed() > policy.total_timeout
+                    {
+                        crate::storage::delete_files(&table.file_io, &attempt_files).await;
+                        return Err(Error::RetriesExhausted {
+                            table: name.to_string(),
+                            attempts: report.commit_attempts,
+                            last: message,
+                        });
+                    }
+                    tokio::time::sleep(policy.backoff(report.commit_attempts)).await;
+                    let reloaded = LoadedTable::load(catalog, name).await?;
+                    let head = reloaded.head(&options.branch)?;
+                    let new_files = TableFiles::read(&reloaded, head.as_ref()).await?;
+                    match validate(&files, &new_files, &footprint) {
+                        Ok(refreshed_removed) => {
+                            tracing::info!(table = %name, "head moved; rebasing the conversion");
+                            report.rebases += 1;
+                            changes.removed_files = refreshed_removed;
+                            table = reloaded;
+                            files = new_files;
+                        }
+                        Err(reason) => {
+                            tracing::info!(table = %name, %reason, "head moved; planning again");
+                            report.replans += 1;
+                            crate::storage::delete_files(&table.file_io, &attempt_files).await;
+                            continue 'plan;
+                        }
+                    }
+                }
+                Err(e @ Error::CommitStateUnknown { .. }) => {
+                    // The swap may have landed: keep every file; cleanup decides later.
+                    return Err(e);
+                }
+                Err(e) => {
+                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The groups to convert: all, or only the delete files the shard names that are still live.
+fn select_groups(
+    table: &LoadedTable,
+    files: &TableFiles,
+    shard: Option<&Shard>,
+) -> Result<Vec<DeleteGroup>> {
+    let groups = group_equality_deletes(table, files)?;
+    let Some(shard) = shard else {
+        return Ok(groups);
+    };
+    if shard.table != table.name {
+        return Err(Error::InvalidInput(format!(
+            "shard {} is for table {}, not {}",
+            shard.id, shard.table, table.name
+        )));
+    }
+    let wanted: HashSet<&str> = shard.delete_files().collect();
+    Ok(groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.delete_files.retain(|f| wanted.contains(f.path()));
+            if g.delete_files.is_empty() {
+                None
+            } else {
+                g.max_sequence_number = g
+                    .delete_files
+                    .iter()
+                    .map(|f| f.data_sequence_number)
+                    .max()
+                    .unwrap_or(i64::MIN);
+                Some(g)
+            }
+        })
+        .collect())
+}
+
+/// Unions new positions with each file's existing DV and applicable v2 position deletes.
+/// Files whose positions were all deleted already need no new DV.
+async fn merge_with_existing(
+    table: &LoadedTable,
+    files: &TableFiles,
+    new_positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<Vec<DvPlan>> {
+    let data_by_path: HashMap<&str, &LiveFile> =
+        files.data_files.iter().map(|f| (f.path(), f)).collect();
+    let position_deletes = if files.position_deletes.is_empty() || new_positions.is_empty() {
+        HashMap::new()
+    } else {
+        read_position_deletes(table, &files.position_deletes).await?
+    };
+    let mut plans = Vec::new();
+    for (path, positions) in new_positions {
+        let Some(data) = data_by_path.get(path.as_str()) else {
+            continue;
+        };
+        let mut merged = positions;
+        let mut before = RoaringTreemap::new();
+        let replaced = files.dvs.get(&path).cloned();
+        if let Some(dv) = &replaced
+            && dv.data_sequence_number >= data.data_sequence_number
+        {
+            let (Some(offset), Some(size)) =
+                (dv.file.content_offset(), dv.file.content_size_in_bytes())
+            else {
+                return Err(Error::file(
+                    dv.path(),
+                    "deletion vector entry lacks content_offset/content_size_in_bytes",
+                    "invalid manifest entry",
+                ));
+            };
+            let existing = crate::puffin::validate_dv_entry(
+                &table.file_io,
+                &crate::puffin::DvEntryCheck {
+                    puffin_location: dv.path(),
+                    referenced_data_file: &path,
+                    content_offset: offset,
+                    content_size_in_bytes: size,
+                    record_count: dv.file.record_count(),
+                    file_size_in_bytes: dv.file.file_size_in_bytes(),
+                },
+            )
+            .await?;
+            before |= existing;
+        }
+        if let Some(entries) = position_deletes.get(&path) {
+            for (seq, positions) in entries {
+                if data.data_sequence_number <= *seq {
+                    before |= positions;
+                }
+            }
+        }
+        let added = &merged - &before;
+        if added.is_empty() {
+            continue;
+        }
+        merged |= before;
+        plans.push(DvPlan {
+            data_file: (*data).clone(),
+            positions: merged,
+            replaced,
+        });
+    }
+    Ok(plans)
+}
+
+const POS_DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
+const POS_DELETE_POS_ID: i32 = 2_147_483_545;
+
+/// Reads v2 position delete files: data file -> [(delete seq, positions)].
+async fn read_position_deletes(
+    table: &LoadedTable,
+    deletes: &[LiveFile],
+) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
+    let fields = vec![
+        std::sync::Arc::new(NestedField::required(
+            POS_DELETE_FILE_PATH_ID,
+            "file_path",
+            Type::Primitive(PrimitiveType::String),
+        )),
+        std::sync::Arc::new(NestedField::required(
+            POS_DELETE_POS_ID,
+            "pos",
+            Type::Primitive(PrimitiveType::Long),
+        )),
+    ];
+    let target = target_schema(&fields)?;
+    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
+    for delete in deletes {
+        if delete.file.file_format() != DataFileFormat::Parquet {
+            return Err(Error::UnsupportedTable {
+                table: table.name.to_string(),
+                message: format!(
+                    "position delete file {} is {:?}; eqdv reads Parquet position deletes only",
+                    delete.path(),
+                    delete.file.file_format()
+                ),
+            });
+        }
+        let file =
+            ParquetFile::open(&table.file_io, delete.path(), Some(delete.file.file_size_in_bytes()))
+                .await?;
+        let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
+        let mut stream = Box::pin(file.read(target.clone(), None, 8192)?);
+        while let Some((_, batch)) = stream.try_next().await? {
+            let paths = arrow_array::cast::as_string_array(batch.column(0));
+            let positions = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .ok_or_else(|| Error::file(delete.path(), "pos column is not long", "bad type"))?;
+            for i in 0..batch.num_rows() {
+                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
+                    return Err(Error::file(
+                        delete.path(),
+                        format!("row {i} has a null path or an invalid position"),
+                        "corrupt position delete file",
+                    ));
+                }
+                per_file
+                    .entry(paths.value(i).to_string())
+                    .or_default()
+                    .insert(positions.value(i) as u64);
+            }
+        }
+        for (path, positions) in per_file {
+            out.entry(path)
+                .or_default()
+                .push((delete.data_sequence_number, positions));
+        }
+    }
+    Ok(out)
+}
+
+/// v2 position delete files that every live data file they reference now has a new DV for.
+async fn covered_position_deletes(
+    table: &LoadedTable,
+    files: &TableFiles,
+    plans: &[DvPlan],
+) -> Result<Vec<LiveFile>> {
+    if files.position_deletes.is_empty() || plans.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live: HashSet<&str> = files.data_files.iter().map(|f| f.path()).collect();
+    let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
+    let mut covered = Vec::new();
+    for delete in &files.position_deletes {
+        let referenced = read_position_deletes(table, std::slice::from_ref(delete)).await?;
+        if referenced
+            .keys()
+            .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))
+        {
+            covered.push(delete.clone());
+        }
+    }
+    Ok(covered)
+}
+
+/// Decides whether an attempt built on `base` may be committed on `head`.
+///
+/// Returns the removed entries as they are listed in `head` (manifests may have been
+/// rewritten), or why the work must be planned again.
+fn validate(
+    base: &TableFiles,
+    head: &TableFiles,
+    footprint: &AttemptFootprint,
+) -> std::result::Result<Vec<LiveFile>, String> {
+    // Every file we remove must still be live.
+    let head_deletes: HashMap<FileEntryKey, &LiveFile> = head
+        .equality_deletes
+        .iter()
+        .chain(head.dvs.values())
+        .chain(&head.position_deletes)
+        .map(|f| (f.entry_key(), f))
+        .collect();
+    let mut refreshed = Vec::with_capacity(footprint.removed.len());
+    for removed in &footprint.removed {
+        match head_deletes.get(&removed.entry_key()) {
+            Some(f) => refreshed.push((*f).clone()),
+            None => return Err(format!("delete file {} is no longer live", removed.path())),
+        }
+    }
+    // Data files we write DVs for must still be live, and have no new DV.
+    let head_data: HashSet<&str> = head.data_files.iter().map(|f| f.path()).collect();
+    for target in &footprint.dv_targets {
+        if !head_data.contains(target.as_str()) {
+            return Err(format!("data file {target} was removed"));
+        }
+        let before = base.dvs.get(target).map(LiveFile::entry_key);
+        let after = head.dvs.get(target).map(LiveFile::entry_key);
+        if before != after {
+            return Err(format!("data file {target} got a new deletion vector"));
+        }
+    }
+    // New position delete files might cover our targets.
+    let base_pos: HashSet<FileEntryKey> =
+        base.position_deletes.iter().map(LiveFile::entry_key).collect();
+    if let Some(added) = head
+        .position_deletes
+        .iter()
+        .find(|f| !base_pos.contains(&f.entry_key()))
+    {
+        return Err(format!("position delete file {} was added", added.path()));
+    }
+    // A data file added with an old sequence number (a rewrite that kept sequence
+    // numbers) in a group's scope would escape the deletes we remove.
+    let base_data: HashSet<&str> = base.data_files.iter().map(|f| f.path()).collect();
+    for data in &head.data_files {
+        if base_data.contains(data.path()) {
+            continue;
+        }
+        if let Some(group) = footprint.groups.iter().find(|g| g.may_apply_to(data)) {
+            return Err(format!(
+                "data file {} was added in scope of the equality deletes of {} with sequence number {} (below {})",
+                data.path(),
+                group.partition_label,
+                data.data_sequence_number,
+                group.max_sequence_number
+            ));
+        }
+    }
+    Ok(refreshed)
+}

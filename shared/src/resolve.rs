@@ -1,0 +1,464 @@
+//! Resolving equality-deleted keys to row positions: the hot path.
+//!
+//! For each delete group the keys are loaded into a hash set (per key, the highest
+//! sequence number of the group's files that hold it). Candidate data files are those
+//! the group may apply to (partition scope, `seq(F) < max seq`), pruned by column bounds
+//! in the manifest and then by Parquet row-group statistics; only the key columns of the
+//! survivors are read, in parallel. A row is deleted iff its key is in the set with
+//! `seq(F) < seq(key)`.
+//!
+//! Pruning is always conservative: a file or row group that may hold a key is read.
+//! Nothing here writes.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_row::OwnedRow;
+use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::NestedFieldRef;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+use roaring::RoaringTreemap;
+use serde::Serialize;
+
+use crate::keys::KeyColumns;
+use crate::parquet_io::{ParquetFile, target_schema};
+use crate::plan::DeleteGroup;
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// Tuning knobs for resolving.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    /// Data files read at once.
+    pub parallelism: usize,
+    /// Rows per decoded batch.
+    pub batch_size: usize,
+    /// Use Parquet row-group statistics to skip row groups.
+    pub row_group_pruning: bool,
+}
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            parallelism: (cores * 2).max(2),
+            batch_size: 8192,
+            row_group_pruning: true,
+        }
+    }
+}
+
+/// What resolving did, for reports and metrics.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ResolveMetrics {
+    pub groups: u64,
+    pub delete_files_read: u64,
+    /// Distinct deleted keys over all groups.
+    pub delete_keys: u64,
+    pub live_data_files: u64,
+    /// Data files in scope of some group (partition and sequence number).
+    pub candidate_files: u64,
+    /// Candidates skipped because no key fits their column bounds.
+    pub pruned_by_bounds: u64,
+    pub files_opened: u64,
+    pub row_groups_read: u64,
+    pub row_groups_pruned: u64,
+    pub rows_scanned: u64,
+    /// Compressed bytes of the column chunks read (data and delete files).
+    pub bytes_read: u64,
+    /// Data files with at least one newly deleted row.
+    pub files_with_matches: u64,
+    pub positions_matched: u64,
+}
+
+/// The deleted rows found, per data file.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Data file path -> positions deleted by the groups (not yet merged with old DVs).
+    pub positions: BTreeMap<String, RoaringTreemap>,
+    /// Every data file that was in scope of a group (opened or pruned).
+    pub candidates: HashSet<String>,
+    pub metrics: ResolveMetrics,
+}
+
+/// One key column's distinct non-null values in order-preserving encoding.
+struct ColumnValues {
+    sorted: Vec<OwnedRow>,
+    has_null: bool,
+}
+
+impl ColumnValues {
+    /// Is some value within `[lower, upper]` (either end may be open)?
+    fn any_within(&self, lower: Option<&OwnedRow>, upper: Option<&OwnedRow>) -> bool {
+        let start = match lower {
+            Some(lo) => self.sorted.partition_point(|v| v < lo),
+            None => 0,
+        };
+        match (self.sorted.get(start), upper) {
+            (None, _) => false,
+            (Some(v), Some(hi)) => v <= hi,
+            (Some(_), None) => true,
+        }
+    }
+}
+
+/// The loaded keys of one group.
+struct GroupKeys {
+    group: DeleteGroup,
+    key_columns: KeyColumns,
+    /// Encoded key -> the highest sequence number of a delete file holding it.
+    keys: HashMap<Box<[u8]>, i64>,
+    columns: Vec<ColumnValues>,
+}
+
+async fn load_group_keys(
+    table: &LoadedTable,
+    group: &DeleteGroup,
+    options: &ResolveOptions,
+    metrics: &mut ResolveMetrics,
+) -> Result<GroupKeys> {
+    let schema = table.metadata.current_schema();
+    let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
+    let mut keys: HashMap<Box<[u8]>, i64> = HashMap::new();
+    let mut column_sets: Vec<HashSet<OwnedRow>> = vec![HashSet::new(); key_columns.len()];
+    let mut has_null = vec![false; key_columns.len()];
+    for delete in &group.delete_files {
+        let file = ParquetFile::open(
+            &table.file_io,
+            delete.path(),
+            Some(delete.file.file_size_in_bytes()),
+        )
+        .await?;
+        for &id in &key_columns.field_ids {
+            if file.field_by_id(id).is_none() {
+                return Err(Error::file(
+                    delete.path(),
+                    format!("equality delete file lacks equality field id {id}"),
+                    "invalid delete file",
+                ));
+            }
+        }
+        let leaves: Vec<usize> = key_columns
+            .field_ids
+            .iter()
+            .filter_map(|&id| file.leaf_index(id))
+            .collect();
+        let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
+        metrics.bytes_read += file.projected_bytes(&leaves, &all_groups);
+        metrics.delete_files_read += 1;
+        let mut stream = Box::pin(file.read(
+            key_columns.arrow_schema.clone(),
+            None,
+            options.batch_size,
+        )?);
+        while let Some((_, batch)) = stream.try_next().await? {
+            let columns = batch.columns().to_vec();
+            let rows = key_columns.encode(&columns)?;
+            for row in rows.iter() {
+                let seq = keys.entry(row.as_ref().into()).or_insert(i64::MIN);
+                *seq = (*seq).max(delete.data_sequence_number);
+            }
+            for (i, column) in columns.iter().enumerate() {
+                if column.null_count() > 0 {
+                    has_null[i] = true;
+                }
+                let encoded = key_columns.encode_column(i, column)?;
+                for (row_index, row) in encoded.iter().enumerate() {
+                    if column.is_valid(row_index) {
+                        column_sets[i].insert(row.owned());
+                    }
+                }
+            }
+        }
+    }
+    let columns = column_sets
+        .into_iter()
+        .zip(has_null)
+        .map(|(set, has_null)| {
+            let mut sorted: Vec<OwnedRow> = set.into_iter().collect();
+            sorted.sort();
+            ColumnValues { sorted, has_null }
+        })
+        .collect();
+    Ok(GroupKeys {
+        group: group.clone(),
+        key_columns,
+        keys,
+        columns,
+    })
+}
+
+impl GroupKeys {
+    /// False when the file's manifest bounds prove that no key of the group is in it.
+    fn may_match_file(&self, data: &LiveFile) -> bool {
+        let file = &data.file;
+        for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
+            let values = &self.columns[i];
+            let null_count = file.null_value_counts().get(&field_id).copied();
+            let value_count = file.value_counts().get(&field_id).copied();
+            let may_match_null = values.has_null && null_count != Some(0);
+            let all_null = matches!((null_count, value_count), (Some(n), Some(v)) if n == v);
+            let may_match_value = !all_null && {
+                let lower = file
+                    .lower_bounds()
+                    .get(&field_id)
+                    .and_then(|d| self.key_columns.encode_bound(i, d));
+                let upper = file
+                    .upper_bounds()
+                    .get(&field_id)
+                    .and_then(|d| self.key_columns.encode_bound(i, d));
+                values.any_within(lower.as_ref(), upper.as_ref())
+            };
+            if !may_match_null && !may_match_value {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Row groups of `file` that may hold a key, by Parquet statistics.
+    fn row_groups_to_read(&self, file: &ParquetFile) -> Vec<bool> {
+        let row_groups = file.metadata().row_groups();
+        let mut keep = vec![true; row_groups.len()];
+        let parquet_schema = file.metadata().file_metadata().schema_descr();
+        for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
+            let Some(field) = file.field_by_id(field_id) else {
+                // Column absent from this file: every value reads as null.
+                if !self.columns[i].has_null {
+                    keep.iter_mut().for_each(|k| *k = false);
+                }
+                continue;
+            };
+            let Some(leaf) = file.leaf_index(field_id) else {
+                continue;
+            };
+            let Ok(converter) =
+                StatisticsConverter::try_new(field.name(), file.arrow_schema(), parquet_schema)
+            else {
+                continue;
+            };
+            let target = self.key_columns.data_type(i);
+            let (Ok(mins), Ok(maxes), Ok(nulls)) = (
+                converter.row_group_mins(row_groups.iter()),
+                converter.row_group_maxes(row_groups.iter()),
+                converter.row_group_null_counts(row_groups.iter()),
+            ) else {
+                continue;
+            };
+            let (Some(mins), Some(maxes)) = (cast_to(&mins, target), cast_to(&maxes, target))
+            else {
+                continue;
+            };
+            let (Ok(min_rows), Ok(max_rows)) = (
+                self.key_columns.encode_column(i, &mins),
+                self.key_columns.encode_column(i, &maxes),
+            ) else {
+                continue;
+            };
+            let byte_like = matches!(
+                target,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+            );
+            for (rg, keep_rg) in keep.iter_mut().enumerate() {
+                if !*keep_rg {
+                    continue;
+                }
+                let stats = row_groups[rg].column(leaf).statistics();
+                // Truncated (inexact) byte statistics are not safe bounds.
+                let exact = stats.is_some_and(|s| !byte_like || (s.min_is_exact() && s.max_is_exact()));
+                let num_rows = row_groups[rg].num_rows().max(0) as u64;
+                let null_count = (!nulls.is_null(rg)).then(|| nulls.value(rg));
+                let may_match_null = self.columns[i].has_null && null_count != Some(0);
+                let all_null = null_count == Some(num_rows);
+                let may_match_value = !all_null
+                    && (!exact || mins.is_null(rg) || maxes.is_null(rg) || {
+                        let lo = min_rows.row(rg).owned();
+                        let hi = max_rows.row(rg).owned();
+                        self.columns[i].any_within(Some(&lo), Some(&hi))
+                    });
+                if !may_match_null && !may_match_value {
+                    *keep_rg = false;
+                }
+            }
+        }
+        keep
+    }
+}
+
+fn cast_to(array: &ArrayRef, to: &DataType) -> Option<ArrayRef> {
+    if array.data_type() == to {
+        Some(array.clone())
+    } else {
+        arrow_cast::cast(array, to).ok()
+    }
+}
+
+/// Result of scanning one data file.
+struct FileScan {
+    path: String,
+    positions: RoaringTreemap,
+    row_groups_read: u64,
+    row_groups_pruned: u64,
+    rows_scanned: u64,
+    bytes_read: u64,
+}
+
+/// Resolves `groups` against the live data files of `files`.
+pub async fn resolve(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    options: &ResolveOptions,
+) -> Result<Resolved> {
+    let mut resolved = Resolved::default();
+    let metrics = &mut resolved.metrics;
+    metrics.groups = groups.len() as u64;
+    metrics.live_data_files = files.data_files.len() as u64;
+
+    let mut loaded = Vec::with_capacity(groups.len());
+    for group in groups {
+        loaded.push(load_group_keys(table, group, options, metrics).await?);
+    }
+    metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
+    let loaded = Arc::new(loaded);
+
+    // Candidates: per data file, the groups that may apply after bound pruning.
+    let mut work: Vec<(LiveFile, Vec<usize>)> = Vec::new();
+    for data in &files.data_files {
+        let in_scope: Vec<usize> = loaded
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.group.may_apply_to(data))
+            .map(|(i, _)| i)
+            .collect();
+        if in_scope.is_empty() {
+            continue;
+        }
+        metrics.candidate_files += 1;
+        resolved.candidates.insert(data.path().to_string());
+        let surviving: Vec<usize> = in_scope
+            .into_iter()
+            .filter(|&i| loaded[i].may_match_file(data))
+            .collect();
+        if surviving.is_empty() {
+            metrics.pruned_by_bounds += 1;
+        } else {
+            work.push((data.clone(), surviving));
+        }
+    }
+
+    let scans: Vec<FileScan> = futures::stream::iter(work.into_iter().map(|(data, group_ids)| {
+        let table = table.clone();
+        let loaded = loaded.clone();
+        let options = options.clone();
+        async move {
+            tokio::spawn(async move { scan_file(&table, &data, &loaded, &group_ids, &options).await })
+                .await
+                .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
+        }
+    }))
+    .buffer_unordered(options.parallelism.max(1))
+    .try_collect()
+    .await?;
+
+    for scan in scans {
+        metrics.files_opened += 1;
+        metrics.row_groups_read += scan.row_groups_read;
+        metrics.row_groups_pruned += scan.row_groups_pruned;
+        metrics.rows_scanned += scan.rows_scanned;
+        metrics.bytes_read += scan.bytes_read;
+        if !scan.positions.is_empty() {
+            metrics.files_with_matches += 1;
+            metrics.positions_matched += scan.positions.len();
+            resolved.positions.insert(scan.path, scan.positions);
+        }
+    }
+    Ok(resolved)
+}
+
+async fn scan_file(
+    table: &LoadedTable,
+    data: &LiveFile,
+    loaded: &[GroupKeys],
+    group_ids: &[usize],
+    options: &ResolveOptions,
+) -> Result<FileScan> {
+    let file = ParquetFile::open(
+        &table.file_io,
+        data.path(),
+        Some(data.file.file_size_in_bytes()),
+    )
+    .await?;
+    let total_groups = file.row_group_rows().len();
+    let mut keep = vec![!options.row_group_pruning; total_groups];
+    if options.row_group_pruning {
+        for &g in group_ids {
+            for (k, may) in keep.iter_mut().zip(loaded[g].row_groups_to_read(&file)) {
+                *k |= may;
+            }
+        }
+    }
+    let selected: Vec<usize> = (0..total_groups).filter(|&i| keep[i]).collect();
+    let mut scan = FileScan {
+        path: data.path().to_string(),
+        positions: RoaringTreemap::new(),
+        row_groups_read: selected.len() as u64,
+        row_groups_pruned: (total_groups - selected.len()) as u64,
+        rows_scanned: 0,
+        bytes_read: 0,
+    };
+    if selected.is_empty() {
+        return Ok(scan);
+    }
+
+    // Read the union of the groups' key columns once.
+    let mut fields: Vec<NestedFieldRef> = Vec::new();
+    for &g in group_ids {
+        for field in &loaded[g].key_columns.fields {
+            if !fields.iter().any(|f| f.id == field.id) {
+                fields.push(field.clone());
+            }
+        }
+    }
+    let target: ArrowSchemaRef = target_schema(&fields)?;
+    let column_of: HashMap<i32, usize> =
+        fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+    let leaves: Vec<usize> = fields.iter().filter_map(|f| file.leaf_index(f.id)).collect();
+    scan.bytes_read = file.projected_bytes(&leaves, &selected);
+
+    let mut stream = Box::pin(file.read(target, Some(selected), options.batch_size)?);
+    while let Some((first, batch)) = stream.try_next().await? {
+        scan.rows_scanned += batch.num_rows() as u64;
+        for &g in group_ids {
+            match_batch(&loaded[g], data, &batch, &column_of, first, &mut scan.positions)?;
+        }
+    }
+    Ok(scan)
+}
+
+fn match_batch(
+    group: &GroupKeys,
+    data: &LiveFile,
+    batch: &RecordBatch,
+    column_of: &HashMap<i32, usize>,
+    first_position: u64,
+    positions: &mut RoaringTreemap,
+) -> Result<()> {
+    let columns: Vec<ArrayRef> = group
+        .key_columns
+        .field_ids
+        .iter()
+        .map(|id| batch.column(column_of[id]).clone())
+        .collect();
+    let rows = group.key_columns.encode(&columns)?;
+    for (offset, row) in rows.iter().enumerate() {
+        if let Some(&seq) = group.keys.get(row.as_ref())
+            && data.data_sequence_number < seq
+        {
+            positions.insert(first_position + offset as u64);
+        }
+    }
+    Ok(())
+}
