@@ -1,1 +1,446 @@
-fn main() {}
+//! `eqdv`: convert Iceberg equality deletes into deletion vectors from the command line.
+//!
+//! Wiring only: argument parsing, output and exit codes. The work is in the engine
+//! (`shared/`), which the Lambdas use too.
+
+mod demo;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
+use eqdv::plan::{Plan, PlanOptions, Shard};
+use eqdv::table::{LoadedTable, TableFiles};
+
+use crate::output::{Summary, print_table, spinner};
+
+/// Exit codes scripts can rely on.
+pub mod exit {
+    /// Converted (or the command succeeded).
+    pub const OK: u8 = 0;
+    /// Failed: the error is printed; the table is unchanged.
+    pub const FAILED: u8 = 1;
+    /// Nothing to do: no live equality deletes in scope.
+    pub const NOTHING_TO_DO: u8 = 3;
+}
+
+#[derive(Parser)]
+#[command(name = "eqdv", version, about = "Converts Apache Iceberg equality deletes into deletion vectors")]
+struct Cli {
+    /// Print machine-readable JSON on stdout instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Log filter (RUST_LOG syntax), e.g. `info` or `eqdv=debug`.
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Which table, in which catalog.
+#[derive(Args, Clone)]
+struct TableArgs {
+    /// Warehouse directory: the SQLite catalog is DIR/catalog.db (catalog name `eqdv`)
+    /// and table data lives under DIR.
+    #[arg(long, value_name = "DIR")]
+    warehouse: PathBuf,
+    /// The table, as NAMESPACE.TABLE.
+    #[arg(long, value_name = "NS.NAME")]
+    table: String,
+    /// The branch to read and commit to.
+    #[arg(long, default_value = "main")]
+    branch: String,
+}
+
+impl TableArgs {
+    fn catalog(&self) -> Result<SqliteCatalog> {
+        SqliteCatalog::open_warehouse(&self.warehouse)
+            .with_context(|| format!("opening warehouse {}", self.warehouse.display()))
+    }
+
+    fn name(&self) -> Result<TableName> {
+        Ok(TableName::parse(&self.table)?)
+    }
+}
+
+#[derive(Args, Clone)]
+struct WorkloadArgs {
+    /// Seed for the workload (same seed, same rows).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Rows of the initial load.
+    #[arg(long, default_value_t = 10_000)]
+    rows: u64,
+    /// CDC commits after the initial load.
+    #[arg(long, default_value_t = 5)]
+    commits: u32,
+    /// Key column type(s): long|int|string|uuid|decimal|date|timestamp|timestamptz|binary|boolean|fixed,
+    /// comma-separated for a multi-column key.
+    #[arg(long, default_value = "long")]
+    key: String,
+    /// Partitioning: none|identity|bucket:N|day.
+    #[arg(long, default_value = "none")]
+    partition: String,
+    /// Some keys are null (null equals null in equality deletes).
+    #[arg(long)]
+    null_keys: bool,
+    /// Also write equality deletes with an unpartitioned spec (they apply everywhere).
+    #[arg(long)]
+    global_deletes: bool,
+    /// Add a column halfway through the workload.
+    #[arg(long)]
+    add_column: bool,
+}
+
+impl WorkloadArgs {
+    fn spec(&self) -> Result<eqdv::generate::WorkloadSpec> {
+        Ok(eqdv::generate::WorkloadSpec {
+            seed: self.seed,
+            rows: self.rows,
+            commits: self.commits,
+            keys: eqdv::generate::parse_key_types(&self.key)?,
+            partition: self.partition.parse()?,
+            null_keys: self.null_keys,
+            global_deletes: self.global_deletes,
+            add_column: self.add_column,
+            ..Default::default()
+        })
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create a v3 table (if needed) and commit CDC batches with equality deletes.
+    Generate {
+        #[command(flatten)]
+        table: TableArgs,
+        #[command(flatten)]
+        workload: WorkloadArgs,
+    },
+    /// Show the conversion plan: groups of equality deletes and shards.
+    Plan {
+        #[command(flatten)]
+        table: TableArgs,
+        /// Target bytes of candidate data per shard.
+        #[arg(long, default_value_t = 512 * 1024 * 1024)]
+        target_shard_bytes: u64,
+        /// Write the plan as JSON to this file (for `convert --shard`).
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Convert live equality deletes into deletion vectors and commit.
+    Convert {
+        #[command(flatten)]
+        table: TableArgs,
+        /// Convert one shard: a plan file written by `plan --output` ...
+        #[arg(long, value_name = "PLAN_FILE", requires = "shard_id")]
+        plan: Option<PathBuf>,
+        /// ... and the id of the shard in it.
+        #[arg(long, value_name = "ID", requires = "plan")]
+        shard_id: Option<String>,
+        /// Resolve and report, but write and commit nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Data files read at once.
+        #[arg(long)]
+        parallelism: Option<usize>,
+    },
+    /// Show data files, equality deletes, DVs and position deletes per partition.
+    Inspect {
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// Print the table's live rows in canonical form (one JSON array per line, sorted).
+    Rows {
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// A fresh local warehouse: generate, convert, and show before/after with timings.
+    Demo {
+        /// Warehouse directory (default: a new temporary directory, kept afterwards).
+        #[arg(long, value_name = "DIR")]
+        warehouse: Option<PathBuf>,
+        #[command(flatten)]
+        workload: WorkloadArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    match runtime.block_on(run(&cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            if cli.json {
+                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                println!("{msg}");
+            }
+            eprintln!("error: {e:#}");
+            ExitCode::from(exit::FAILED)
+        }
+    }
+}
+
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+async fn run(cli: &Cli) -> Result<u8> {
+    match &cli.command {
+        Command::Generate { table, workload } => {
+            let catalog = table.catalog()?;
+            let name = table.name()?;
+            let bar = spinner(&format!("generating {name}"), cli.json);
+            let report = eqdv::generate::generate(&catalog, &name, &workload.spec()?).await?;
+            bar.finish_and_clear();
+            let expected = eqdv::generate::expected_rows(&report.state)?.len();
+            if cli.json {
+                let out = serde_json::json!({
+                    "table": name.to_string(),
+                    "created": report.created,
+                    "snapshots": report.snapshots,
+                    "data_files": report.data_files,
+                    "equality_delete_files": report.equality_delete_files,
+                    "rows_written": report.rows_written,
+                    "equality_deletes_written": report.equality_deletes_written,
+                    "live_rows": report.live_rows,
+                    "expected_rows": expected,
+                    "metadata_location": report.metadata_location,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                let mut s = Summary::new(format!("generated {name}"));
+                s.row("warehouse", catalog.warehouse().display())
+                    .row("created", report.created)
+                    .row("snapshots committed", report.snapshots)
+                    .row("data files written", report.data_files)
+                    .row("equality delete files written", report.equality_delete_files)
+                    .row("rows written", report.rows_written)
+                    .row("equality delete rows written", report.equality_deletes_written)
+                    .row("live rows", report.live_rows);
+                s.print();
+            }
+            Ok(exit::OK)
+        }
+        Command::Plan {
+            table,
+            target_shard_bytes,
+            output,
+        } => {
+            let catalog = table.catalog()?;
+            let plan = make_plan(&catalog, &table.name()?, &table.branch, *target_shard_bytes).await?;
+            if let Some(path) = output {
+                std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
+                    .with_context(|| format!("writing plan to {}", path.display()))?;
+            }
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&plan)?);
+            } else {
+                print_plan(&plan);
+            }
+            Ok(if plan.shards.is_empty() {
+                exit::NOTHING_TO_DO
+            } else {
+                exit::OK
+            })
+        }
+        Command::Convert {
+            table,
+            plan,
+            shard_id,
+            dry_run,
+            parallelism,
+        } => {
+            let catalog = table.catalog()?;
+            let name = table.name()?;
+            let mut options = ConvertOptions {
+                branch: table.branch.clone(),
+                dry_run: *dry_run,
+                ..Default::default()
+            };
+            if let Some(p) = parallelism {
+                options.resolve.parallelism = (*p).max(1);
+            }
+            if let (Some(plan), Some(id)) = (plan, shard_id) {
+                options.shard = Some(load_shard(plan, id)?);
+            }
+            let bar = spinner(&format!("converting {name}"), cli.json);
+            let report = convert(&catalog, &name, &options).await?;
+            bar.finish_and_clear();
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print_report(&report);
+            }
+            Ok(match report.outcome {
+                Outcome::NothingToDo => exit::NOTHING_TO_DO,
+                Outcome::Converted | Outcome::DryRun => exit::OK,
+            })
+        }
+        Command::Inspect { table } => {
+            let catalog = table.catalog()?;
+            let loaded = LoadedTable::load(&catalog, &table.name()?).await?;
+            let inspection = eqdv::inspect::inspect(&loaded, &table.branch).await?;
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&inspection)?);
+            } else {
+                print_inspection(&inspection);
+            }
+            Ok(exit::OK)
+        }
+        Command::Rows { table } => {
+            let catalog = table.catalog()?;
+            let loaded = LoadedTable::load(&catalog, &table.name()?).await?;
+            for row in eqdv::read::read_canonical(&loaded, &table.branch).await? {
+                println!("{row}");
+            }
+            Ok(exit::OK)
+        }
+        Command::Demo {
+            warehouse,
+            workload,
+        } => demo::run(warehouse.as_deref(), workload, cli.json).await,
+    }
+}
+
+async fn make_plan(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    branch: &str,
+    target_shard_bytes: u64,
+) -> Result<Plan> {
+    let table = LoadedTable::load(catalog, name).await?;
+    table.require_v3()?;
+    let head = table.head(branch)?;
+    let files = TableFiles::read(&table, head.as_ref()).await?;
+    Ok(eqdv::plan::plan(
+        &table,
+        branch,
+        &files,
+        &PlanOptions { target_shard_bytes },
+    )?)
+}
+
+fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
+    let bytes = std::fs::read(plan_file)
+        .with_context(|| format!("reading plan file {}", plan_file.display()))?;
+    let plan: Plan = serde_json::from_slice(&bytes)
+        .with_context(|| format!("plan file {} is not a plan written by `eqdv plan`", plan_file.display()))?;
+    plan.shards
+        .into_iter()
+        .find(|s| s.id == id)
+        .with_context(|| format!("plan file {} has no shard {id}", plan_file.display()))
+}
+
+fn print_plan(plan: &Plan) {
+    let mut s = Summary::new(format!("plan for {} ({})", plan.table, plan.branch));
+    s.row("base snapshot", fmt_opt(plan.base_snapshot_id))
+        .row("live equality delete files", plan.equality_delete_files)
+        .row("equality delete rows", plan.equality_delete_rows)
+        .row("groups", plan.groups)
+        .row("shards", plan.shards.len());
+    s.print();
+    if !plan.shards.is_empty() {
+        let rows: Vec<Vec<String>> = plan
+            .shards
+            .iter()
+            .map(|sh| {
+                vec![
+                    sh.id.clone(),
+                    sh.partitions.join(" "),
+                    sh.groups.len().to_string(),
+                    sh.delete_files().count().to_string(),
+                    sh.estimated_bytes.to_string(),
+                ]
+            })
+            .collect();
+        print_table(&["shard", "partitions", "groups", "delete files", "est. bytes"], &rows);
+    }
+}
+
+pub(crate) fn print_report(r: &ConvertReport) {
+    let outcome = match r.outcome {
+        Outcome::NothingToDo => "nothing to do",
+        Outcome::Converted => "converted",
+        Outcome::DryRun => "dry run (nothing written)",
+    };
+    let m = &r.resolve;
+    let mut s = Summary::new(format!("{}: {outcome}", r.table));
+    s.row("base snapshot", fmt_opt(r.base_snapshot_id))
+        .row("new snapshot", fmt_opt(r.new_snapshot_id))
+        .row("groups", r.groups)
+        .row("equality delete files removed", r.equality_delete_files_removed)
+        .row("equality delete rows removed", r.equality_deletes_removed)
+        .row("deletion vectors written", r.dvs_written)
+        .row("deletion vectors replaced", r.dvs_replaced)
+        .row("position delete files removed", r.position_delete_files_removed)
+        .row("positions newly deleted", r.positions_added)
+        .row("deleted keys", m.delete_keys)
+        .row("live data files", m.live_data_files)
+        .row("candidate data files", m.candidate_files)
+        .row("pruned by column bounds", m.pruned_by_bounds)
+        .row("data files opened", m.files_opened)
+        .row("data files with matches", m.files_with_matches)
+        .row("row groups read / pruned", format!("{} / {}", m.row_groups_read, m.row_groups_pruned))
+        .row("rows scanned", m.rows_scanned)
+        .row("bytes read", m.bytes_read)
+        .row("commit attempts", r.commit_attempts)
+        .row("conflicts (rebased / re-planned)", format!("{} ({} / {})", r.conflicts, r.rebases, r.replans))
+        .row("duration", format!("{} ms", r.duration_ms));
+    s.print();
+}
+
+pub(crate) fn print_inspection(i: &eqdv::inspect::Inspection) {
+    let t = &i.totals;
+    let mut s = Summary::new(format!("{} ({}), format v{}", i.table, i.branch, i.format_version));
+    s.row("snapshot", fmt_opt(i.snapshot_id))
+        .row("operation", i.operation.clone().unwrap_or_else(|| "-".into()))
+        .row("data files", t.data_files)
+        .row("records", t.records)
+        .row("equality delete files", t.equality_delete_files)
+        .row("equality delete rows", t.equality_deletes)
+        .row("deletion vectors", t.dvs)
+        .row("positions in DVs", t.dv_positions)
+        .row("v2 position delete files", t.position_delete_files);
+    s.print();
+    let rows: Vec<Vec<String>> = i
+        .partitions
+        .iter()
+        .map(|(p, c)| {
+            vec![
+                p.clone(),
+                c.data_files.to_string(),
+                c.records.to_string(),
+                c.equality_delete_files.to_string(),
+                c.equality_deletes.to_string(),
+                c.dvs.to_string(),
+                c.dv_positions.to_string(),
+            ]
+        })
+        .collect();
+    print_table(
+        &["partition", "data files", "records", "eq files", "eq rows", "DVs", "DV positions"],
+        &rows,
+    );
+}
+
+fn fmt_opt<T: ToString>(v: Option<T>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
