@@ -14,8 +14,7 @@ use std::time::{Duration, Instant};
 use arrow_array::Array;
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, NestedField, Operation, PrimitiveType,
-    Type,
+    DataContentType, DataFileBuilder, DataFileFormat, NestedField, Operation, PrimitiveType, Type,
 };
 use rand::Rng;
 use roaring::RoaringTreemap;
@@ -94,9 +93,10 @@ impl RetryPolicy {
 
     /// Full-jitter backoff before retry `attempt` (1-based).
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self
-            .min_wait
-            .saturating_mul(1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX));
+        let exp = self.min_wait.saturating_mul(
+            1u32.checked_shl(attempt.saturating_sub(1))
+                .unwrap_or(u32::MAX),
+        );
         let cap = exp.min(self.max_wait);
         let millis = cap.as_millis().min(u128::from(u64::MAX)) as u64;
         Duration::from_millis(rand::rng().random_range(0..=millis))
@@ -207,8 +207,7 @@ pub async fn convert(
         let resolved = resolve(&table, &files, &groups, &options.resolve).await?;
         report.resolve = resolved.metrics.clone();
         let dv_plans = merge_with_existing(&table, &files, resolved.positions).await?;
-        let removed_position_deletes =
-            covered_position_deletes(&table, &files, &dv_plans).await?;
+        let removed_position_deletes = covered_position_deletes(&table, &files, &dv_plans).await?;
 
         let mut removed: Vec<LiveFile> = groups
             .iter()
@@ -236,7 +235,8 @@ pub async fn convert(
         let mut attempt_files: Vec<String> = Vec::new();
         let mut added = Vec::new();
         if !dv_plans.is_empty() {
-            let location = crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
+            let location =
+                crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
             attempt_files.push(location.clone());
             let inputs: Vec<DvBlobInput> = dv_plans
                 .iter()
@@ -276,7 +276,10 @@ pub async fn convert(
 
         let footprint = AttemptFootprint {
             groups: groups.clone(),
-            dv_targets: dv_plans.iter().map(|p| p.data_file.path().to_string()).collect(),
+            dv_targets: dv_plans
+                .iter()
+                .map(|p| p.data_file.path().to_string())
+                .collect(),
             removed: removed.clone(),
         };
         let base_snapshot_id = files.snapshot_id;
@@ -503,9 +506,12 @@ async fn read_position_deletes(
                 ),
             });
         }
-        let file =
-            ParquetFile::open(&table.file_io, delete.path(), Some(delete.file.file_size_in_bytes()))
-                .await?;
+        let file = ParquetFile::open(
+            &table.file_io,
+            delete.path(),
+            Some(delete.file.file_size_in_bytes()),
+        )
+        .await?;
         let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
         let mut stream = Box::pin(file.read(target.clone(), None, 8192)?);
         while let Some((_, batch)) = stream.try_next().await? {
@@ -599,8 +605,11 @@ fn validate(
         }
     }
     // New position delete files might cover our targets.
-    let base_pos: HashSet<FileEntryKey> =
-        base.position_deletes.iter().map(LiveFile::entry_key).collect();
+    let base_pos: HashSet<FileEntryKey> = base
+        .position_deletes
+        .iter()
+        .map(LiveFile::entry_key)
+        .collect();
     if let Some(added) = head
         .position_deletes
         .iter()

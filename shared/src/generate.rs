@@ -296,7 +296,9 @@ impl WorkloadSpec {
         }
         if let PartitionKind::Bucket(n) = self.partition {
             if n == 0 {
-                return Err(Error::InvalidInput("partition: bucket count must be >= 1".into()));
+                return Err(Error::InvalidInput(
+                    "partition: bucket count must be >= 1".into(),
+                ));
             }
             if self.keys[0] == KeyType::Boolean {
                 return Err(Error::InvalidInput(
@@ -337,7 +339,11 @@ impl WorkloadSpec {
             return mismatch("keys", keys(&stored.keys), keys(&self.keys));
         }
         if self.partition != stored.partition {
-            return mismatch("partition", stored.partition.to_string(), self.partition.to_string());
+            return mismatch(
+                "partition",
+                stored.partition.to_string(),
+                self.partition.to_string(),
+            );
         }
         for (field, s, g) in [
             ("null_keys", stored.null_keys, self.null_keys),
@@ -371,7 +377,7 @@ impl GeneratorState {
             version: 1,
             spec: spec.clone(),
             done: 0,
-            add_column_at: spec.add_column.then(|| ((spec.commits + 1) / 2).max(1)),
+            add_column_at: spec.add_column.then(|| spec.commits.div_ceil(2).max(1)),
         }
     }
 
@@ -385,7 +391,9 @@ pub fn state_of(metadata: &TableMetadata) -> Result<Option<GeneratorState>> {
     match metadata.properties().get(STATE_PROPERTY) {
         None => Ok(None),
         Some(json) => serde_json::from_str(json).map(Some).map_err(|e| {
-            Error::InvalidInput(format!("table property {STATE_PROPERTY} is not a generator state: {e}"))
+            Error::InvalidInput(format!(
+                "table property {STATE_PROPERTY} is not a generator state: {e}"
+            ))
         }),
     }
 }
@@ -454,7 +462,13 @@ pub async fn generate(
     };
     for commit in state.done..target {
         let tagged = state.tagged(commit);
-        if tagged && table.metadata.current_schema().field_by_name("tag").is_none() {
+        if tagged
+            && table
+                .metadata
+                .current_schema()
+                .field_by_name("tag")
+                .is_none()
+        {
             table = add_tag_column(catalog, &table).await?;
         }
         let plan = model.run(&state, commit)?;
@@ -462,7 +476,9 @@ pub async fn generate(
             done: commit + 1,
             ..state.clone()
         };
-        if let Some(landed) = commit_plan(catalog, table.clone(), &model, &plan, commit, &next).await? {
+        if let Some(landed) =
+            commit_plan(catalog, table.clone(), &model, &plan, commit, &next).await?
+        {
             report.snapshots += 1;
             report.data_files += landed.data_files;
             report.equality_delete_files += landed.delete_files;
@@ -516,7 +532,9 @@ struct Rng(u64);
 impl Rng {
     /// One independent stream per commit: replaying commit c needs no earlier stream.
     fn for_commit(seed: u64, commit: u32) -> Self {
-        Rng(mix64(seed ^ mix64(u64::from(commit).wrapping_add(0x5851_f42d_4c95_7f2d))))
+        Rng(mix64(
+            seed ^ mix64(u64::from(commit).wrapping_add(0x5851_f42d_4c95_7f2d)),
+        ))
     }
 
     fn next(&mut self) -> u64 {
@@ -607,9 +625,10 @@ struct Keys {
 impl Keys {
     fn is_null(&self, kid: u64, col: usize) -> bool {
         self.null_keys
-            && mix64(self.seed.rotate_left(17) ^ kid.wrapping_mul(0x9e37_79b9) ^ ((col as u64) << 48))
-                % 16
-                == 0
+            && mix64(
+                self.seed.rotate_left(17) ^ kid.wrapping_mul(0x9e37_79b9) ^ ((col as u64) << 48),
+            )
+            .is_multiple_of(16)
     }
 
     fn code(&self, kid: u64) -> KeyCode {
@@ -697,9 +716,9 @@ impl Keys {
             KeyType::Binary => Arc::new(LargeBinaryArray::from_iter(
                 vals().map(|k| k.map(|k| binary_key(k, col))),
             )),
-            KeyType::Boolean => {
-                Arc::new(BooleanArray::from_iter(vals().map(|k| k.map(|k| k & 1 == 1))))
-            }
+            KeyType::Boolean => Arc::new(BooleanArray::from_iter(
+                vals().map(|k| k.map(|k| k & 1 == 1)),
+            )),
             KeyType::Fixed => Arc::new(FixedSizeBinaryArray::try_from_sparse_iter_with_size(
                 vals().map(|k| k.map(|k| fixed_key(k, col))),
                 FIXED_LEN as i32,
@@ -910,7 +929,15 @@ impl Model {
         TS_BASE + rng.below((TS_DAYS * DAY_MICROS) as u64) as i64
     }
 
-    fn new_row(&self, kid: u64, version: u32, region: u8, ts: i64, rng: &mut Rng, tagged: bool) -> Result<Row> {
+    fn new_row(
+        &self,
+        kid: u64,
+        version: u32,
+        region: u8,
+        ts: i64,
+        rng: &mut Rng,
+        tagged: bool,
+    ) -> Result<Row> {
         let salt = rng.next() as u32;
         let tag = if tagged && !rng.percent(10) {
             Some(rng.below(TAGS.len() as u64) as u8)
@@ -959,7 +986,13 @@ impl Model {
         Ok(plan)
     }
 
-    fn cdc_commit(&mut self, spec: &WorkloadSpec, commit: u32, tagged: bool, rng: &mut Rng) -> Result<CommitPlan> {
+    fn cdc_commit(
+        &mut self,
+        spec: &WorkloadSpec,
+        commit: u32,
+        tagged: bool,
+        rng: &mut Rng,
+    ) -> Result<CommitPlan> {
         let mut plan = CommitPlan::default();
         // Keys this commit already changed: a key changes at most once per commit, so a
         // delete never targets a row written by the same commit.
@@ -1040,7 +1073,8 @@ impl Model {
                 .copied()
                 .filter(|&k| self.is_live(k) && !touched.contains(&self.keys.code(k)))
                 .collect();
-            (!candidates.is_empty()).then(|| candidates[rng.below(candidates.len() as u64) as usize])
+            (!candidates.is_empty())
+                .then(|| candidates[rng.below(candidates.len() as u64) as usize])
         } else {
             None
         };
@@ -1063,7 +1097,11 @@ impl Model {
             let d = DeleteRow {
                 kid: r.kid,
                 tag: tagged.then_some(r.tag),
-                scope: if global { Scope::Global } else { Scope::Part(r.part) },
+                scope: if global {
+                    Scope::Global
+                } else {
+                    Scope::Part(r.part)
+                },
             };
             // Rows of one key share key values, so one delete row per (tag, scope).
             if !deletes.iter().any(|e| e.tag == d.tag && e.scope == d.scope) {
@@ -1138,7 +1176,9 @@ impl Model {
                 "ts" => Arc::new(TimestampMicrosecondArray::from_iter_values(
                     rows.iter().map(|r| r.ts),
                 )),
-                "payload" => Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.payload()))),
+                "payload" => Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r.payload()),
+                )),
                 "version" => Arc::new(Int64Array::from_iter_values(
                     rows.iter().map(|r| i64::from(r.version)),
                 )),
@@ -1210,18 +1250,45 @@ fn initial_schema(keys: &[KeyType]) -> Result<Schema> {
         id
     };
     for (j, t) in keys.iter().enumerate() {
-        fields.push(Arc::new(NestedField::optional(next(), format!("k{j}"), Type::Primitive(t.iceberg_type()))));
+        fields.push(Arc::new(NestedField::optional(
+            next(),
+            format!("k{j}"),
+            Type::Primitive(t.iceberg_type()),
+        )));
     }
-    fields.push(Arc::new(NestedField::optional(next(), "region", Type::Primitive(PrimitiveType::String))));
-    fields.push(Arc::new(NestedField::optional(next(), "ts", Type::Primitive(PrimitiveType::Timestamp))));
-    fields.push(Arc::new(NestedField::optional(next(), "payload", Type::Primitive(PrimitiveType::String))));
-    fields.push(Arc::new(NestedField::required(next(), "version", Type::Primitive(PrimitiveType::Long))));
-    Ok(Schema::builder().with_schema_id(0).with_fields(fields).build()?)
+    fields.push(Arc::new(NestedField::optional(
+        next(),
+        "region",
+        Type::Primitive(PrimitiveType::String),
+    )));
+    fields.push(Arc::new(NestedField::optional(
+        next(),
+        "ts",
+        Type::Primitive(PrimitiveType::Timestamp),
+    )));
+    fields.push(Arc::new(NestedField::optional(
+        next(),
+        "payload",
+        Type::Primitive(PrimitiveType::String),
+    )));
+    fields.push(Arc::new(NestedField::required(
+        next(),
+        "version",
+        Type::Primitive(PrimitiveType::Long),
+    )));
+    Ok(Schema::builder()
+        .with_schema_id(0)
+        .with_fields(fields)
+        .build()?)
 }
 
 fn schema_with_tag(schema: &Schema, tag_id: i32) -> Result<Schema> {
     let mut fields = schema.as_struct().fields().to_vec();
-    fields.push(Arc::new(NestedField::optional(tag_id, "tag", Type::Primitive(PrimitiveType::String))));
+    fields.push(Arc::new(NestedField::optional(
+        tag_id,
+        "tag",
+        Type::Primitive(PrimitiveType::String),
+    )));
     Ok(Schema::builder()
         .with_schema_id(schema.schema_id() + 1)
         .with_fields(fields)
@@ -1251,7 +1318,11 @@ fn unbound_partition(kind: PartitionKind, schema: &Schema) -> Result<UnboundPart
     })
 }
 
-async fn create_table(catalog: &dyn Catalog, name: &TableName, state: &GeneratorState) -> Result<LoadedTable> {
+async fn create_table(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    state: &GeneratorState,
+) -> Result<LoadedTable> {
     let schema = initial_schema(&state.spec.keys)?;
     let partition = unbound_partition(state.spec.partition, &schema)?;
     let location = catalog.default_table_location(name);
@@ -1279,14 +1350,25 @@ async fn create_table(catalog: &dyn Catalog, name: &TableName, state: &Generator
 }
 
 /// Writes `metadata` as the table's next version and swaps the pointer to it.
-async fn commit_metadata(catalog: &dyn Catalog, table: &LoadedTable, metadata: TableMetadata) -> Result<LoadedTable> {
+async fn commit_metadata(
+    catalog: &dyn Catalog,
+    table: &LoadedTable,
+    metadata: TableMetadata,
+) -> Result<LoadedTable> {
     let current = MetadataLocation::from_str(&table.pointer.metadata_location).map_err(|e| {
-        Error::file(&table.pointer.metadata_location, "not a versioned metadata location", e)
+        Error::file(
+            &table.pointer.metadata_location,
+            "not a versioned metadata location",
+            e,
+        )
     })?;
     let next = current.with_next_version().with_new_metadata(&metadata);
     metadata.write_to(&table.file_io, &next).await?;
     let next = next.to_string();
-    if let Err(e) = catalog.swap_pointer(&table.name, &table.pointer, &next).await {
+    if let Err(e) = catalog
+        .swap_pointer(&table.name, &table.pointer, &next)
+        .await
+    {
         if !matches!(e, Error::CommitStateUnknown { .. }) {
             delete_files(&table.file_io, &[next]).await;
         }
@@ -1297,7 +1379,10 @@ async fn commit_metadata(catalog: &dyn Catalog, table: &LoadedTable, metadata: T
 
 /// Adds the optional `tag` column as its own metadata change.
 async fn add_tag_column(catalog: &dyn Catalog, table: &LoadedTable) -> Result<LoadedTable> {
-    let schema = schema_with_tag(table.metadata.current_schema(), table.metadata.last_column_id() + 1)?;
+    let schema = schema_with_tag(
+        table.metadata.current_schema(),
+        table.metadata.last_column_id() + 1,
+    )?;
     let metadata = table
         .metadata
         .as_ref()
@@ -1413,22 +1498,24 @@ async fn write_file(
     schema: &SchemaRef,
     batch: &RecordBatch,
     spec: FileSpec,
+    written: &mut Vec<String>,
 ) -> Result<DataFile> {
     let stem = match spec.content {
         DataContentType::EqualityDeletes => "eqdv-gen-eq-delete",
         _ => "eqdv-gen-data",
     };
     let path = new_data_file(table_location, spec.dir.as_deref(), stem, "parquet");
+    // Tracked before the first byte, so a failure anywhere can remove it.
+    written.push(path.clone());
     let output = file_io.new_output(&path)?;
     let mut writer = ParquetWriterBuilder::new(props.clone(), schema.clone())
         .build(output)
         .await?;
     writer.write(batch).await?;
-    let mut builder: DataFileBuilder = writer
-        .close()
-        .await?
-        .pop()
-        .ok_or_else(|| Error::file(&path, "the Parquet writer produced no file", "empty batch"))?;
+    let mut builder: DataFileBuilder =
+        writer.close().await?.pop().ok_or_else(|| {
+            Error::file(&path, "the Parquet writer produced no file", "empty batch")
+        })?;
     builder
         .content(spec.content)
         .partition(spec.partition)
@@ -1466,14 +1553,13 @@ async fn commit_plan(
     }
     let mut written: Vec<String> = Vec::new();
     let result = write_plan(&table, model, plan, next, &mut written).await;
-    let changes = match result {
+    let mut changes = match result {
         Ok(changes) => changes,
         Err(e) => {
             delete_files(&table.file_io, &written).await;
             return Err(e);
         }
     };
-    let mut changes = changes;
     changes
         .extra_summary
         .insert(COMMIT_SUMMARY_PROPERTY.to_string(), commit.to_string());
@@ -1501,7 +1587,10 @@ async fn commit_plan(
             .metadata
             .clone()
             .into_builder(None)
-            .set_properties(HashMap::from([(STATE_PROPERTY.to_string(), state_json.clone())]))?
+            .set_properties(HashMap::from([(
+                STATE_PROPERTY.to_string(),
+                state_json.clone(),
+            )]))?
             .build()?
             .metadata;
         let prepared = PreparedSnapshot {
@@ -1596,9 +1685,9 @@ async fn write_plan(
                     partition: partition_value(*part),
                     dir: partition_dir(*part),
                 },
+                written,
             )
             .await?;
-            written.push(file.file_path().to_string());
             changes.added_data_files.push(AddedFile {
                 spec_id: default_spec_id,
                 file,
@@ -1611,27 +1700,25 @@ async fn write_plan(
         let mut eq_fields = Vec::new();
         for j in 0..spec.keys.len() {
             let name = format!("k{j}");
-            eq_fields.push(
-                schema
-                    .field_by_name(&name)
-                    .cloned()
-                    .ok_or_else(|| Error::InvalidInput(format!("the generated table has no column '{name}'")))?,
-            );
+            eq_fields.push(schema.field_by_name(&name).cloned().ok_or_else(|| {
+                Error::InvalidInput(format!("the generated table has no column '{name}'"))
+            })?);
         }
         let tagged = plan.deletes.iter().any(|d| d.tag.is_some());
         if tagged {
-            eq_fields.push(
-                schema
-                    .field_by_name("tag")
-                    .cloned()
-                    .ok_or_else(|| Error::InvalidInput("the generated table has no column 'tag'".into()))?,
-            );
+            eq_fields.push(schema.field_by_name("tag").cloned().ok_or_else(|| {
+                Error::InvalidInput("the generated table has no column 'tag'".into())
+            })?);
         }
         let equality_ids: Vec<i32> = eq_fields.iter().map(|f| f.id).collect();
         let eq_schema: SchemaRef = Arc::new(Schema::builder().with_fields(eq_fields).build()?);
         for (scope, deletes) in &deletes_by_scope {
             let (spec_id, partition, dir) = match scope {
-                Scope::Global => (global_spec_id, Struct::empty(), Some("global-deletes".to_string())),
+                Scope::Global => (
+                    global_spec_id,
+                    Struct::empty(),
+                    Some("global-deletes".to_string()),
+                ),
                 Scope::Part(p) => (default_spec_id, partition_value(*p), partition_dir(*p)),
             };
             for chunk in deletes.chunks(per_file) {
@@ -1649,9 +1736,9 @@ async fn write_plan(
                         partition: partition.clone(),
                         dir: dir.clone(),
                     },
+                    written,
                 )
                 .await?;
-                written.push(file.file_path().to_string());
                 changes.added_delete_files.push(AddedFile { spec_id, file });
             }
         }
@@ -1670,7 +1757,10 @@ mod tests {
             vec![KeyType::Int, KeyType::String, KeyType::Uuid]
         );
         assert!(parse_key_types("int,float").is_err());
-        assert_eq!("bucket:4".parse::<PartitionKind>().unwrap(), PartitionKind::Bucket(4));
+        assert_eq!(
+            "bucket:4".parse::<PartitionKind>().unwrap(),
+            PartitionKind::Bucket(4)
+        );
         assert_eq!("Day".parse::<PartitionKind>().unwrap(), PartitionKind::Day);
         assert!("bucket:0".parse::<PartitionKind>().is_err());
         assert!("hour".parse::<PartitionKind>().is_err());
@@ -1691,13 +1781,25 @@ mod tests {
     #[test]
     fn truncates_bounds_like_java() {
         let long = "tenant/eu-central-1/customer/0000000001";
-        assert_eq!(truncate_string_bound(long, false).unwrap(), "tenant/eu-centra");
-        assert_eq!(truncate_string_bound(long, true).unwrap(), "tenant/eu-centrb");
+        assert_eq!(
+            truncate_string_bound(long, false).unwrap(),
+            "tenant/eu-centra"
+        );
+        assert_eq!(
+            truncate_string_bound(long, true).unwrap(),
+            "tenant/eu-centrb"
+        );
         assert_eq!(truncate_string_bound("short", true).unwrap(), "short");
         // 16 characters, not 16 bytes.
         let jp = "日本語のキー/顧客番号/東京都/123";
-        assert_eq!(truncate_string_bound(jp, false).unwrap(), "日本語のキー/顧客番号/東京都/");
-        assert_eq!(truncate_string_bound(jp, true).unwrap(), "日本語のキー/顧客番号/東京都0");
+        assert_eq!(
+            truncate_string_bound(jp, false).unwrap(),
+            "日本語のキー/顧客番号/東京都/"
+        );
+        assert_eq!(
+            truncate_string_bound(jp, true).unwrap(),
+            "日本語のキー/顧客番号/東京都0"
+        );
         let max = format!("a{}", "\u{10FFFF}".repeat(20));
         assert_eq!(truncate_string_bound(&max, true).unwrap(), "b");
         assert_eq!(truncate_string_bound(&"\u{10FFFF}".repeat(17), true), None);
@@ -1708,7 +1810,10 @@ mod tests {
         );
         let bin = [&[0x01u8, 0xff][..], &[0xffu8; 20][..]].concat();
         assert_eq!(truncate_binary_bound(&bin, true).unwrap(), vec![0x02]);
-        assert_eq!(truncate_binary_bound(&bin, false).unwrap(), bin[..16].to_vec());
+        assert_eq!(
+            truncate_binary_bound(&bin, false).unwrap(),
+            bin[..16].to_vec()
+        );
         assert_eq!(truncate_binary_bound(&[0xff; 17], true), None);
     }
 

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
+use crate::Result;
 use crate::plan::partition_label;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
-use crate::Result;
 
 /// Per-partition counts.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -58,7 +58,11 @@ pub async fn inspect(table: &LoadedTable, branch: &str) -> Result<Inspection> {
     };
     let label = |f: &LiveFile| -> String {
         match table.metadata.partition_spec_by_id(f.spec_id) {
-            Some(spec) => format!("{}:{}", f.spec_id, partition_label(spec, f.file.partition())),
+            Some(spec) => format!(
+                "{}:{}",
+                f.spec_id,
+                partition_label(spec, f.file.partition())
+            ),
             None => format!("{}:?", f.spec_id),
         }
     };

@@ -107,7 +107,10 @@ impl ParquetFile {
     /// The Parquet leaf column index holding field `field_id`, if the file has it.
     pub fn leaf_index(&self, field_id: i32) -> Option<usize> {
         let schema = self.builder.schema();
-        let top = schema.fields().iter().position(|f| field_id_of(f) == Some(field_id))?;
+        let top = schema
+            .fields()
+            .iter()
+            .position(|f| field_id_of(f) == Some(field_id))?;
         // Only top-level primitive columns are keys; their leaf index equals their
         // position among leaves, which we find through the Parquet schema descriptor.
         let descr = self.metadata().file_metadata().schema_descr();
@@ -178,19 +181,28 @@ impl ParquetFile {
         Ok(stream.map(move |batch| {
             let batch = batch.map_err(|e| Error::file(&path2, "cannot decode Parquet data", e))?;
             let Some((start, rows)) = current else {
-                return Err(Error::file(&path2, "more rows than row groups declare", "corrupt file"));
+                return Err(Error::file(
+                    &path2,
+                    "more rows than row groups declare",
+                    "corrupt file",
+                ));
             };
             let first = start + consumed_in_group;
             consumed_in_group += batch.num_rows() as u64;
             if consumed_in_group >= rows {
                 if consumed_in_group > rows {
-                    return Err(Error::file(&path2, "a batch spans row groups", "unexpected reader behaviour"));
+                    return Err(Error::file(
+                        &path2,
+                        "a batch spans row groups",
+                        "unexpected reader behaviour",
+                    ));
                 }
                 current = group_iter.next();
                 consumed_in_group = 0;
             }
-            let projected = project(&batch, &target, &sources)
-                .map_err(|e| Error::file(&path2, "cannot project columns to the table schema", e))?;
+            let projected = project(&batch, &target, &sources).map_err(|e| {
+                Error::file(&path2, "cannot project columns to the table schema", e)
+            })?;
             Ok((first, projected))
         }))
     }
@@ -232,6 +244,9 @@ fn project(
     )
 }
 
-fn cast_column(col: &ArrayRef, to: &DataType) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
+fn cast_column(
+    col: &ArrayRef,
+    to: &DataType,
+) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
     arrow_cast::cast(col, to)
 }

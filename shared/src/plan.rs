@@ -33,7 +33,10 @@ pub struct DeleteGroup {
 
 impl DeleteGroup {
     pub fn delete_rows(&self) -> u64 {
-        self.delete_files.iter().map(|f| f.file.record_count()).sum()
+        self.delete_files
+            .iter()
+            .map(|f| f.file.record_count())
+            .sum()
     }
 
     /// Whether the group's deletes may apply to `data` (partition scope and sequence).
@@ -65,10 +68,7 @@ pub fn partition_label(spec: &PartitionSpec, partition: &Struct) -> String {
 }
 
 /// Groups the live equality deletes of `files`.
-pub fn group_equality_deletes(
-    table: &LoadedTable,
-    files: &TableFiles,
-) -> Result<Vec<DeleteGroup>> {
+pub fn group_equality_deletes(table: &LoadedTable, files: &TableFiles) -> Result<Vec<DeleteGroup>> {
     group_files(&table.name, &table.metadata, files.equality_deletes.iter())
 }
 
@@ -89,16 +89,17 @@ fn group_files<'a>(
                 "invalid manifest entry",
             ));
         }
-        let spec = metadata
-            .partition_spec_by_id(file.spec_id)
-            .ok_or_else(|| Error::UnsupportedTable {
-                table: table.to_string(),
-                message: format!(
-                    "delete file {} uses unknown partition spec {}",
-                    file.path(),
-                    file.spec_id
-                ),
-            })?;
+        let spec =
+            metadata
+                .partition_spec_by_id(file.spec_id)
+                .ok_or_else(|| Error::UnsupportedTable {
+                    table: table.to_string(),
+                    message: format!(
+                        "delete file {} uses unknown partition spec {}",
+                        file.path(),
+                        file.spec_id
+                    ),
+                })?;
         let global = spec.is_unpartitioned();
         let partition = if global {
             Struct::empty()
@@ -264,8 +265,11 @@ pub fn plan(
         let shard_groups: Vec<ShardGroup> = groups
             .iter()
             .map(|g| {
-                let mut delete_files: Vec<String> =
-                    g.delete_files.iter().map(|f| f.path().to_string()).collect();
+                let mut delete_files: Vec<String> = g
+                    .delete_files
+                    .iter()
+                    .map(|f| f.path().to_string())
+                    .collect();
                 delete_files.sort();
                 ShardGroup {
                     equality_ids: g.equality_ids.clone(),

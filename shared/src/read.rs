@@ -92,7 +92,10 @@ pub fn canonical_rows_for_schema(schema: &Schema, batches: &[RecordBatch]) -> Re
     canonical_rows_inner(batches, Some(&uuid))
 }
 
-fn canonical_rows_inner(batches: &[RecordBatch], uuid_hint: Option<&[bool]>) -> Result<Vec<String>> {
+fn canonical_rows_inner(
+    batches: &[RecordBatch],
+    uuid_hint: Option<&[bool]>,
+) -> Result<Vec<String>> {
     let mut rows = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
     for batch in batches {
         let schema = batch.schema();
@@ -127,7 +130,10 @@ fn canonical_rows_inner(batches: &[RecordBatch], uuid_hint: Option<&[bool]>) -> 
 
 fn is_uuid_field(field: &Field) -> bool {
     matches!(field.data_type(), DataType::FixedSizeBinary(16))
-        && field.metadata().get(ARROW_EXTENSION_NAME_KEY).map(String::as_str)
+        && field
+            .metadata()
+            .get(ARROW_EXTENSION_NAME_KEY)
+            .map(String::as_str)
             == Some(ARROW_UUID_EXTENSION)
 }
 
@@ -170,7 +176,9 @@ pub(crate) fn column_values(array: &ArrayRef, uuid: bool) -> Result<Vec<Value>> 
         DataType::LargeBinary => each!(array.as_binary::<i64>(), |v| Value::from(hex(v))),
         DataType::BinaryView => each!(array.as_binary_view(), |v| Value::from(hex(v))),
         DataType::FixedSizeBinary(16) if uuid => {
-            each!(array.as_fixed_size_binary(), |v| Value::from(uuid_string(v)?))
+            each!(array.as_fixed_size_binary(), |v| Value::from(uuid_string(
+                v
+            )?))
         }
         DataType::FixedSizeBinary(_) => {
             each!(array.as_fixed_size_binary(), |v| Value::from(hex(v)))
@@ -188,35 +196,42 @@ pub(crate) fn column_values(array: &ArrayRef, uuid: bool) -> Result<Vec<Value>> 
             ))
         }
         DataType::Time32(TimeUnit::Millisecond) => {
-            each!(array.as_primitive::<Time32MillisecondType>(), |v| Value::from(
-                i64::from(v) * 1_000
-            ))
+            each!(array.as_primitive::<Time32MillisecondType>(), |v| {
+                Value::from(i64::from(v) * 1_000)
+            })
         }
         DataType::Time64(TimeUnit::Microsecond) => {
-            each!(array.as_primitive::<Time64MicrosecondType>(), |v| Value::from(v))
+            each!(array.as_primitive::<Time64MicrosecondType>(), |v| {
+                Value::from(v)
+            })
         }
         DataType::Time64(TimeUnit::Nanosecond) => {
             // A time has no nanosecond Iceberg type: truncate to the spec's micros.
-            each!(array.as_primitive::<Time64NanosecondType>(), |v| Value::from(
-                v.div_euclid(1_000)
-            ))
+            each!(array.as_primitive::<Time64NanosecondType>(), |v| {
+                Value::from(v.div_euclid(1_000))
+            })
         }
         DataType::Timestamp(TimeUnit::Second, _) => {
-            each!(array.as_primitive::<TimestampSecondType>(), |v| Value::from(
-                v.saturating_mul(1_000_000)
-            ))
+            each!(
+                array.as_primitive::<TimestampSecondType>(),
+                |v| Value::from(v.saturating_mul(1_000_000))
+            )
         }
         DataType::Timestamp(TimeUnit::Millisecond, _) => {
-            each!(array.as_primitive::<TimestampMillisecondType>(), |v| Value::from(
-                v.saturating_mul(1_000)
-            ))
+            each!(array.as_primitive::<TimestampMillisecondType>(), |v| {
+                Value::from(v.saturating_mul(1_000))
+            })
         }
         DataType::Timestamp(TimeUnit::Microsecond, _) => {
-            each!(array.as_primitive::<TimestampMicrosecondType>(), |v| Value::from(v))
+            each!(array.as_primitive::<TimestampMicrosecondType>(), |v| {
+                Value::from(v)
+            })
         }
         // Nanosecond timestamps are Iceberg's timestamp_ns types, whose unit is nanos.
         DataType::Timestamp(TimeUnit::Nanosecond, _) => {
-            each!(array.as_primitive::<TimestampNanosecondType>(), |v| Value::from(v))
+            each!(array.as_primitive::<TimestampNanosecondType>(), |v| {
+                Value::from(v)
+            })
         }
         // Encodings that only change the layout: decode to the value type first.
         DataType::Dictionary(_, value_type) => {
@@ -332,7 +347,8 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
         let mut groups: BTreeMap<&[i32], Vec<&HashSet<String>>> = BTreeMap::new();
         for e in &equality_deletes {
             if data_file.data_sequence_number < e.sequence_number
-                && e.scope.applies_to(data_file.spec_id, data_file.file.partition())
+                && e.scope
+                    .applies_to(data_file.spec_id, data_file.file.partition())
             {
                 groups.entry(&e.field_ids).or_default().push(&e.keys);
             }
@@ -382,7 +398,8 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
                 .map(|i| !deleted.contains(first + i as u64))
                 .collect();
             for (cols, sets) in &group_columns {
-                let columns: Vec<ArrayRef> = cols.iter().map(|&c| batch.column(c).clone()).collect();
+                let columns: Vec<ArrayRef> =
+                    cols.iter().map(|&c| batch.column(c).clone()).collect();
                 for (i, key) in row_keys(&columns, rows)?.iter().enumerate() {
                     if keep[i] && sets.iter().any(|s| s.contains(key)) {
                         keep[i] = false;
@@ -478,7 +495,10 @@ struct EqualityDeletes {
     keys: HashSet<String>,
 }
 
-async fn load_equality_deletes(table: &LoadedTable, files: &[LiveFile]) -> Result<Vec<EqualityDeletes>> {
+async fn load_equality_deletes(
+    table: &LoadedTable,
+    files: &[LiveFile],
+) -> Result<Vec<EqualityDeletes>> {
     let metadata = table.metadata.as_ref();
     let mut out = Vec::with_capacity(files.len());
     for f in files {
@@ -502,10 +522,17 @@ async fn load_equality_deletes(table: &LoadedTable, files: &[LiveFile]) -> Resul
                 ),
             });
         }
-        let spec = metadata.partition_spec_by_id(f.spec_id).ok_or_else(|| Error::UnsupportedTable {
-            table: table.name.to_string(),
-            message: format!("delete file {} has unknown partition spec {}", f.path(), f.spec_id),
-        })?;
+        let spec =
+            metadata
+                .partition_spec_by_id(f.spec_id)
+                .ok_or_else(|| Error::UnsupportedTable {
+                    table: table.name.to_string(),
+                    message: format!(
+                        "delete file {} has unknown partition spec {}",
+                        f.path(),
+                        f.spec_id
+                    ),
+                })?;
         let scope = if spec.is_unpartitioned() {
             Scope::Global
         } else {
@@ -518,7 +545,8 @@ async fn load_equality_deletes(table: &LoadedTable, files: &[LiveFile]) -> Resul
             .iter()
             .map(|id| field_by_id(metadata, *id, &table.name.to_string()))
             .collect::<Result<Vec<_>>>()?;
-        let parquet = ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
+        let parquet =
+            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
         let mut stream = Box::pin(parquet.read(target_schema(&fields)?, None, BATCH_SIZE)?);
         let mut keys = HashSet::new();
         while let Some((_, batch)) = stream.try_next().await? {
@@ -565,14 +593,19 @@ async fn load_position_deletes(
                 ),
             });
         }
-        let parquet = ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
+        let parquet =
+            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
         let mut stream = Box::pin(parquet.read(target.clone(), None, BATCH_SIZE)?);
         let mut by_file: HashMap<String, RoaringTreemap> = HashMap::new();
         while let Some((_, batch)) = stream.try_next().await? {
             let paths = batch.column(0).as_string_opt::<i32>();
             let positions = batch.column(1).as_primitive_opt::<Int64Type>();
             let (Some(paths), Some(positions)) = (paths, positions) else {
-                return Err(Error::file(f.path(), "unexpected column types", "invalid position delete file"));
+                return Err(Error::file(
+                    f.path(),
+                    "unexpected column types",
+                    "invalid position delete file",
+                ));
             };
             for i in 0..batch.num_rows() {
                 if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
@@ -609,7 +642,8 @@ async fn deleted_positions(
     if let Some(dv) = files.dvs.get(data_file.path())
         && data_file.data_sequence_number <= dv.data_sequence_number
     {
-        let (Some(offset), Some(size)) = (dv.file.content_offset(), dv.file.content_size_in_bytes())
+        let (Some(offset), Some(size)) =
+            (dv.file.content_offset(), dv.file.content_size_in_bytes())
         else {
             return Err(Error::file(
                 dv.path(),
@@ -658,10 +692,18 @@ mod tests {
             Field::new("s", DataType::Utf8, true),
             Field::new("b", DataType::LargeBinary, true),
             Field::new("u", DataType::FixedSizeBinary(16), true).with_metadata(
-                [(ARROW_EXTENSION_NAME_KEY.to_string(), ARROW_UUID_EXTENSION.to_string())].into(),
+                [(
+                    ARROW_EXTENSION_NAME_KEY.to_string(),
+                    ARROW_UUID_EXTENSION.to_string(),
+                )]
+                .into(),
             ),
             Field::new("d", DataType::Decimal128(10, 2), true),
-            Field::new("t", DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())), true),
+            Field::new(
+                "t",
+                DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+                true,
+            ),
         ];
         let batch = RecordBatch::try_new(
             Arc::new(ArrowSchema::new(fields)),

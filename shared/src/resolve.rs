@@ -148,11 +148,8 @@ async fn load_group_keys(
         let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
         metrics.bytes_read += file.projected_bytes(&leaves, &all_groups);
         metrics.delete_files_read += 1;
-        let mut stream = Box::pin(file.read(
-            key_columns.arrow_schema.clone(),
-            None,
-            options.batch_size,
-        )?);
+        let mut stream =
+            Box::pin(file.read(key_columns.arrow_schema.clone(), None, options.batch_size)?);
         while let Some((_, batch)) = stream.try_next().await? {
             let columns = batch.columns().to_vec();
             let rows = key_columns.encode(&columns)?;
@@ -267,7 +264,8 @@ impl GroupKeys {
                 }
                 let stats = row_groups[rg].column(leaf).statistics();
                 // Truncated (inexact) byte statistics are not safe bounds.
-                let exact = stats.is_some_and(|s| !byte_like || (s.min_is_exact() && s.max_is_exact()));
+                let exact =
+                    stats.is_some_and(|s| !byte_like || (s.min_is_exact() && s.max_is_exact()));
                 let num_rows = row_groups[rg].num_rows().max(0) as u64;
                 let null_count = (!nulls.is_null(rg)).then(|| nulls.value(rg));
                 let may_match_null = self.columns[i].has_null && null_count != Some(0);
@@ -354,9 +352,11 @@ pub async fn resolve(
         let loaded = loaded.clone();
         let options = options.clone();
         async move {
-            tokio::spawn(async move { scan_file(&table, &data, &loaded, &group_ids, &options).await })
-                .await
-                .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
+            tokio::spawn(
+                async move { scan_file(&table, &data, &loaded, &group_ids, &options).await },
+            )
+            .await
+            .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
         }
     }))
     .buffer_unordered(options.parallelism.max(1))
@@ -425,14 +425,24 @@ async fn scan_file(
     let target: ArrowSchemaRef = target_schema(&fields)?;
     let column_of: HashMap<i32, usize> =
         fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-    let leaves: Vec<usize> = fields.iter().filter_map(|f| file.leaf_index(f.id)).collect();
+    let leaves: Vec<usize> = fields
+        .iter()
+        .filter_map(|f| file.leaf_index(f.id))
+        .collect();
     scan.bytes_read = file.projected_bytes(&leaves, &selected);
 
     let mut stream = Box::pin(file.read(target, Some(selected), options.batch_size)?);
     while let Some((first, batch)) = stream.try_next().await? {
         scan.rows_scanned += batch.num_rows() as u64;
         for &g in group_ids {
-            match_batch(&loaded[g], data, &batch, &column_of, first, &mut scan.positions)?;
+            match_batch(
+                &loaded[g],
+                data,
+                &batch,
+                &column_of,
+                first,
+                &mut scan.positions,
+            )?;
         }
     }
     Ok(scan)

@@ -102,12 +102,13 @@ async fn build_inner(
         let mut spec_ids: Vec<_> = by_spec.keys().copied().collect();
         spec_ids.sort_unstable();
         for spec_id in spec_ids {
-            let spec = metadata.partition_spec_by_id(spec_id).ok_or_else(|| {
-                Error::UnsupportedTable {
-                    table: table.name.to_string(),
-                    message: format!("partition spec {spec_id} does not exist"),
-                }
-            })?;
+            let spec =
+                metadata
+                    .partition_spec_by_id(spec_id)
+                    .ok_or_else(|| Error::UnsupportedTable {
+                        table: table.name.to_string(),
+                        message: format!("partition spec {spec_id} does not exist"),
+                    })?;
             let path = new_metadata_file(&location, "eqdv", "avro");
             let output = table.file_io.new_output(&path)?;
             written.push(path);
@@ -164,8 +165,7 @@ async fn build_inner(
             if entry.status() == ManifestStatus::Deleted {
                 continue;
             }
-            let (Some(seq), Some(added_by)) = (entry.sequence_number(), entry.snapshot_id())
-            else {
+            let (Some(seq), Some(added_by)) = (entry.sequence_number(), entry.snapshot_id()) else {
                 return Err(Error::file(
                     &manifest_file.manifest_path,
                     "live entry without sequence number",
@@ -319,8 +319,11 @@ fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, St
         added.add(&f.file);
     }
     let mut removed = Counts::default();
-    let removed_keys: HashSet<FileEntryKey> =
-        changes.removed_files.iter().map(|f| f.entry_key()).collect();
+    let removed_keys: HashSet<FileEntryKey> = changes
+        .removed_files
+        .iter()
+        .map(|f| f.entry_key())
+        .collect();
     for f in &changes.removed_files {
         removed.add(&f.file);
     }
@@ -363,9 +366,15 @@ fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, St
     put("deleted-records", removed.records);
     put("removed-files-size", removed.files_size);
     put("removed-delete-files", removed.delete_files);
-    put("removed-equality-delete-files", removed.equality_delete_files);
+    put(
+        "removed-equality-delete-files",
+        removed.equality_delete_files,
+    );
     put("removed-equality-deletes", removed.equality_deletes);
-    put("removed-position-delete-files", removed.position_delete_files);
+    put(
+        "removed-position-delete-files",
+        removed.position_delete_files,
+    );
     put("removed-dvs", removed.dvs);
     put("removed-position-deletes", removed.position_deletes);
     for (k, v) in [

@@ -16,7 +16,12 @@ pub fn new_metadata_file(table_location: &str, stem: &str, extension: &str) -> S
 }
 
 /// A new, unique location under `<table>/data/` (optionally in a partition directory).
-pub fn new_data_file(table_location: &str, partition_dir: Option<&str>, stem: &str, extension: &str) -> String {
+pub fn new_data_file(
+    table_location: &str,
+    partition_dir: Option<&str>,
+    stem: &str,
+    extension: &str,
+) -> String {
     let base = table_location.trim_end_matches('/');
     match partition_dir {
         Some(dir) if !dir.is_empty() => {

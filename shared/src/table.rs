@@ -11,8 +11,8 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile, ManifestList,
-    ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
+    ManifestList, ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
@@ -69,7 +69,7 @@ impl LoadedTable {
             other => Err(Error::UnsupportedTable {
                 table: self.name.to_string(),
                 message: format!(
-                    "format version {other} has no deletion vectors; upgrade the table to v3 (format-version=3) first"
+                    "table format {other} has no deletion vectors; upgrade the table to format v3 (format-version=3) first"
                 ),
             }),
         }
@@ -109,7 +109,9 @@ impl LiveFile {
 }
 
 /// Identifies one manifest entry: a file path plus, for DVs, the blob's offset.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct FileEntryKey {
     pub path: String,
     pub content_offset: Option<i64>,
@@ -139,20 +141,21 @@ impl TableFiles {
         let list_bytes = crate::storage::read_all(&table.file_io, snapshot.manifest_list()).await?;
         let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
             .map_err(|e| {
-                Error::file(
-                    snapshot.manifest_list(),
-                    format!("cannot parse manifest list of table {}", table.name),
-                    e,
-                )
-            })?;
+            Error::file(
+                snapshot.manifest_list(),
+                format!("cannot parse manifest list of table {}", table.name),
+                e,
+            )
+        })?;
         let manifests: Vec<ManifestFile> = list.entries().to_vec();
         let loaded: Vec<(ManifestFile, iceberg::spec::Manifest)> =
             futures::stream::iter(manifests.iter().cloned().map(|m| {
                 let file_io = table.file_io.clone();
                 async move {
-                    let manifest = m.load_manifest(&file_io).await.map_err(|e| {
-                        Error::file(&m.manifest_path, "cannot read manifest", e)
-                    })?;
+                    let manifest = m
+                        .load_manifest(&file_io)
+                        .await
+                        .map_err(|e| Error::file(&m.manifest_path, "cannot read manifest", e))?;
                     Ok::<_, Error>((m, manifest))
                 }
             }))

@@ -99,11 +99,17 @@ pub async fn run(warehouse: Option<&Path>, workload: &WorkloadArgs, json_out: bo
     s.row("", "before  ->  after")
         .row(
             "equality delete files",
-            format!("{}  ->  {}", before.totals.equality_delete_files, after.totals.equality_delete_files),
+            format!(
+                "{}  ->  {}",
+                before.totals.equality_delete_files, after.totals.equality_delete_files
+            ),
         )
         .row(
             "equality delete rows",
-            format!("{}  ->  {}", before.totals.equality_deletes, after.totals.equality_deletes),
+            format!(
+                "{}  ->  {}",
+                before.totals.equality_deletes, after.totals.equality_deletes
+            ),
         )
         .row(
             "deletion vectors",
@@ -111,20 +117,35 @@ pub async fn run(warehouse: Option<&Path>, workload: &WorkloadArgs, json_out: bo
         )
         .row(
             "positions in DVs",
-            format!("{}  ->  {}", before.totals.dv_positions, after.totals.dv_positions),
+            format!(
+                "{}  ->  {}",
+                before.totals.dv_positions, after.totals.dv_positions
+            ),
         )
-        .row("data files", format!("{}  ->  {}", before.totals.data_files, after.totals.data_files))
+        .row(
+            "data files",
+            format!(
+                "{}  ->  {}",
+                before.totals.data_files, after.totals.data_files
+            ),
+        )
         .row("live rows (identical)", rows_after.len())
         .row(
             "data files opened / candidates",
-            format!("{} / {}", report.resolve.files_opened, report.resolve.candidate_files),
+            format!(
+                "{} / {}",
+                report.resolve.files_opened, report.resolve.candidate_files
+            ),
         )
         .row("pruned by column bounds", report.resolve.pruned_by_bounds)
         .row(
             "read time, equality deletes",
             format!("{:.1} ms", read_eq_secs * 1000.0),
         )
-        .row("read time, deletion vectors", format!("{:.1} ms", read_dv_secs * 1000.0))
+        .row(
+            "read time, deletion vectors",
+            format!("{:.1} ms", read_dv_secs * 1000.0),
+        )
         .row("read speedup", format!("{ratio:.1}x"));
     s.print();
     print_report(&report);

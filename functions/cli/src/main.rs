@@ -29,7 +29,11 @@ pub mod exit {
 }
 
 #[derive(Parser)]
-#[command(name = "eqdv", version, about = "Converts Apache Iceberg equality deletes into deletion vectors")]
+#[command(
+    name = "eqdv",
+    version,
+    about = "Converts Apache Iceberg equality deletes into deletion vectors"
+)]
 struct Cli {
     /// Print machine-readable JSON on stdout instead of tables.
     #[arg(long, global = true)]
@@ -172,7 +176,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -231,9 +238,15 @@ async fn run(cli: &Cli) -> Result<u8> {
                     .row("created", report.created)
                     .row("snapshots committed", report.snapshots)
                     .row("data files written", report.data_files)
-                    .row("equality delete files written", report.equality_delete_files)
+                    .row(
+                        "equality delete files written",
+                        report.equality_delete_files,
+                    )
                     .row("rows written", report.rows_written)
-                    .row("equality delete rows written", report.equality_deletes_written)
+                    .row(
+                        "equality delete rows written",
+                        report.equality_deletes_written,
+                    )
                     .row("live rows", report.live_rows);
                 s.print();
             }
@@ -245,7 +258,8 @@ async fn run(cli: &Cli) -> Result<u8> {
             output,
         } => {
             let catalog = table.catalog()?;
-            let plan = make_plan(&catalog, &table.name()?, &table.branch, *target_shard_bytes).await?;
+            let plan =
+                make_plan(&catalog, &table.name()?, &table.branch, *target_shard_bytes).await?;
             if let Some(path) = output {
                 std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
                     .with_context(|| format!("writing plan to {}", path.display()))?;
@@ -341,8 +355,12 @@ async fn make_plan(
 fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
     let bytes = std::fs::read(plan_file)
         .with_context(|| format!("reading plan file {}", plan_file.display()))?;
-    let plan: Plan = serde_json::from_slice(&bytes)
-        .with_context(|| format!("plan file {} is not a plan written by `eqdv plan`", plan_file.display()))?;
+    let plan: Plan = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "plan file {} is not a plan written by `eqdv plan`",
+            plan_file.display()
+        )
+    })?;
     plan.shards
         .into_iter()
         .find(|s| s.id == id)
@@ -371,7 +389,16 @@ fn print_plan(plan: &Plan) {
                 ]
             })
             .collect();
-        print_table(&["shard", "partitions", "groups", "delete files", "est. bytes"], &rows);
+        print_table(
+            &[
+                "shard",
+                "partitions",
+                "groups",
+                "delete files",
+                "est. bytes",
+            ],
+            &rows,
+        );
     }
 }
 
@@ -386,11 +413,17 @@ pub(crate) fn print_report(r: &ConvertReport) {
     s.row("base snapshot", fmt_opt(r.base_snapshot_id))
         .row("new snapshot", fmt_opt(r.new_snapshot_id))
         .row("groups", r.groups)
-        .row("equality delete files removed", r.equality_delete_files_removed)
+        .row(
+            "equality delete files removed",
+            r.equality_delete_files_removed,
+        )
         .row("equality delete rows removed", r.equality_deletes_removed)
         .row("deletion vectors written", r.dvs_written)
         .row("deletion vectors replaced", r.dvs_replaced)
-        .row("position delete files removed", r.position_delete_files_removed)
+        .row(
+            "position delete files removed",
+            r.position_delete_files_removed,
+        )
         .row("positions newly deleted", r.positions_added)
         .row("deleted keys", m.delete_keys)
         .row("live data files", m.live_data_files)
@@ -398,20 +431,32 @@ pub(crate) fn print_report(r: &ConvertReport) {
         .row("pruned by column bounds", m.pruned_by_bounds)
         .row("data files opened", m.files_opened)
         .row("data files with matches", m.files_with_matches)
-        .row("row groups read / pruned", format!("{} / {}", m.row_groups_read, m.row_groups_pruned))
+        .row(
+            "row groups read / pruned",
+            format!("{} / {}", m.row_groups_read, m.row_groups_pruned),
+        )
         .row("rows scanned", m.rows_scanned)
         .row("bytes read", m.bytes_read)
         .row("commit attempts", r.commit_attempts)
-        .row("conflicts (rebased / re-planned)", format!("{} ({} / {})", r.conflicts, r.rebases, r.replans))
+        .row(
+            "conflicts (rebased / re-planned)",
+            format!("{} ({} / {})", r.conflicts, r.rebases, r.replans),
+        )
         .row("duration", format!("{} ms", r.duration_ms));
     s.print();
 }
 
 pub(crate) fn print_inspection(i: &eqdv::inspect::Inspection) {
     let t = &i.totals;
-    let mut s = Summary::new(format!("{} ({}), format v{}", i.table, i.branch, i.format_version));
+    let mut s = Summary::new(format!(
+        "{} ({}), format v{}",
+        i.table, i.branch, i.format_version
+    ));
     s.row("snapshot", fmt_opt(i.snapshot_id))
-        .row("operation", i.operation.clone().unwrap_or_else(|| "-".into()))
+        .row(
+            "operation",
+            i.operation.clone().unwrap_or_else(|| "-".into()),
+        )
         .row("data files", t.data_files)
         .row("records", t.records)
         .row("equality delete files", t.equality_delete_files)
@@ -436,7 +481,15 @@ pub(crate) fn print_inspection(i: &eqdv::inspect::Inspection) {
         })
         .collect();
     print_table(
-        &["partition", "data files", "records", "eq files", "eq rows", "DVs", "DV positions"],
+        &[
+            "partition",
+            "data files",
+            "records",
+            "eq files",
+            "eq rows",
+            "DVs",
+            "DV positions",
+        ],
         &rows,
     );
 }

@@ -71,7 +71,11 @@ impl SqliteCatalog {
             )
         })?;
         let warehouse = warehouse.canonicalize().map_err(|e| {
-            Error::file(warehouse.display().to_string(), "cannot resolve warehouse", e)
+            Error::file(
+                warehouse.display().to_string(),
+                "cannot resolve warehouse",
+                e,
+            )
         })?;
         let conn = Connection::open(db_path).map_err(|e| sql_error(name, e))?;
         // Concurrent converters (processes) wait for each other's short transactions.
@@ -224,7 +228,10 @@ impl Catalog for SqliteCatalog {
                  ORDER BY table_namespace, table_name",
             )?;
             let rows = stmt.query_map(params![self.name, namespace], |row| {
-                Ok(TableName::new(row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+                Ok(TableName::new(
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                ))
             })?;
             rows.collect()
         })

@@ -1,0 +1,572 @@
+//! The conversion job against a real local warehouse (SQLite catalog, Parquet and
+//! Puffin files on disk): rows are preserved, equality deletes are gone, DVs are valid,
+//! repeated and racing runs are safe, and failures leave the table and disk untouched.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use eqdv::Error;
+use eqdv::catalog::{Catalog, SqliteCatalog, TableName, TablePointer};
+use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
+use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use iceberg::io::FileIO;
+use support::*;
+
+fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 1_200,
+        commits: 3,
+        keys,
+        partition,
+        changes_per_commit: 120,
+        rows_per_file: 300,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
+}
+
+/// Generate, convert, check; convert again (no-op); more CDC; convert (merge); check.
+async fn round_trip(spec: WorkloadSpec) {
+    let w = warehouse();
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).expect("expected rows");
+    let before = eqdv::read::read_canonical(&load(&w.catalog).await, "main")
+        .await
+        .expect("read before");
+    assert!(
+        before == expected,
+        "generated table does not read as the model expects"
+    );
+    assert!(
+        !files(&w.catalog).await.equality_deletes.is_empty(),
+        "workload wrote no equality deletes"
+    );
+
+    let first = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect("first conversion");
+    assert_eq!(first.outcome, Outcome::Converted);
+    assert!(first.dvs_written > 0, "no DV written");
+    assert_converted(&w.catalog, &expected).await;
+    let head = load(&w.catalog).await;
+    let summary = &head.head("main").unwrap().unwrap().summary().clone();
+    assert_eq!(summary.operation.as_str(), "delete");
+    assert_eq!(
+        summary.additional_properties.get("eqdv.converted-from"),
+        first.base_snapshot_id.map(|id| id.to_string()).as_ref()
+    );
+    assert_eq!(
+        summary.additional_properties.get("added-dvs"),
+        Some(&first.dvs_written.to_string())
+    );
+
+    // Converting twice is a no-op that commits nothing.
+    let pointer = head.pointer.clone();
+    let again = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect("second conversion");
+    assert_eq!(again.outcome, Outcome::NothingToDo);
+    assert_eq!(load(&w.catalog).await.pointer, pointer);
+
+    // More CDC, then convert: merged into the existing DVs, one DV per data file.
+    let more = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 2,
+            ..spec.clone()
+        },
+    )
+    .await;
+    let expected = expected_rows(&more.state).expect("expected rows");
+    let dvs_before = files(&w.catalog).await.dvs.len();
+    let merged = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect("merging conversion");
+    assert_eq!(merged.outcome, Outcome::Converted);
+    assert_converted(&w.catalog, &expected).await;
+    let dvs_after = files(&w.catalog).await.dvs.len();
+    assert!(
+        dvs_after >= dvs_before,
+        "DVs lost: {dvs_before} -> {dvs_after}"
+    );
+    assert_eq!(
+        dvs_after,
+        dvs_before + merged.dvs_written - merged.dvs_replaced,
+        "DV count does not add up"
+    );
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_key_unpartitioned() {
+    for seed in [1, 2, 3] {
+        round_trip(spec(seed, vec![KeyType::Long], PartitionKind::None)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn string_key_identity_partitioned() {
+    for seed in [4, 5] {
+        round_trip(spec(seed, vec![KeyType::String], PartitionKind::Identity)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bucket_and_day_partitions() {
+    round_trip(spec(6, vec![KeyType::Int], PartitionKind::Bucket(4))).await;
+    round_trip(spec(7, vec![KeyType::Timestamp], PartitionKind::Day)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_type() {
+    for (i, key) in [
+        KeyType::Int,
+        KeyType::Long,
+        KeyType::String,
+        KeyType::Date,
+        KeyType::Timestamp,
+        KeyType::Timestamptz,
+        KeyType::Decimal,
+        KeyType::Uuid,
+        KeyType::Binary,
+        KeyType::Boolean,
+        KeyType::Fixed,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut s = spec(100 + i as u64, vec![key], PartitionKind::None);
+        if key == KeyType::Boolean {
+            // A boolean key alone has two values; pair it so keys stay distinct.
+            s.keys = vec![KeyType::Boolean, KeyType::Long];
+        }
+        round_trip(s).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_column_keys_with_nulls() {
+    let mut s = spec(
+        8,
+        vec![KeyType::Int, KeyType::String],
+        PartitionKind::Identity,
+    );
+    s.null_keys = true;
+    round_trip(s).await;
+    let mut s = spec(9, vec![KeyType::Long], PartitionKind::None);
+    s.null_keys = true;
+    round_trip(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn global_deletes_on_a_partitioned_table() {
+    let mut s = spec(10, vec![KeyType::Long], PartitionKind::Bucket(3));
+    s.global_deletes = true;
+    round_trip(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn column_added_mid_workload() {
+    let mut s = spec(11, vec![KeyType::Long], PartitionKind::Identity);
+    s.add_column = true;
+    s.commits = 4;
+    round_trip(s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_writes_nothing() {
+    let w = warehouse();
+    generate_table(
+        &w.catalog,
+        &spec(12, vec![KeyType::Long], PartitionKind::None),
+    )
+    .await;
+    let pointer = load(&w.catalog).await.pointer;
+    let report = convert(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            dry_run: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("dry run");
+    assert_eq!(report.outcome, Outcome::DryRun);
+    assert!(report.dvs_written > 0);
+    assert_eq!(load(&w.catalog).await.pointer, pointer);
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_convert_independently() {
+    let w = warehouse();
+    let report = generate_table(
+        &w.catalog,
+        &spec(13, vec![KeyType::Long], PartitionKind::Bucket(4)),
+    )
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let plan = eqdv::plan::plan(
+        &t,
+        "main",
+        &f,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+        },
+    )
+    .unwrap();
+    assert!(
+        plan.shards.len() >= 2,
+        "expected several shards, got {}",
+        plan.shards.len()
+    );
+    // The plan travels as JSON (as in a queue message).
+    let plan: eqdv::plan::Plan =
+        serde_json::from_str(&serde_json::to_string(&plan).unwrap()).unwrap();
+    for shard in &plan.shards {
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            ..Default::default()
+        };
+        let r = convert(&w.catalog, &table(), &options).await.unwrap();
+        assert_eq!(r.outcome, Outcome::Converted, "shard {}", shard.id);
+        let again = convert(&w.catalog, &table(), &options).await.unwrap();
+        assert_eq!(
+            again.outcome,
+            Outcome::NothingToDo,
+            "shard {} twice",
+            shard.id
+        );
+    }
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_converters_both_end_cleanly() {
+    let mut raced = 0;
+    for seed in [20, 21, 22] {
+        let w = warehouse();
+        let report = generate_table(
+            &w.catalog,
+            &spec(seed, vec![KeyType::Long], PartitionKind::Identity),
+        )
+        .await;
+        let expected = expected_rows(&report.state).unwrap();
+        let other = w.another_handle();
+        let options = ConvertOptions::default();
+        let name = table();
+        let (a, b) = tokio::join!(
+            convert(&w.catalog, &name, &options),
+            convert(&other, &name, &options)
+        );
+        let (a, b) = (a.expect("converter A"), b.expect("converter B"));
+        let converted = [a.outcome, b.outcome]
+            .iter()
+            .filter(|o| **o == Outcome::Converted)
+            .count();
+        assert!(
+            converted >= 1,
+            "neither converter committed: {:?} {:?}",
+            a.outcome,
+            b.outcome
+        );
+        for r in [&a, &b] {
+            assert!(matches!(
+                r.outcome,
+                Outcome::Converted | Outcome::NothingToDo
+            ));
+        }
+        eprintln!(
+            "seed {seed}: A {:?} ({} conflicts), B {:?} ({} conflicts)",
+            a.outcome, a.conflicts, b.outcome, b.conflicts
+        );
+        raced += a.conflicts + b.conflicts;
+        assert_converted(&w.catalog, &expected).await;
+        assert_no_orphans(&w.catalog).await;
+    }
+    // Both loaded the same head, so the loser must have hit a real conflict.
+    assert!(raced > 0, "the converters never overlapped");
+}
+
+/// A catalog that lets another writer commit right before each of eqdv's swaps.
+#[derive(Debug)]
+struct Interfering {
+    inner: SqliteCatalog,
+    other: SqliteCatalog,
+    spec: WorkloadSpec,
+    /// How many swaps to interfere with.
+    remaining: AtomicU32,
+    swaps: Arc<AtomicU32>,
+}
+
+#[async_trait]
+impl Catalog for Interfering {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn file_io(&self) -> &FileIO {
+        self.inner.file_io()
+    }
+    fn default_table_location(&self, table: &TableName) -> String {
+        self.inner.default_table_location(table)
+    }
+    async fn load_pointer(&self, table: &TableName) -> eqdv::Result<TablePointer> {
+        self.inner.load_pointer(table).await
+    }
+    async fn swap_pointer(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        new_metadata_location: &str,
+    ) -> eqdv::Result<()> {
+        self.swaps.fetch_add(1, Ordering::SeqCst);
+        if self
+            .remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            eqdv::generate::generate(&self.other, table, &self.spec)
+                .await
+                .expect("interfering writer");
+        }
+        self.inner
+            .swap_pointer(table, expected, new_metadata_location)
+            .await
+    }
+    async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {
+        self.inner.create_table(table, location).await
+    }
+    async fn list_tables(&self, namespace: Option<&str>) -> eqdv::Result<Vec<TableName>> {
+        self.inner.list_tables(namespace).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pointer_moved_mid_commit_rebases() {
+    let w = warehouse();
+    let s = spec(30, vec![KeyType::Long], PartitionKind::Identity);
+    generate_table(&w.catalog, &s).await;
+    let catalog = Interfering {
+        inner: w.another_handle(),
+        other: w.another_handle(),
+        spec: WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+        remaining: AtomicU32::new(1),
+        swaps: Arc::new(AtomicU32::new(0)),
+    };
+    let report = convert(&catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect("conversion with a concurrent writer");
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_eq!(report.conflicts, 1);
+    assert_eq!(report.rebases + report.replans, 1);
+    assert_eq!(report.commit_attempts, 2);
+    // The concurrent commit's rows and its (new, unconverted) deletes are all there.
+    let t = load(&w.catalog).await;
+    let expected = eqdv::generate::expected_rows_of(&w.catalog, &table())
+        .await
+        .unwrap();
+    let rows = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    assert!(rows == expected, "rows differ after a rebased conversion");
+    assert_dvs_valid(&w.catalog).await;
+    // Converting the rest finishes the table.
+    convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_conflicts_give_up_and_clean_up() {
+    let w = warehouse();
+    let s = spec(31, vec![KeyType::Long], PartitionKind::None);
+    generate_table(&w.catalog, &s).await;
+    let catalog = Interfering {
+        inner: w.another_handle(),
+        other: w.another_handle(),
+        spec: WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+        remaining: AtomicU32::new(u32::MAX),
+        swaps: Arc::new(AtomicU32::new(0)),
+    };
+    let options = ConvertOptions {
+        retry: Some(RetryPolicy {
+            num_retries: 2,
+            min_wait: Duration::from_millis(1),
+            max_wait: Duration::from_millis(5),
+            total_timeout: Duration::from_secs(60),
+        }),
+        ..Default::default()
+    };
+    let err = convert(&catalog, &table(), &options)
+        .await
+        .expect_err("must give up");
+    assert!(
+        matches!(err, Error::RetriesExhausted { attempts: 3, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("db.events"), "{err}");
+    assert_eq!(catalog.swaps.load(Ordering::SeqCst), 3);
+    // Only the interfering writer's snapshots landed; eqdv left nothing behind.
+    let t = load(&w.catalog).await;
+    for s in t.metadata.snapshots() {
+        assert!(
+            !s.summary()
+                .additional_properties
+                .contains_key("eqdv.converted-from"),
+            "an eqdv snapshot landed"
+        );
+    }
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_table_is_rejected() {
+    use iceberg::spec::{
+        FormatVersion, NestedField, PrimitiveType, Schema, TableMetadataBuilder, Type,
+    };
+    use iceberg::{MetadataLocation, TableCreation};
+    let w = warehouse();
+    let name = TableName::new("db", "old");
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::required(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+        ])
+        .build()
+        .unwrap();
+    let location = w.catalog.default_table_location(&name);
+    let creation = TableCreation::builder()
+        .name("old".into())
+        .location(location.clone())
+        .schema(schema)
+        .format_version(FormatVersion::V2)
+        .build();
+    let metadata = TableMetadataBuilder::from_table_creation(creation)
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    let meta_location = MetadataLocation::new_with_metadata(&location, &metadata);
+    metadata
+        .write_to(w.catalog.file_io(), &meta_location)
+        .await
+        .unwrap();
+    w.catalog
+        .create_table(&name, &meta_location.to_string())
+        .await
+        .unwrap();
+    let err = convert(&w.catalog, &name, &ConvertOptions::default())
+        .await
+        .expect_err("v2 must be rejected");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::UnsupportedTable { .. }), "{msg}");
+    assert!(msg.contains("db.old") && msg.contains("format v2"), "{msg}");
+}
+
+#[test]
+fn unsupported_key_type_names_the_field() {
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+    let schema = Schema::builder()
+        .with_fields(vec![
+            NestedField::optional(1, "id", Type::Primitive(PrimitiveType::Long)).into(),
+            NestedField::optional(2, "score", Type::Primitive(PrimitiveType::Double)).into(),
+        ])
+        .build()
+        .unwrap();
+    let err = eqdv::keys::KeyColumns::new("db.t", &schema, &[1, 2]).expect_err("double key");
+    let msg = err.to_string();
+    assert!(
+        matches!(err, Error::UnsupportedKeyType { field_id: 2, .. }),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("score") && msg.contains("double") && msg.contains("db.t"),
+        "{msg}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_dv_fails_cleanly() {
+    let w = warehouse();
+    let s = spec(40, vec![KeyType::Long], PartitionKind::None);
+    generate_table(&w.catalog, &s).await;
+    convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 2,
+            ..s.clone()
+        },
+    )
+    .await;
+    // Flip a byte inside every DV blob's bitmap.
+    let f = files(&w.catalog).await;
+    let puffin = f.dvs.values().next().expect("a DV").path().to_string();
+    let local = puffin.trim_start_matches("file://").to_string();
+    let mut bytes = std::fs::read(&local).unwrap();
+    for dv in f.dvs.values() {
+        let at = dv.file.content_offset().unwrap() as usize + 10;
+        bytes[at] ^= 0x5a;
+    }
+    std::fs::write(&local, &bytes).unwrap();
+    let pointer = load(&w.catalog).await.pointer;
+    let err = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect_err("corrupt DV must fail");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Dv(_)), "{msg}");
+    assert!(
+        msg.contains(&puffin),
+        "error does not name the Puffin file: {msg}"
+    );
+    assert_eq!(load(&w.catalog).await.pointer, pointer, "table changed");
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_data_file_fails_cleanly() {
+    let w = warehouse();
+    generate_table(
+        &w.catalog,
+        &spec(41, vec![KeyType::Long], PartitionKind::None),
+    )
+    .await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let candidates: Vec<String> = f
+        .data_files
+        .iter()
+        .filter(|d| groups.iter().any(|g| g.may_apply_to(d)))
+        .map(|d| d.path().to_string())
+        .collect();
+    assert!(!candidates.is_empty());
+    for c in &candidates {
+        std::fs::remove_file(c.trim_start_matches("file://")).unwrap();
+    }
+    let err = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .expect_err("missing data file must fail");
+    let msg = err.to_string();
+    assert!(
+        candidates.iter().any(|c| msg.contains(c.as_str())),
+        "error does not name a missing file: {msg}"
+    );
+    assert_eq!(load(&w.catalog).await.pointer, t.pointer, "table changed");
+}

@@ -1,0 +1,170 @@
+//! Test support: warehouses, generated tables, the invariants every conversion must
+//! keep (rows, no equality deletes, DVs the Java reader would accept, no orphan files).
+#![allow(dead_code)]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
+use eqdv::generate::{GenerateReport, WorkloadSpec, generate};
+use eqdv::puffin::{DvEntryCheck, validate_dv_entry};
+use eqdv::table::{LoadedTable, TableFiles};
+use iceberg::spec::{ManifestList, TableMetadata};
+
+pub struct Warehouse {
+    pub dir: tempfile::TempDir,
+    pub catalog: SqliteCatalog,
+}
+
+pub fn warehouse() -> Warehouse {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let catalog = SqliteCatalog::open_warehouse(dir.path()).expect("catalog");
+    Warehouse { dir, catalog }
+}
+
+impl Warehouse {
+    /// A second, independent catalog handle (its own SQLite connection), as another process would have.
+    pub fn another_handle(&self) -> SqliteCatalog {
+        SqliteCatalog::open_warehouse(self.dir.path()).expect("catalog")
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+pub fn table() -> TableName {
+    TableName::new("db", "events")
+}
+
+pub async fn generate_table(catalog: &dyn Catalog, spec: &WorkloadSpec) -> GenerateReport {
+    generate(catalog, &table(), spec).await.expect("generate")
+}
+
+pub async fn load(catalog: &dyn Catalog) -> LoadedTable {
+    LoadedTable::load(catalog, &table())
+        .await
+        .expect("load table")
+}
+
+pub async fn files(catalog: &dyn Catalog) -> TableFiles {
+    let t = load(catalog).await;
+    let head = t.head("main").expect("head");
+    TableFiles::read(&t, head.as_ref())
+        .await
+        .expect("read files")
+}
+
+/// The invariants after a successful conversion: the live rows are `expected`, no
+/// equality delete is live, at most one DV per data file (TableFiles::read enforces it),
+/// every DV passes the reader's checks and sits in its data file's partition.
+pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
+    let t = load(catalog).await;
+    let rows = eqdv::read::read_canonical(&t, "main")
+        .await
+        .expect("read rows");
+    assert_eq!(rows.len(), expected.len(), "live row count");
+    assert!(rows == expected, "live rows differ from the expected rows");
+    let f = files(catalog).await;
+    assert!(
+        f.equality_deletes.is_empty(),
+        "{} equality delete files still live",
+        f.equality_deletes.len()
+    );
+    assert_dvs_valid(catalog).await;
+}
+
+/// Every live DV passes the checks Java's reader makes.
+pub async fn assert_dvs_valid(catalog: &dyn Catalog) {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    for (data_path, dv) in &f.dvs {
+        let data = f
+            .data_files
+            .iter()
+            .find(|d| d.path() == data_path)
+            .unwrap_or_else(|| panic!("DV references {data_path}, which is not a live data file"));
+        assert_eq!(dv.spec_id, data.spec_id, "DV spec id of {data_path}");
+        assert_eq!(
+            dv.file.partition(),
+            data.file.partition(),
+            "DV partition of {data_path}"
+        );
+        let positions = validate_dv_entry(
+            &t.file_io,
+            &DvEntryCheck {
+                puffin_location: dv.path(),
+                referenced_data_file: data_path,
+                content_offset: dv.file.content_offset().expect("content_offset"),
+                content_size_in_bytes: dv.file.content_size_in_bytes().expect("content_size"),
+                record_count: dv.file.record_count(),
+                file_size_in_bytes: dv.file.file_size_in_bytes(),
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("DV for {data_path} rejected: {e}"));
+        assert!(
+            positions.max().is_none_or(|m| m < data.file.record_count()),
+            "DV for {data_path} deletes a position past the end of the file"
+        );
+    }
+}
+
+fn local(path: &str) -> PathBuf {
+    PathBuf::from(path.trim_start_matches("file://"))
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+}
+
+/// Files under the table's location that no metadata version references.
+pub async fn orphan_files(catalog: &dyn Catalog) -> Vec<PathBuf> {
+    let t = load(catalog).await;
+    let mut reachable: HashSet<PathBuf> = HashSet::new();
+    let mut metadata_files = vec![t.pointer.metadata_location.clone()];
+    metadata_files.extend(
+        t.metadata
+            .metadata_log()
+            .iter()
+            .map(|m| m.metadata_file.clone()),
+    );
+    for location in metadata_files {
+        reachable.insert(local(&location));
+        let Ok(metadata) = TableMetadata::read_from(&t.file_io, &location).await else {
+            continue;
+        };
+        for snapshot in metadata.snapshots() {
+            reachable.insert(local(snapshot.manifest_list()));
+            let bytes = std::fs::read(local(snapshot.manifest_list())).expect("manifest list");
+            let list = ManifestList::parse_with_version(&bytes, metadata.format_version())
+                .expect("parse manifest list");
+            for m in list.entries() {
+                reachable.insert(local(&m.manifest_path));
+                let manifest = m.load_manifest(&t.file_io).await.expect("manifest");
+                for e in manifest.entries() {
+                    reachable.insert(local(e.file_path()));
+                }
+            }
+        }
+    }
+    let mut all = Vec::new();
+    walk(&local(t.location()), &mut all);
+    let mut orphans: Vec<PathBuf> = all.into_iter().filter(|p| !reachable.contains(p)).collect();
+    orphans.sort();
+    orphans
+}
+
+pub async fn assert_no_orphans(catalog: &dyn Catalog) {
+    let orphans = orphan_files(catalog).await;
+    assert!(orphans.is_empty(), "orphan files left behind: {orphans:#?}");
+}
