@@ -1,0 +1,171 @@
+//! A table upgraded from v2 may still hold v2 position delete files. A new DV must be
+//! the union of the new positions, the file's existing DV and those position deletes,
+//! and a position delete file goes only once every data file it references has a DV.
+
+mod support;
+
+use std::sync::Arc;
+
+use arrow_array::{Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
+use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Operation};
+use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+use support::*;
+
+fn field(name: &str, ty: DataType, id: i32) -> Field {
+    Field::new(name, ty, false)
+        .with_metadata([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into())
+}
+
+/// Writes a v2 position delete file over `targets` (data path, positions) and commits it.
+async fn add_position_deletes(w: &Warehouse, name: &str, targets: &[(String, Vec<i64>)]) {
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let first = f
+        .data_files
+        .iter()
+        .find(|d| d.path() == targets[0].0)
+        .expect("target data file");
+    let schema = Arc::new(Schema::new(vec![
+        field("file_path", DataType::Utf8, 2_147_483_546),
+        field("pos", DataType::Int64, 2_147_483_545),
+    ]));
+    let mut paths = Vec::new();
+    let mut positions = Vec::new();
+    for (path, pos) in targets {
+        for p in pos {
+            paths.push(path.clone());
+            positions.push(*p);
+        }
+    }
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(StringArray::from(paths)),
+            Arc::new(Int64Array::from(positions.clone())),
+        ],
+    )
+    .unwrap();
+    let path = format!("{}/data/{name}.parquet", t.location());
+    let local = path.trim_start_matches("file://").to_string();
+    let mut writer =
+        ArrowWriter::try_new(std::fs::File::create(&local).unwrap(), schema, None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    let size = std::fs::metadata(&local).unwrap().len();
+    let file = DataFileBuilder::default()
+        .content(DataContentType::PositionDeletes)
+        .file_path(path)
+        .file_format(DataFileFormat::Parquet)
+        .partition(first.file.partition().clone())
+        .partition_spec_id(first.spec_id)
+        .record_count(positions.len() as u64)
+        .file_size_in_bytes(size)
+        .build()
+        .unwrap();
+    let mut changes = SnapshotChanges::new(Operation::Delete);
+    changes.added_delete_files.push(AddedFile {
+        spec_id: first.spec_id,
+        file,
+    });
+    let prepared = build_snapshot(&t, "main", &f, &changes).await.unwrap();
+    eqdv::commit::publish(&w.catalog, &t, &prepared)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_deletes_merge_into_new_dvs() {
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        seed: 50,
+        rows: 1_200,
+        commits: 3,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::None,
+        changes_per_commit: 150,
+        rows_per_file: 300,
+        ..Default::default()
+    };
+    let report = generate_table(&w.catalog, &spec).await;
+
+    // Which data files do the equality deletes hit? (resolve reads, never writes)
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let resolved = eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
+        .await
+        .unwrap();
+    let hit = resolved
+        .positions
+        .keys()
+        .next()
+        .expect("a data file with deletes")
+        .clone();
+    let missed = f
+        .data_files
+        .iter()
+        .map(|d| d.path().to_string())
+        .find(|p| !resolved.positions.contains_key(p))
+        .expect("a data file without deletes");
+    let extra: Vec<i64> = (0..300)
+        .filter(|p| !resolved.positions[&hit].contains(*p as u64))
+        .take(3)
+        .collect();
+    // One file covers only `hit` (must go), one also covers `missed` (must stay).
+    add_position_deletes(&w, "v2-pos-covered", &[(hit.clone(), extra.clone())]).await;
+    add_position_deletes(
+        &w,
+        "v2-pos-partial",
+        &[(hit.clone(), vec![extra[0]]), (missed.clone(), vec![5])],
+    )
+    .await;
+
+    let t = load(&w.catalog).await;
+    let rows_before = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    let model = expected_rows(&report.state).unwrap();
+    assert_eq!(
+        rows_before.len(),
+        model.len() - extra.len() - 1,
+        "position deletes not applied by the oracle"
+    );
+
+    let r = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_converted(&w.catalog, &rows_before).await;
+    assert_eq!(r.position_delete_files_removed, 1);
+
+    let f = files(&w.catalog).await;
+    let t = load(&w.catalog).await;
+    let live_pos: Vec<&str> = f.position_deletes.iter().map(|p| p.path()).collect();
+    assert_eq!(live_pos.len(), 1);
+    assert!(
+        live_pos[0].ends_with("v2-pos-partial.parquet"),
+        "{live_pos:?}"
+    );
+    let dv = f.dvs.get(&hit).expect("DV for the hit file");
+    let positions = eqdv::puffin::read_dv(
+        &t.file_io,
+        dv.path(),
+        dv.file.content_offset().unwrap(),
+        dv.file.content_size_in_bytes().unwrap(),
+    )
+    .await
+    .unwrap();
+    for p in &extra {
+        assert!(
+            positions.contains(*p as u64),
+            "DV lacks position {p} from the v2 delete file"
+        );
+    }
+    assert!(
+        !f.dvs.contains_key(&missed),
+        "a DV was written for a file without new deletes"
+    );
+    assert_no_orphans(&w.catalog).await;
+}
