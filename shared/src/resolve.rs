@@ -37,6 +37,10 @@ pub struct ResolveOptions {
     pub batch_size: usize,
     /// Use Parquet row-group statistics to skip row groups.
     pub row_group_pruning: bool,
+    /// Use manifest column bounds to skip data files. Turn off for tables whose
+    /// writers recorded bounds that are too narrow (iceberg-rust <= 0.10.1 could, for
+    /// strings over 64 bytes spread over several row groups).
+    pub bound_pruning: bool,
 }
 
 impl Default for ResolveOptions {
@@ -46,6 +50,7 @@ impl Default for ResolveOptions {
             parallelism: (cores * 2).max(2),
             batch_size: 8192,
             row_group_pruning: true,
+            bound_pruning: true,
         }
     }
 }
@@ -338,7 +343,7 @@ pub async fn resolve(
         resolved.candidates.insert(data.path().to_string());
         let surviving: Vec<usize> = in_scope
             .into_iter()
-            .filter(|&i| loaded[i].may_match_file(data))
+            .filter(|&i| !options.bound_pruning || loaded[i].may_match_file(data))
             .collect();
         if surviving.is_empty() {
             metrics.pruned_by_bounds += 1;

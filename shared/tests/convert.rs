@@ -570,3 +570,72 @@ async fn missing_data_file_fails_cleanly() {
     );
     assert_eq!(load(&w.catalog).await.pointer, t.pointer, "table changed");
 }
+
+/// Pruning is an optimisation only: with and without it the same positions are found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_never_changes_the_result() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    let mut pruned_somewhere = 0;
+    for (seed, keys, partition, null_keys) in [
+        (59, vec![KeyType::Long], PartitionKind::None, false),
+        (60, vec![KeyType::String], PartitionKind::Identity, false),
+        (
+            61,
+            vec![KeyType::Int, KeyType::String],
+            PartitionKind::None,
+            true,
+        ),
+        (62, vec![KeyType::Decimal], PartitionKind::Bucket(2), false),
+        (63, vec![KeyType::Binary], PartitionKind::None, true),
+    ] {
+        let w = warehouse();
+        // Few deletes over many small files: most files and row groups hold no key.
+        let s = WorkloadSpec {
+            seed,
+            rows: 3_000,
+            commits: 2,
+            keys,
+            partition,
+            null_keys,
+            changes_per_commit: 6,
+            rows_per_file: 100,
+            rows_per_row_group: 25,
+            ..Default::default()
+        };
+        generate_table(&w.catalog, &s).await;
+        let t = load(&w.catalog).await;
+        let f = files(&w.catalog).await;
+        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+        let pruned = resolve(&t, &f, &groups, &ResolveOptions::default())
+            .await
+            .unwrap();
+        let full = resolve(
+            &t,
+            &f,
+            &groups,
+            &ResolveOptions {
+                bound_pruning: false,
+                row_group_pruning: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        eprintln!(
+            "seed {seed}: pruned {} files by bounds, {} row groups",
+            pruned.metrics.pruned_by_bounds, pruned.metrics.row_groups_pruned
+        );
+        assert_eq!(
+            pruned.positions, full.positions,
+            "seed {seed}: pruning changed the result"
+        );
+        assert!(pruned.metrics.rows_scanned <= full.metrics.rows_scanned);
+        pruned_somewhere += pruned.metrics.pruned_by_bounds + pruned.metrics.row_groups_pruned;
+        assert_eq!(full.metrics.pruned_by_bounds, 0);
+        assert_eq!(full.metrics.files_opened, full.metrics.candidate_files);
+    }
+    assert!(
+        pruned_somewhere > 0,
+        "the workloads never exercised pruning"
+    );
+}

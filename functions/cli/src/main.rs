@@ -152,6 +152,10 @@ enum Command {
         /// Data files read at once.
         #[arg(long)]
         parallelism: Option<usize>,
+        /// Read every candidate data file: do not trust manifest column bounds or
+        /// Parquet row-group statistics (for tables whose writers recorded bad ones).
+        #[arg(long)]
+        no_pruning: bool,
     },
     /// Show data files, equality deletes, DVs and position deletes per partition.
     Inspect {
@@ -281,6 +285,7 @@ async fn run(cli: &Cli) -> Result<u8> {
             shard_id,
             dry_run,
             parallelism,
+            no_pruning,
         } => {
             let catalog = table.catalog()?;
             let name = table.name()?;
@@ -291,6 +296,10 @@ async fn run(cli: &Cli) -> Result<u8> {
             };
             if let Some(p) = parallelism {
                 options.resolve.parallelism = (*p).max(1);
+            }
+            if *no_pruning {
+                options.resolve.bound_pruning = false;
+                options.resolve.row_group_pruning = false;
             }
             if let (Some(plan), Some(id)) = (plan, shard_id) {
                 options.shard = Some(load_shard(plan, id)?);
