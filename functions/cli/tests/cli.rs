@@ -1,0 +1,217 @@
+//! The `eqdv` binary as scripts use it: exit codes, JSON output, plans and shards.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn eqdv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_eqdv"))
+        .args(args)
+        .output()
+        .expect("run eqdv")
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn table_args(dir: &Path) -> Vec<String> {
+    vec![
+        "--warehouse".into(),
+        dir.display().to_string(),
+        "--table".into(),
+        "cdc.orders".into(),
+    ]
+}
+
+fn run(cmd: &str, dir: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<String> = vec![cmd.to_string(), "--json".into()];
+    args.extend(table_args(dir));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    eqdv(&refs)
+}
+
+#[test]
+fn generate_convert_and_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    let out = run(
+        "generate",
+        w,
+        &[
+            "--rows",
+            "800",
+            "--commits",
+            "3",
+            "--key",
+            "long,string",
+            "--partition",
+            "bucket:3",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let generated = json(&out);
+    assert!(generated["equality_delete_files"].as_u64().unwrap() > 0);
+
+    let rows_before = eqdv(&[
+        "rows",
+        "--warehouse",
+        &w.display().to_string(),
+        "--table",
+        "cdc.orders",
+    ]);
+    assert_eq!(rows_before.status.code(), Some(0));
+
+    let out = run("inspect", w, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let before = json(&out);
+    assert!(before["totals"]["equality_delete_files"].as_u64().unwrap() > 0);
+    assert_eq!(before["totals"]["dvs"].as_u64(), Some(0));
+
+    let out = run("convert", w, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(json(&out)["outcome"], "dry-run");
+
+    let out = run("convert", w, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["outcome"], "converted");
+    assert!(report["dvs_written"].as_u64().unwrap() > 0);
+
+    let after = json(&run("inspect", w, &[]));
+    assert_eq!(after["totals"]["equality_delete_files"].as_u64(), Some(0));
+    assert!(after["totals"]["dvs"].as_u64().unwrap() > 0);
+    let rows_after = eqdv(&[
+        "rows",
+        "--warehouse",
+        &w.display().to_string(),
+        "--table",
+        "cdc.orders",
+    ]);
+    assert!(rows_before.stdout == rows_after.stdout, "rows changed");
+
+    // Nothing left: exit code 3.
+    let out = run("convert", w, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(json(&out)["outcome"], "nothing-to-do");
+}
+
+#[test]
+fn shards_from_a_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    let out = run(
+        "generate",
+        w,
+        &["--rows", "800", "--commits", "2", "--partition", "identity"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let plan_file = w.join("plan.json");
+    let plan_path = plan_file.display().to_string();
+    let out = run(
+        "plan",
+        w,
+        &["--target-shard-bytes", "1", "--output", &plan_path],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let plan = json(&out);
+    let shards = plan["shards"].as_array().unwrap();
+    assert!(shards.len() > 1, "expected several shards");
+    for shard in shards {
+        let id = shard["id"].as_str().unwrap();
+        let out = run("convert", w, &["--plan", &plan_path, "--shard-id", id]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "shard {id}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run("convert", w, &["--plan", &plan_path, "--shard-id", id]);
+        assert_eq!(out.status.code(), Some(3), "shard {id} twice");
+    }
+    let out = run("plan", w, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a converted table has nothing to plan"
+    );
+    // An unknown shard id is an error naming the plan file and the id.
+    let out = run("convert", w, &["--plan", &plan_path, "--shard-id", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope") && err.contains("plan.json"), "{err}");
+}
+
+#[test]
+fn missing_table_fails_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run("convert", dir.path(), &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cdc.orders") && err.contains("not found"),
+        "{err}"
+    );
+    assert!(json(&out)["error"].as_str().unwrap().contains("cdc.orders"));
+    // A malformed table name is a clear error too.
+    let out = eqdv(&[
+        "convert",
+        "--warehouse",
+        &dir.path().display().to_string(),
+        "--table",
+        "orders",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NAMESPACE.TABLE"));
+}
+
+#[test]
+fn demo_converts_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = eqdv(&[
+        "demo",
+        "--json",
+        "--warehouse",
+        &dir.path().join("wh").display().to_string(),
+        "--rows",
+        "2000",
+        "--commits",
+        "3",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let demo = json(&out);
+    assert_eq!(demo["rows_identical"], true);
+    assert!(
+        demo["before"]["totals"]["equality_delete_files"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(
+        demo["after"]["totals"]["equality_delete_files"].as_u64(),
+        Some(0)
+    );
+    assert!(demo["after"]["totals"]["dvs"].as_u64().unwrap() > 0);
+    assert!(demo["convert"]["resolve"]["files_opened"].as_u64().unwrap() > 0);
+}
