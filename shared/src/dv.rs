@@ -14,6 +14,22 @@
 //!         key order a u32 LE key (high 32 bits) and a portable 32-bit Roaring bitmap
 //! u32 BE  CRC-32 (IEEE) over magic + vector
 //! ```
+//!
+//! A round trip:
+//! ```
+//! use roaring::RoaringTreemap;
+//! use eqdv::dv::{DV_MAGIC, deserialize_dv, serialize_dv};
+//!
+//! let positions: RoaringTreemap = [1u64, 3, 5, 1 << 32].into_iter().collect();
+//! let blob = serialize_dv(&positions).unwrap();
+//! assert_eq!(blob[4..8], DV_MAGIC);
+//! assert_eq!(deserialize_dv(&blob).unwrap(), positions);
+//!
+//! // A flipped CRC byte is rejected.
+//! let mut bad = blob.clone();
+//! *bad.last_mut().unwrap() ^= 1;
+//! assert!(deserialize_dv(&bad).is_err());
+//! ```
 
 use std::io;
 

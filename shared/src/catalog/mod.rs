@@ -32,6 +32,13 @@ impl TableName {
     }
 
     /// Parses `NS.NAME` (the namespace may itself contain dots: the last dot splits).
+    ///
+    /// ```
+    /// use eqdv::catalog::TableName;
+    /// let t = TableName::parse("lake.cdc.orders").unwrap();
+    /// assert_eq!((t.namespace.as_str(), t.name.as_str()), ("lake.cdc", "orders"));
+    /// assert!(TableName::parse("orders").is_err());
+    /// ```
     pub fn parse(text: &str) -> Result<Self> {
         match text.rsplit_once('.') {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Self::new(ns, name)),
