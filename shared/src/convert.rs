@@ -11,17 +11,12 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use arrow_array::Array;
-use futures::TryStreamExt;
-use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, NestedField, Operation, PrimitiveType, Type,
-};
+use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Operation};
 use rand::Rng;
 use roaring::RoaringTreemap;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, TableName};
-use crate::parquet_io::{ParquetFile, target_schema};
 use crate::plan::{DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{DvBlobInput, write_dv_puffin};
 use crate::resolve::{ResolveMetrics, ResolveOptions, resolve};
@@ -416,7 +411,7 @@ async fn merge_with_existing(
     let position_deletes = if files.position_deletes.is_empty() || new_positions.is_empty() {
         HashMap::new()
     } else {
-        read_position_deletes(table, &files.position_deletes).await?
+        crate::position_deletes::read(table, &files.position_deletes).await?
     };
     let mut plans = Vec::new();
     for (path, positions) in new_positions {
@@ -473,77 +468,6 @@ async fn merge_with_existing(
     Ok(plans)
 }
 
-const POS_DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
-const POS_DELETE_POS_ID: i32 = 2_147_483_545;
-
-/// Reads v2 position delete files: data file -> [(delete seq, positions)].
-async fn read_position_deletes(
-    table: &LoadedTable,
-    deletes: &[LiveFile],
-) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
-    let fields = vec![
-        std::sync::Arc::new(NestedField::required(
-            POS_DELETE_FILE_PATH_ID,
-            "file_path",
-            Type::Primitive(PrimitiveType::String),
-        )),
-        std::sync::Arc::new(NestedField::required(
-            POS_DELETE_POS_ID,
-            "pos",
-            Type::Primitive(PrimitiveType::Long),
-        )),
-    ];
-    let target = target_schema(&fields)?;
-    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
-    for delete in deletes {
-        if delete.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "position delete file {} is {:?}; eqdv reads Parquet position deletes only",
-                    delete.path(),
-                    delete.file.file_format()
-                ),
-            });
-        }
-        let file = ParquetFile::open(
-            &table.file_io,
-            delete.path(),
-            Some(delete.file.file_size_in_bytes()),
-        )
-        .await?;
-        let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
-        let mut stream = Box::pin(file.read(target.clone(), None, 8192)?);
-        while let Some((_, batch)) = stream.try_next().await? {
-            let paths = arrow_array::cast::as_string_array(batch.column(0));
-            let positions = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<arrow_array::Int64Array>()
-                .ok_or_else(|| Error::file(delete.path(), "pos column is not long", "bad type"))?;
-            for i in 0..batch.num_rows() {
-                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
-                    return Err(Error::file(
-                        delete.path(),
-                        format!("row {i} has a null path or an invalid position"),
-                        "corrupt position delete file",
-                    ));
-                }
-                per_file
-                    .entry(paths.value(i).to_string())
-                    .or_default()
-                    .insert(positions.value(i) as u64);
-            }
-        }
-        for (path, positions) in per_file {
-            out.entry(path)
-                .or_default()
-                .push((delete.data_sequence_number, positions));
-        }
-    }
-    Ok(out)
-}
-
 /// v2 position delete files that every live data file they reference now has a new DV for.
 async fn covered_position_deletes(
     table: &LoadedTable,
@@ -557,7 +481,7 @@ async fn covered_position_deletes(
     let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
     let mut covered = Vec::new();
     for delete in &files.position_deletes {
-        let referenced = read_position_deletes(table, std::slice::from_ref(delete)).await?;
+        let referenced = crate::position_deletes::read(table, std::slice::from_ref(delete)).await?;
         if referenced
             .keys()
             .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))

@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod keys;
 pub mod parquet_io;
 pub mod plan;
+pub mod position_deletes;
 pub mod puffin;
 pub mod read;
 pub mod resolve;

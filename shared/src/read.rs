@@ -49,7 +49,7 @@ use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
 use futures::TryStreamExt;
 use iceberg::spec::{
-    DataFileFormat, NestedField, NestedFieldRef, PrimitiveType, Schema, Struct, TableMetadata, Type,
+    DataFileFormat, NestedFieldRef, PrimitiveType, Schema, Struct, TableMetadata, Type,
 };
 use roaring::RoaringTreemap;
 use serde_json::Value;
@@ -62,11 +62,6 @@ use crate::{Error, Result};
 pub const ARROW_EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
 /// The canonical Arrow extension name for UUIDs (stored as `FixedSizeBinary(16)`).
 pub const ARROW_UUID_EXTENSION: &str = "arrow.uuid";
-
-/// Field id of `file_path` in v2 position delete files (reserved by the spec).
-const POS_DELETE_FILE_PATH_ID: i32 = 2_147_483_546;
-/// Field id of `pos` in v2 position delete files (reserved by the spec).
-const POS_DELETE_POS_ID: i32 = 2_147_483_545;
 
 const BATCH_SIZE: usize = 8192;
 
@@ -335,7 +330,7 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
     let output_schema = output_schema(&current_fields)?;
 
     let equality_deletes = load_equality_deletes(table, &files.equality_deletes).await?;
-    let position_deletes = load_position_deletes(table, &files.position_deletes).await?;
+    let position_deletes = crate::position_deletes::read(table, &files.position_deletes).await?;
 
     let mut data_files: Vec<&LiveFile> = files.data_files.iter().collect();
     data_files.sort_by(|a, b| a.path().cmp(b.path()));
@@ -558,74 +553,6 @@ async fn load_equality_deletes(
             scope,
             keys,
         });
-    }
-    Ok(out)
-}
-
-/// Positions deleted by v2 position delete files, by data file path, with each delete
-/// file's sequence number.
-async fn load_position_deletes(
-    table: &LoadedTable,
-    files: &[LiveFile],
-) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
-    let fields = vec![
-        Arc::new(NestedField::required(
-            POS_DELETE_FILE_PATH_ID,
-            "file_path",
-            Type::Primitive(PrimitiveType::String),
-        )),
-        Arc::new(NestedField::required(
-            POS_DELETE_POS_ID,
-            "pos",
-            Type::Primitive(PrimitiveType::Long),
-        )),
-    ];
-    let target = target_schema(&fields)?;
-    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
-    for f in files {
-        if f.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "position delete file {} is {:?}; eqdv reads Parquet only",
-                    f.path(),
-                    f.file.file_format()
-                ),
-            });
-        }
-        let parquet =
-            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
-        let mut stream = Box::pin(parquet.read(target.clone(), None, BATCH_SIZE)?);
-        let mut by_file: HashMap<String, RoaringTreemap> = HashMap::new();
-        while let Some((_, batch)) = stream.try_next().await? {
-            let paths = batch.column(0).as_string_opt::<i32>();
-            let positions = batch.column(1).as_primitive_opt::<Int64Type>();
-            let (Some(paths), Some(positions)) = (paths, positions) else {
-                return Err(Error::file(
-                    f.path(),
-                    "unexpected column types",
-                    "invalid position delete file",
-                ));
-            };
-            for i in 0..batch.num_rows() {
-                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
-                    return Err(Error::file(
-                        f.path(),
-                        format!("row {i} has a null file_path/pos or a negative pos"),
-                        "invalid position delete file",
-                    ));
-                }
-                by_file
-                    .entry(paths.value(i).to_string())
-                    .or_default()
-                    .insert(positions.value(i) as u64);
-            }
-        }
-        for (path, positions) in by_file {
-            out.entry(path)
-                .or_default()
-                .push((f.data_sequence_number, positions));
-        }
     }
     Ok(out)
 }

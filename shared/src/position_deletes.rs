@@ -1,0 +1,86 @@
+//! v2 position delete files (Parquet `file_path`, `pos`), which tables upgraded to v3
+//! may still hold. eqdv merges them into new DVs and its reader applies them. Read-only.
+
+use std::collections::HashMap;
+
+use arrow_array::Array;
+use futures::TryStreamExt;
+use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Type};
+use roaring::RoaringTreemap;
+
+use crate::parquet_io::{ParquetFile, target_schema};
+use crate::table::{LiveFile, LoadedTable};
+use crate::{Error, Result};
+
+/// Field id of `file_path` in v2 position delete files (reserved by the spec).
+pub const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
+/// Field id of `pos` in v2 position delete files (reserved by the spec).
+pub const POS_FIELD_ID: i32 = 2_147_483_545;
+
+/// Reads v2 position delete files: data file -> [(delete sequence number, positions)].
+pub async fn read(
+    table: &LoadedTable,
+    deletes: &[LiveFile],
+) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
+    let fields = vec![
+        std::sync::Arc::new(NestedField::required(
+            FILE_PATH_FIELD_ID,
+            "file_path",
+            Type::Primitive(PrimitiveType::String),
+        )),
+        std::sync::Arc::new(NestedField::required(
+            POS_FIELD_ID,
+            "pos",
+            Type::Primitive(PrimitiveType::Long),
+        )),
+    ];
+    let target = target_schema(&fields)?;
+    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
+    for delete in deletes {
+        if delete.file.file_format() != DataFileFormat::Parquet {
+            return Err(Error::UnsupportedTable {
+                table: table.name.to_string(),
+                message: format!(
+                    "position delete file {} is {:?}; eqdv reads Parquet position deletes only",
+                    delete.path(),
+                    delete.file.file_format()
+                ),
+            });
+        }
+        let file = ParquetFile::open(
+            &table.file_io,
+            delete.path(),
+            Some(delete.file.file_size_in_bytes()),
+        )
+        .await?;
+        let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
+        let mut stream = Box::pin(file.read(target.clone(), None, 8192)?);
+        while let Some((_, batch)) = stream.try_next().await? {
+            let paths = arrow_array::cast::as_string_array(batch.column(0));
+            let positions = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<arrow_array::Int64Array>()
+                .ok_or_else(|| Error::file(delete.path(), "pos column is not long", "bad type"))?;
+            for i in 0..batch.num_rows() {
+                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
+                    return Err(Error::file(
+                        delete.path(),
+                        format!("row {i} has a null path or an invalid position"),
+                        "corrupt position delete file",
+                    ));
+                }
+                per_file
+                    .entry(paths.value(i).to_string())
+                    .or_default()
+                    .insert(positions.value(i) as u64);
+            }
+        }
+        for (path, positions) in per_file {
+            out.entry(path)
+                .or_default()
+                .push((delete.data_sequence_number, positions));
+        }
+    }
+    Ok(out)
+}
