@@ -41,6 +41,7 @@ impl LoadedTable {
                     e,
                 )
             })?;
+        let file_io = catalog.table_file_io(metadata.properties());
         Ok(Self {
             name: name.clone(),
             pointer,

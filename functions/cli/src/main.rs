@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 use eqdv::plan::{Plan, PlanOptions, Shard};
 use eqdv::table::{LoadedTable, TableFiles};
@@ -45,25 +45,70 @@ struct Cli {
     command: Command,
 }
 
+/// Which catalog holds the tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CatalogKind {
+    /// The embedded default: a SQLite catalog file in a warehouse directory.
+    Sqlite,
+    /// The AWS Glue Data Catalog, with table data on S3.
+    Glue,
+}
+
 /// Which table, in which catalog.
 #[derive(Args, Clone)]
 struct TableArgs {
-    /// Warehouse directory: the SQLite catalog is DIR/catalog.db (catalog name `eqdv`)
-    /// and table data lives under DIR.
-    #[arg(long, value_name = "DIR")]
-    warehouse: PathBuf,
-    /// The table, as NAMESPACE.TABLE.
+    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`) or `glue`.
+    #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
+    catalog: CatalogKind,
+    /// sqlite: the warehouse directory (catalog and table data). glue: where new tables
+    /// go, as s3://bucket/prefix (existing tables keep their own location).
+    #[arg(long, value_name = "DIR|S3_URI", env = "EQDV_WAREHOUSE")]
+    warehouse: Option<String>,
+    /// The table, as NAMESPACE.TABLE (for Glue: DATABASE.TABLE).
     #[arg(long, value_name = "NS.NAME")]
     table: String,
     /// The branch to read and commit to.
     #[arg(long, default_value = "main")]
     branch: String,
+    /// glue: the catalog's AWS account id, when it is not the caller's.
+    #[arg(long, env = "EQDV_GLUE_CATALOG_ID")]
+    glue_catalog_id: Option<String>,
+    /// glue: the AWS region (default: the standard AWS configuration).
+    #[arg(long, env = "EQDV_REGION")]
+    region: Option<String>,
+    /// glue: the Glue endpoint (default: AWS_ENDPOINT_URL_GLUE or AWS's).
+    #[arg(long, env = "EQDV_GLUE_ENDPOINT")]
+    glue_endpoint: Option<String>,
+    /// glue: the S3 endpoint (default: AWS_ENDPOINT_URL_S3 or AWS's); path-style
+    /// addressing is used when an endpoint is set.
+    #[arg(long, env = "EQDV_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
 }
 
 impl TableArgs {
-    fn catalog(&self) -> Result<SqliteCatalog> {
-        SqliteCatalog::open_warehouse(&self.warehouse)
-            .with_context(|| format!("opening warehouse {}", self.warehouse.display()))
+    async fn catalog(&self) -> Result<Box<dyn Catalog>> {
+        match self.catalog {
+            CatalogKind::Sqlite => {
+                let dir = self
+                    .warehouse
+                    .as_deref()
+                    .context("--warehouse DIR is required with the sqlite catalog")?;
+                let catalog = SqliteCatalog::open_warehouse(Path::new(dir))
+                    .with_context(|| format!("opening warehouse {dir}"))?;
+                Ok(Box::new(catalog))
+            }
+            CatalogKind::Glue => {
+                let config = GlueConfig {
+                    warehouse: self.warehouse.clone(),
+                    catalog_id: self.glue_catalog_id.clone(),
+                    region: self.region.clone(),
+                    glue_endpoint: self.glue_endpoint.clone(),
+                    s3_endpoint: self.s3_endpoint.clone(),
+                    ..Default::default()
+                };
+                Ok(Box::new(GlueCatalog::connect(config).await?))
+            }
+        }
     }
 
     fn name(&self) -> Result<TableName> {
@@ -216,10 +261,10 @@ fn init_logging(filter: &str) {
 async fn run(cli: &Cli) -> Result<u8> {
     match &cli.command {
         Command::Generate { table, workload } => {
-            let catalog = table.catalog()?;
+            let catalog = table.catalog().await?;
             let name = table.name()?;
             let bar = spinner(&format!("generating {name}"), cli.json);
-            let report = eqdv::generate::generate(&catalog, &name, &workload.spec()?).await?;
+            let report = eqdv::generate::generate(catalog.as_ref(), &name, &workload.spec()?).await?;
             bar.finish_and_clear();
             let expected = eqdv::generate::expected_rows(&report.state)?.len();
             if cli.json {
@@ -238,7 +283,7 @@ async fn run(cli: &Cli) -> Result<u8> {
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
                 let mut s = Summary::new(format!("generated {name}"));
-                s.row("warehouse", catalog.warehouse().display())
+                s.row("catalog", catalog.name())
                     .row("created", report.created)
                     .row("snapshots committed", report.snapshots)
                     .row("data files written", report.data_files)
@@ -261,9 +306,9 @@ async fn run(cli: &Cli) -> Result<u8> {
             target_shard_bytes,
             output,
         } => {
-            let catalog = table.catalog()?;
+            let catalog = table.catalog().await?;
             let plan =
-                make_plan(&catalog, &table.name()?, &table.branch, *target_shard_bytes).await?;
+                make_plan(catalog.as_ref(), &table.name()?, &table.branch, *target_shard_bytes).await?;
             if let Some(path) = output {
                 std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
                     .with_context(|| format!("writing plan to {}", path.display()))?;
@@ -287,7 +332,7 @@ async fn run(cli: &Cli) -> Result<u8> {
             parallelism,
             no_pruning,
         } => {
-            let catalog = table.catalog()?;
+            let catalog = table.catalog().await?;
             let name = table.name()?;
             let mut options = ConvertOptions {
                 branch: table.branch.clone(),
@@ -305,7 +350,7 @@ async fn run(cli: &Cli) -> Result<u8> {
                 options.shard = Some(load_shard(plan, id)?);
             }
             let bar = spinner(&format!("converting {name}"), cli.json);
-            let report = convert(&catalog, &name, &options).await?;
+            let report = convert(catalog.as_ref(), &name, &options).await?;
             bar.finish_and_clear();
             if cli.json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -318,8 +363,8 @@ async fn run(cli: &Cli) -> Result<u8> {
             })
         }
         Command::Inspect { table } => {
-            let catalog = table.catalog()?;
-            let loaded = LoadedTable::load(&catalog, &table.name()?).await?;
+            let catalog = table.catalog().await?;
+            let loaded = LoadedTable::load(catalog.as_ref(), &table.name()?).await?;
             let inspection = eqdv::inspect::inspect(&loaded, &table.branch).await?;
             if cli.json {
                 println!("{}", serde_json::to_string_pretty(&inspection)?);
@@ -329,8 +374,8 @@ async fn run(cli: &Cli) -> Result<u8> {
             Ok(exit::OK)
         }
         Command::Rows { table } => {
-            let catalog = table.catalog()?;
-            let loaded = LoadedTable::load(&catalog, &table.name()?).await?;
+            let catalog = table.catalog().await?;
+            let loaded = LoadedTable::load(catalog.as_ref(), &table.name()?).await?;
             for row in eqdv::read::read_canonical(&loaded, &table.branch).await? {
                 println!("{row}");
             }

@@ -5,6 +5,7 @@
 //! against a pointer that moved since it was read; that is what keeps concurrent
 //! writers safe. Creating and listing tables serve the workload generator and sweeps.
 
+mod glue;
 mod sqlite;
 
 use std::fmt;
@@ -12,6 +13,7 @@ use std::fmt;
 use async_trait::async_trait;
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
+pub use glue::{GlueCatalog, GlueConfig};
 pub use sqlite::SqliteCatalog;
 
 use crate::{Error, Result};
@@ -72,6 +74,12 @@ pub trait Catalog: Send + Sync + fmt::Debug {
 
     /// Storage for the catalog's tables.
     fn file_io(&self) -> &FileIO;
+
+    /// Storage for one table, given its properties (which may override storage settings,
+    /// such as `s3.*`). The catalog's storage by default.
+    fn table_file_io(&self, _table_properties: &std::collections::HashMap<String, String>) -> FileIO {
+        self.file_io().clone()
+    }
 
     /// Where a new table's files go.
     fn default_table_location(&self, table: &TableName) -> String;

@@ -1,0 +1,453 @@
+//! The AWS Glue Data Catalog, with table data on S3.
+//!
+//! Glue stores an Iceberg table's pointer in the table parameter `metadata_location`.
+//! A commit is an UpdateTable guarded by the VersionId read with GetTable: Glue rejects a
+//! stale VersionId with ConcurrentModificationException, which is what makes concurrent
+//! writers safe. The update keeps every other field and parameter of the table and sets
+//! `previous_metadata_location`, as Iceberg's own Glue catalog does. A request that may
+//! have reached Glue but gave no answer is reported as an unknown outcome, never as a
+//! failure, so nobody deletes files a landed commit references.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_sdk_glue::Client;
+use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
+use iceberg::io::{FileIO, FileIOBuilder};
+use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+
+use super::{Catalog, TableName, TablePointer};
+use crate::{Error, Result};
+
+const METADATA_LOCATION: &str = "metadata_location";
+const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
+const TABLE_TYPE: &str = "table_type";
+const ICEBERG: &str = "ICEBERG";
+
+/// How to reach Glue and S3. Unset values come from the standard AWS configuration
+/// (environment, profile, instance role), including `AWS_ENDPOINT_URL_GLUE` and
+/// `AWS_ENDPOINT_URL_S3`.
+#[derive(Clone, Debug, Default)]
+pub struct GlueConfig {
+    /// Where new tables go: `s3://bucket/prefix` (tables at `<warehouse>/<db>.db/<table>`).
+    pub warehouse: Option<String>,
+    /// The AWS account id of the catalog, when it is not the caller's.
+    pub catalog_id: Option<String>,
+    pub region: Option<String>,
+    pub glue_endpoint: Option<String>,
+    pub s3_endpoint: Option<String>,
+    /// Path-style S3 addressing; defaults to true when an S3 endpoint is set (MinIO).
+    pub s3_path_style: Option<bool>,
+    /// Glue's SkipArchive on UpdateTable (no table version archived per commit).
+    /// Defaults to true, as in Iceberg Java.
+    pub skip_archive: Option<bool>,
+    /// Extra FileIO properties (`s3.*`).
+    pub file_io_properties: HashMap<String, String>,
+}
+
+/// A Glue Data Catalog client with S3 storage.
+#[derive(Clone)]
+pub struct GlueCatalog {
+    name: String,
+    client: Client,
+    catalog_id: Option<String>,
+    warehouse: Option<String>,
+    skip_archive: bool,
+    io_properties: Arc<HashMap<String, String>>,
+    file_io: FileIO,
+}
+
+impl std::fmt::Debug for GlueCatalog {
+    // Deliberately omits the properties: they may hold credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlueCatalog")
+            .field("name", &self.name)
+            .field("catalog_id", &self.catalog_id)
+            .field("warehouse", &self.warehouse)
+            .finish()
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl GlueCatalog {
+    /// Builds the catalog from `config` and the standard AWS configuration.
+    pub async fn connect(config: GlueConfig) -> Result<Self> {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &config.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        let sdk = loader.load().await;
+        let mut glue = aws_sdk_glue::config::Builder::from(&sdk);
+        if let Some(endpoint) = &config.glue_endpoint {
+            glue = glue.endpoint_url(endpoint);
+        }
+        let client = Client::from_conf(glue.build());
+
+        let mut props: HashMap<String, String> = HashMap::new();
+        let region = config
+            .region
+            .clone()
+            .or_else(|| sdk.region().map(|r| r.to_string()));
+        if let Some(region) = region {
+            props.insert(iceberg::io::S3_REGION.into(), region);
+        }
+        let s3_endpoint = config
+            .s3_endpoint
+            .clone()
+            .or_else(|| env("AWS_ENDPOINT_URL_S3"))
+            .or_else(|| env("AWS_ENDPOINT_URL"));
+        let path_style = config.s3_path_style.unwrap_or(s3_endpoint.is_some());
+        if let Some(endpoint) = s3_endpoint {
+            props.insert(iceberg::io::S3_ENDPOINT.into(), endpoint);
+        }
+        props.insert(
+            iceberg::io::S3_PATH_STYLE_ACCESS.into(),
+            path_style.to_string(),
+        );
+        props.extend(config.file_io_properties.clone());
+        let file_io = build_file_io(&props);
+        let name = match &config.catalog_id {
+            Some(id) => format!("glue:{id}"),
+            None => "glue".to_string(),
+        };
+        Ok(Self {
+            name,
+            client,
+            catalog_id: config.catalog_id,
+            warehouse: config
+                .warehouse
+                .map(|w| w.trim_end_matches('/').to_string()),
+            skip_archive: config.skip_archive.unwrap_or(true),
+            io_properties: Arc::new(props),
+            file_io,
+        })
+    }
+
+    fn error(&self, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
+        Error::Catalog {
+            catalog: self.name.clone(),
+            message: format!("{what}: {}", describe(&e)),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    async fn get_table(&self, table: &TableName) -> Result<Table> {
+        let result = self
+            .client
+            .get_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&table.namespace)
+            .name(&table.name)
+            .send()
+            .await;
+        match result {
+            Ok(out) => out.table.ok_or_else(|| Error::TableNotFound {
+                catalog: self.name.clone(),
+                table: table.to_string(),
+            }),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {
+                Err(Error::TableNotFound {
+                    catalog: self.name.clone(),
+                    table: table.to_string(),
+                })
+            }
+            Err(e) => Err(self.error(&format!("GetTable {table}"), e)),
+        }
+    }
+
+    fn pointer_of(&self, table: &TableName, glue: &Table) -> Result<TablePointer> {
+        let params = glue.parameters();
+        let table_type = params.and_then(|p| p.get(TABLE_TYPE));
+        if !table_type.is_some_and(|t| t.eq_ignore_ascii_case(ICEBERG)) {
+            return Err(Error::UnsupportedTable {
+                table: table.to_string(),
+                message: format!(
+                    "Glue table parameter table_type is {:?}, not ICEBERG: not an Iceberg table",
+                    table_type
+                ),
+            });
+        }
+        let metadata_location = params
+            .and_then(|p| p.get(METADATA_LOCATION))
+            .cloned()
+            .ok_or_else(|| Error::UnsupportedTable {
+                table: table.to_string(),
+                message: "Glue table has no metadata_location parameter".into(),
+            })?;
+        Ok(TablePointer {
+            metadata_location,
+            version: glue.version_id().map(str::to_string),
+        })
+    }
+
+    async fn ensure_database(&self, database: &str) -> Result<()> {
+        let exists = self
+            .client
+            .get_database()
+            .set_catalog_id(self.catalog_id.clone())
+            .name(database)
+            .send()
+            .await;
+        match exists {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {
+                let input = DatabaseInput::builder()
+                    .name(database)
+                    .build()
+                    .map_err(|e| self.error("database input", e))?;
+                match self
+                    .client
+                    .create_database()
+                    .set_catalog_id(self.catalog_id.clone())
+                    .database_input(input)
+                    .send()
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    // Someone else created it meanwhile.
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.is_already_exists_exception()) =>
+                    {
+                        Ok(())
+                    }
+                    Err(e) => Err(self.error(&format!("CreateDatabase {database}"), e)),
+                }
+            }
+            Err(e) => Err(self.error(&format!("GetDatabase {database}"), e)),
+        }
+    }
+}
+
+/// A FileIO that resolves `s3://` and `file://` locations.
+fn build_file_io(props: &HashMap<String, String>) -> FileIO {
+    FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
+        .with_props(props.iter())
+        .build()
+}
+
+/// The error's message including the service's error code, for operators.
+fn describe<E: std::error::Error>(e: &E) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// A table definition identical to `glue`'s but for `parameters`.
+fn table_input_from(glue: &Table, parameters: HashMap<String, String>) -> Result<TableInput, aws_smithy_types::error::operation::BuildError> {
+    TableInput::builder()
+        .name(glue.name())
+        .set_description(glue.description().map(str::to_string))
+        .set_owner(glue.owner().map(str::to_string))
+        .set_last_access_time(glue.last_access_time().cloned())
+        .set_last_analyzed_time(glue.last_analyzed_time().cloned())
+        .retention(glue.retention())
+        .set_storage_descriptor(glue.storage_descriptor().cloned())
+        .set_partition_keys(Some(glue.partition_keys().to_vec()).filter(|k| !k.is_empty()))
+        .set_view_original_text(glue.view_original_text().map(str::to_string))
+        .set_view_expanded_text(glue.view_expanded_text().map(str::to_string))
+        .set_table_type(glue.table_type().map(str::to_string))
+        .set_target_table(glue.target_table().cloned())
+        .set_parameters(Some(parameters))
+        .build()
+}
+
+#[async_trait]
+impl Catalog for GlueCatalog {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn file_io(&self) -> &FileIO {
+        &self.file_io
+    }
+
+    fn table_file_io(&self, table_properties: &HashMap<String, String>) -> FileIO {
+        // The table's own s3.* properties (e.g. server-side encryption) win.
+        let overrides: Vec<(&String, &String)> = table_properties
+            .iter()
+            .filter(|(k, _)| k.starts_with("s3."))
+            .collect();
+        if overrides.is_empty() {
+            return self.file_io.clone();
+        }
+        let mut props = self.io_properties.as_ref().clone();
+        props.extend(overrides.into_iter().map(|(k, v)| (k.clone(), v.clone())));
+        build_file_io(&props)
+    }
+
+    fn default_table_location(&self, table: &TableName) -> String {
+        match &self.warehouse {
+            Some(w) => format!("{w}/{}.db/{}", table.namespace, table.name),
+            None => format!("s3://unset-warehouse/{}.db/{}", table.namespace, table.name),
+        }
+    }
+
+    async fn load_pointer(&self, table: &TableName) -> Result<TablePointer> {
+        let glue = self.get_table(table).await?;
+        self.pointer_of(table, &glue)
+    }
+
+    async fn swap_pointer(
+        &self,
+        table: &TableName,
+        expected: &TablePointer,
+        new_metadata_location: &str,
+    ) -> Result<()> {
+        // Read the definition to update; fail fast when the pointer already moved.
+        let glue = self.get_table(table).await?;
+        let current = self.pointer_of(table, &glue)?;
+        if current.metadata_location != expected.metadata_location
+            || (expected.version.is_some() && current.version != expected.version)
+        {
+            return Err(Error::CommitConflict {
+                table: table.to_string(),
+                message: format!(
+                    "Glue pointer moved to {} (version {:?})",
+                    current.metadata_location, current.version
+                ),
+            });
+        }
+        let mut parameters = glue.parameters().cloned().unwrap_or_default();
+        parameters.insert(METADATA_LOCATION.into(), new_metadata_location.to_string());
+        parameters.insert(
+            PREVIOUS_METADATA_LOCATION.into(),
+            expected.metadata_location.clone(),
+        );
+        parameters.insert(TABLE_TYPE.into(), ICEBERG.into());
+        let input = table_input_from(&glue, parameters)
+            .map_err(|e| self.error("building UpdateTable input", e))?;
+        let result = self
+            .client
+            .update_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&table.namespace)
+            .table_input(input)
+            .set_version_id(expected.version.clone())
+            .skip_archive(self.skip_archive)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(e)) => {
+                let err = e.err();
+                if err.is_concurrent_modification_exception() {
+                    Err(Error::CommitConflict {
+                        table: table.to_string(),
+                        message: format!(
+                            "Glue rejected version {:?}: {}",
+                            expected.version,
+                            err.message().unwrap_or("ConcurrentModificationException")
+                        ),
+                    })
+                } else {
+                    let code = err.code().unwrap_or("unknown").to_string();
+                    let message = err.message().unwrap_or_default().to_string();
+                    Err(Error::Catalog {
+                        catalog: self.name.clone(),
+                        message: format!("UpdateTable {table}: {code}: {message}"),
+                        source: None,
+                    })
+                }
+            }
+            // Built but never sent: nothing happened.
+            Err(e @ SdkError::ConstructionFailure(_)) => {
+                Err(self.error(&format!("UpdateTable {table}"), e))
+            }
+            // Sent, or maybe sent, with no answer: the commit may have landed.
+            Err(e) => Err(Error::CommitStateUnknown {
+                table: table.to_string(),
+                message: format!("UpdateTable: {}", describe(&e)),
+            }),
+        }
+    }
+
+    async fn create_table(&self, table: &TableName, metadata_location: &str) -> Result<()> {
+        self.ensure_database(&table.namespace).await?;
+        let location = metadata_location
+            .rsplit_once("/metadata/")
+            .map(|(base, _)| base.to_string());
+        let input = TableInput::builder()
+            .name(&table.name)
+            .table_type("EXTERNAL_TABLE")
+            .parameters(TABLE_TYPE, ICEBERG)
+            .parameters(METADATA_LOCATION, metadata_location)
+            .set_storage_descriptor(
+                location.map(|l| StorageDescriptor::builder().location(l).build()),
+            )
+            .build()
+            .map_err(|e| self.error("building CreateTable input", e))?;
+        match self
+            .client
+            .create_table()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_name(&table.namespace)
+            .table_input(input)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {
+                Err(Error::TableExists {
+                    catalog: self.name.clone(),
+                    table: table.to_string(),
+                })
+            }
+            Err(e) => Err(self.error(&format!("CreateTable {table}"), e)),
+        }
+    }
+
+    async fn list_tables(&self, namespace: Option<&str>) -> Result<Vec<TableName>> {
+        let databases: Vec<String> = match namespace {
+            Some(ns) => vec![ns.to_string()],
+            None => {
+                let mut names = Vec::new();
+                let mut pages = self
+                    .client
+                    .get_databases()
+                    .set_catalog_id(self.catalog_id.clone())
+                    .into_paginator()
+                    .send();
+                while let Some(page) = pages.next().await {
+                    let page = page.map_err(|e| self.error("GetDatabases", e))?;
+                    names.extend(page.database_list().iter().map(|d| d.name().to_string()));
+                }
+                names
+            }
+        };
+        let mut tables = Vec::new();
+        for db in databases {
+            let mut pages = self
+                .client
+                .get_tables()
+                .set_catalog_id(self.catalog_id.clone())
+                .database_name(&db)
+                .into_paginator()
+                .send();
+            while let Some(page) = pages.next().await {
+                let page = page.map_err(|e| self.error(&format!("GetTables {db}"), e))?;
+                for t in page.table_list() {
+                    let iceberg = t
+                        .parameters()
+                        .and_then(|p| p.get(TABLE_TYPE))
+                        .is_some_and(|v| v.eq_ignore_ascii_case(ICEBERG));
+                    if iceberg {
+                        tables.push(TableName::new(db.clone(), t.name()));
+                    }
+                }
+            }
+        }
+        tables.sort();
+        Ok(tables)
+    }
+}
