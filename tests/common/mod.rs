@@ -120,6 +120,26 @@ pub fn try_pyiceberg_read(
     Ok(parse_json(&stdout, "read_table.py"))
 }
 
+/// Reads the head of `main` of a Glue table (`DATABASE.TABLE`) with PyIceberg's Glue
+/// catalog, configured from the AWS_* environment of the test services.
+///
+/// # Panics
+/// When read_table.py fails.
+pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
+    let script = read_table_script();
+    let args: Vec<&OsStr> = vec![
+        script.as_os_str(),
+        OsStr::new("--catalog"),
+        OsStr::new("glue"),
+        OsStr::new("--table"),
+        OsStr::new(table),
+    ];
+    let output = run(&python(), &args);
+    let stdout = into_stdout(output, &format!("read_table.py --catalog glue --table {table}"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    parse_json(&stdout, "read_table.py --catalog glue")
+}
+
 /// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).
 ///
 /// # Panics

@@ -72,6 +72,7 @@ Exit status: 0 ok, 1 error (message on stderr), 2 usage, 3 live equality deletes
 from __future__ import annotations
 
 import argparse
+import os
 import decimal
 import json
 import math
@@ -575,12 +576,41 @@ def check_dvs(table: Any, files: SnapshotFiles) -> int:
 # ---------------------------------------------------------------------------------
 
 
+def open_catalog(args: argparse.Namespace) -> Any:
+    """The SQLite catalog of a warehouse directory, or Glue + S3 from the AWS_* environment
+    (the test services: AWS_ENDPOINT_URL_GLUE, AWS_ENDPOINT_URL_S3, credentials, region)."""
+    if args.catalog == "sqlite":
+        if not args.warehouse:
+            raise Failure(EXIT_ERROR, "--warehouse DIR is required with --catalog sqlite")
+        return SqlCatalog("eqdv", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}")
+    from pyiceberg.catalog.glue import GlueCatalog
+
+    env = os.environ
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    props = {
+        "glue.region": region,
+        "s3.region": region,
+        "s3.force-virtual-addressing": "false",
+    }
+    for key, var in [
+        ("glue.endpoint", "AWS_ENDPOINT_URL_GLUE"),
+        ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
+        ("glue.access-key-id", "AWS_ACCESS_KEY_ID"),
+        ("glue.secret-access-key", "AWS_SECRET_ACCESS_KEY"),
+        ("s3.access-key-id", "AWS_ACCESS_KEY_ID"),
+        ("s3.secret-access-key", "AWS_SECRET_ACCESS_KEY"),
+    ]:
+        if env.get(var):
+            props[key] = env[var]
+    return GlueCatalog("glue", **props)
+
+
 def read(args: argparse.Namespace) -> dict[str, Any]:
-    catalog = SqlCatalog("eqdv", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}")
+    catalog = open_catalog(args)
     try:
         table = catalog.load_table(args.table)
     except NoSuchTableError as e:
-        raise Failure(EXIT_ERROR, f"no table {args.table} in {args.warehouse}/catalog.db: {e}") from e
+        raise Failure(EXIT_ERROR, f"no table {args.table} in the {args.catalog} catalog: {e}") from e
     metadata = table.metadata
     snapshot = metadata.snapshot_by_name(args.branch)
     if snapshot is None and (args.branch != "main" or metadata.current_snapshot_id is not None):
@@ -627,7 +657,8 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Read an eqdv test table with PyIceberg; print canonical rows as JSON.")
-    parser.add_argument("--warehouse", required=True, help="directory holding catalog.db and the tables")
+    parser.add_argument("--catalog", choices=["sqlite", "glue"], default="sqlite")
+    parser.add_argument("--warehouse", help="sqlite: the directory holding catalog.db and the tables")
     parser.add_argument("--table", required=True, help="NAMESPACE.TABLE")
     parser.add_argument("--branch", default="main")
     parser.add_argument(

@@ -264,7 +264,8 @@ async fn run(cli: &Cli) -> Result<u8> {
             let catalog = table.catalog().await?;
             let name = table.name()?;
             let bar = spinner(&format!("generating {name}"), cli.json);
-            let report = eqdv::generate::generate(catalog.as_ref(), &name, &workload.spec()?).await?;
+            let report =
+                eqdv::generate::generate(catalog.as_ref(), &name, &workload.spec()?).await?;
             bar.finish_and_clear();
             let expected = eqdv::generate::expected_rows(&report.state)?.len();
             if cli.json {
@@ -307,8 +308,13 @@ async fn run(cli: &Cli) -> Result<u8> {
             output,
         } => {
             let catalog = table.catalog().await?;
-            let plan =
-                make_plan(catalog.as_ref(), &table.name()?, &table.branch, *target_shard_bytes).await?;
+            let plan = make_plan(
+                catalog.as_ref(),
+                &table.name()?,
+                &table.branch,
+                *target_shard_bytes,
+            )
+            .await?;
             if let Some(path) = output {
                 std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
                     .with_context(|| format!("writing plan to {}", path.display()))?;

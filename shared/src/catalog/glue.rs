@@ -150,7 +150,10 @@ impl GlueCatalog {
                 catalog: self.name.clone(),
                 table: table.to_string(),
             }),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
+            {
                 Err(Error::TableNotFound {
                     catalog: self.name.clone(),
                     table: table.to_string(),
@@ -195,7 +198,10 @@ impl GlueCatalog {
             .await;
         match exists {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_entity_not_found_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
+            {
                 let input = DatabaseInput::builder()
                     .name(database)
                     .build()
@@ -244,7 +250,10 @@ fn describe<E: std::error::Error>(e: &E) -> String {
 }
 
 /// A table definition identical to `glue`'s but for `parameters`.
-fn table_input_from(glue: &Table, parameters: HashMap<String, String>) -> Result<TableInput, aws_smithy_types::error::operation::BuildError> {
+fn table_input_from(
+    glue: &Table,
+    parameters: HashMap<String, String>,
+) -> Result<TableInput, aws_smithy_types::error::operation::BuildError> {
     TableInput::builder()
         .name(glue.name())
         .set_description(glue.description().map(str::to_string))
@@ -397,7 +406,10 @@ impl Catalog for GlueCatalog {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_already_exists_exception()) =>
+            {
                 Err(Error::TableExists {
                     catalog: self.name.clone(),
                     table: table.to_string(),

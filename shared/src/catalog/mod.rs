@@ -11,9 +11,9 @@ mod sqlite;
 use std::fmt;
 
 use async_trait::async_trait;
+pub use glue::{GlueCatalog, GlueConfig};
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
-pub use glue::{GlueCatalog, GlueConfig};
 pub use sqlite::SqliteCatalog;
 
 use crate::{Error, Result};
@@ -77,7 +77,10 @@ pub trait Catalog: Send + Sync + fmt::Debug {
 
     /// Storage for one table, given its properties (which may override storage settings,
     /// such as `s3.*`). The catalog's storage by default.
-    fn table_file_io(&self, _table_properties: &std::collections::HashMap<String, String>) -> FileIO {
+    fn table_file_io(
+        &self,
+        _table_properties: &std::collections::HashMap<String, String>,
+    ) -> FileIO {
         self.file_io().clone()
     }
 

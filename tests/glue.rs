@@ -1,0 +1,181 @@
+//! eqdv on its production parts: the Glue Data Catalog (the emulator from
+//! tests/services) and S3 (MinIO). `tests/run` starts them and exports their endpoints;
+//! without them these tests fail and say so, they never skip.
+
+mod common;
+
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
+use eqdv::table::{LoadedTable, TableFiles};
+
+/// The services' settings from the environment `tests/services/up` writes.
+fn require_services() -> String {
+    for var in [
+        "AWS_ENDPOINT_URL_GLUE",
+        "AWS_ENDPOINT_URL_S3",
+        "EQDV_WAREHOUSE_S3",
+    ] {
+        assert!(
+            std::env::var(var).is_ok_and(|v| !v.is_empty()),
+            "{var} is not set: start the test services with `tests/services/up` and \
+             `source tests/services/env` (tests/run does both)"
+        );
+    }
+    std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default()
+}
+
+/// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
+async fn catalog(test: &str) -> (GlueCatalog, String) {
+    let warehouse = require_services();
+    let unique = format!(
+        "{test}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0)
+    );
+    let config = GlueConfig {
+        warehouse: Some(format!("{}/{unique}", warehouse.trim_end_matches('/'))),
+        ..Default::default()
+    };
+    let catalog = GlueCatalog::connect(config).await.expect("glue catalog");
+    (catalog, format!("eqdv_{unique}"))
+}
+
+fn spec(seed: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 1_000,
+        commits: 3,
+        keys: vec![KeyType::Long, KeyType::String],
+        partition: PartitionKind::Identity,
+        changes_per_commit: 100,
+        rows_per_file: 250,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
+}
+
+async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
+    let t = LoadedTable::load(catalog, name).await.expect("load");
+    let head = t.head("main").expect("head");
+    TableFiles::read(&t, head.as_ref()).await.expect("files")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_table_on_glue_and_minio_converts() {
+    let (catalog, db) = catalog("gen").await;
+    let name = TableName::new(db, "orders");
+    let report = generate(&catalog, &name, &spec(1))
+        .await
+        .expect("generate on Glue/S3");
+    let expected = expected_rows(&report.state).unwrap();
+    let t = LoadedTable::load(&catalog, &name).await.unwrap();
+    assert!(t.location().starts_with("s3://"), "{}", t.location());
+    assert!(t.pointer.version.is_some(), "Glue returned no VersionId");
+    assert!(
+        !head_files(&catalog, &name)
+            .await
+            .equality_deletes
+            .is_empty()
+    );
+
+    let r = convert(&catalog, &name, &ConvertOptions::default())
+        .await
+        .expect("convert");
+    assert_eq!(r.outcome, Outcome::Converted);
+    let t = LoadedTable::load(&catalog, &name).await.unwrap();
+    let rows = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    assert!(rows == expected, "rows differ after conversion on Glue/S3");
+    let files = head_files(&catalog, &name).await;
+    assert!(files.equality_deletes.is_empty());
+    assert_eq!(files.dvs.len(), r.dvs_written);
+    for (data, dv) in &files.dvs {
+        eqdv::puffin::validate_dv_entry(
+            &t.file_io,
+            &eqdv::puffin::DvEntryCheck {
+                puffin_location: dv.path(),
+                referenced_data_file: data,
+                content_offset: dv.file.content_offset().unwrap(),
+                content_size_in_bytes: dv.file.content_size_in_bytes().unwrap(),
+                record_count: dv.file.record_count(),
+                file_size_in_bytes: dv.file.file_size_in_bytes(),
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("DV for {data}: {e}"));
+    }
+    let again = convert(&catalog, &name, &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::NothingToDo);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_version_is_a_conflict_and_changes_nothing() {
+    let (catalog, db) = catalog("stale").await;
+    let name = TableName::new(db, "t");
+    generate(
+        &catalog,
+        &name,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec(2)
+        },
+    )
+    .await
+    .unwrap();
+    let before = catalog.load_pointer(&name).await.unwrap();
+    // Another writer commits: the pointer and Glue's VersionId move on.
+    generate(
+        &catalog,
+        &name,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec(2)
+        },
+    )
+    .await
+    .unwrap();
+    let moved = catalog.load_pointer(&name).await.unwrap();
+    assert_ne!(before.version, moved.version, "Glue did not bump VersionId");
+    // A swap from the stale pointer is a conflict...
+    let err = catalog
+        .swap_pointer(
+            &name,
+            &before,
+            "s3://warehouse/nowhere/metadata/99999-x.metadata.json",
+        )
+        .await
+        .expect_err("stale swap must fail");
+    assert!(err.is_commit_conflict(), "{err}");
+    // ...and so is a stale VersionId with the current location.
+    let forged = TablePointer {
+        metadata_location: moved.metadata_location.clone(),
+        version: before.version.clone(),
+    };
+    let err = catalog
+        .swap_pointer(
+            &name,
+            &forged,
+            "s3://warehouse/nowhere/metadata/99999-y.metadata.json",
+        )
+        .await
+        .expect_err("stale VersionId must fail");
+    assert!(err.is_commit_conflict(), "{err}");
+    assert_eq!(catalog.load_pointer(&name).await.unwrap(), moved);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_table_and_non_iceberg_errors_name_the_table() {
+    let (catalog, db) = catalog("missing").await;
+    let name = TableName::new(db, "nope");
+    let err = convert(&catalog, &name, &ConvertOptions::default())
+        .await
+        .expect_err("missing table");
+    let msg = err.to_string();
+    assert!(matches!(err, eqdv::Error::TableNotFound { .. }), "{msg}");
+    assert!(msg.contains(&name.to_string()), "{msg}");
+}

@@ -1,0 +1,60 @@
+package dev.eqdv.interop;
+
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.iceberg.CatalogProperties;
+import org.apache.iceberg.aws.glue.GlueCatalog;
+
+/**
+ * The Glue catalog with S3FileIO, configured only from the AWS SDK's standard environment
+ * variables (so it reaches real AWS, or MinIO plus a Glue emulator, with no other setting).
+ * Credentials are left to the SDK's default chain and never printed.
+ */
+final class Catalogs {
+  static final String CATALOG_NAME = "eqdv";
+
+  private Catalogs() {}
+
+  /** The catalog properties for {@code warehouse}, from the environment. */
+  static Map<String, String> properties(String warehouse, Map<String, String> env) {
+    Map<String, String> props = new HashMap<>();
+    props.put(CatalogProperties.WAREHOUSE_LOCATION, warehouse);
+    props.put(CatalogProperties.FILE_IO_IMPL, "org.apache.iceberg.aws.s3.S3FileIO");
+    // Every commit is a new Glue table version otherwise; the emulator and the tests need none.
+    props.put("glue.skip-archive", "true");
+    String s3 = nonEmpty(env.get("AWS_ENDPOINT_URL_S3"));
+    if (s3 == null) {
+      s3 = nonEmpty(env.get("AWS_ENDPOINT_URL"));
+    }
+    if (s3 != null) {
+      props.put("s3.endpoint", s3);
+      // MinIO and LocalStack serve buckets by path, not by virtual host.
+      props.put("s3.path-style-access", "true");
+    }
+    String glue = nonEmpty(env.get("AWS_ENDPOINT_URL_GLUE"));
+    if (glue == null) {
+      glue = nonEmpty(env.get("AWS_ENDPOINT_URL"));
+    }
+    if (glue != null) {
+      props.put("glue.endpoint", glue);
+    }
+    String region = nonEmpty(env.get("AWS_REGION"));
+    if (region == null) {
+      region = nonEmpty(env.get("AWS_DEFAULT_REGION"));
+    }
+    if (region != null) {
+      props.put("client.region", region);
+    }
+    return props;
+  }
+
+  static GlueCatalog open(String warehouse) {
+    GlueCatalog catalog = new GlueCatalog();
+    catalog.initialize(CATALOG_NAME, properties(warehouse, System.getenv()));
+    return catalog;
+  }
+
+  private static String nonEmpty(String s) {
+    return s == null || s.isBlank() ? null : s.trim();
+  }
+}

@@ -1,0 +1,194 @@
+package dev.eqdv.interop;
+
+import java.io.IOException;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import org.apache.iceberg.DataFile;
+import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.Schema;
+import org.apache.iceberg.Table;
+import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.Transaction;
+import org.apache.iceberg.RowDelta;
+import org.apache.iceberg.catalog.TableIdentifier;
+import org.apache.iceberg.data.Record;
+import org.apache.iceberg.exceptions.AlreadyExistsException;
+
+/**
+ * {@code write-cdc}: creates a v3 table if it is missing and commits a CDC workload the way a
+ * streaming upsert writer does: per commit, data files with the new row versions plus equality
+ * delete files (on the key column, scoped to the rows' partitions) for the keys updated or
+ * deleted, in one RowDelta. Everything is a function of the seed; the workload's parameters and
+ * commit count live in a table property, so running it again on the same table continues it.
+ */
+final class WriteCdc {
+  static final String STATE_PROPERTY = "eqdv.interop.state";
+  static final String COMMIT_SUMMARY = "eqdv.interop.commit";
+
+  private WriteCdc() {}
+
+  /** The table property's JSON. */
+  public static final class State {
+    public long seed;
+    public int rows;
+    public String key;
+    public String partition;
+    public long commits;
+
+    public State() {}
+
+    State(long seed, int rows, String key, String partition, long commits) {
+      this.seed = seed;
+      this.rows = rows;
+      this.key = key;
+      this.partition = partition;
+      this.commits = commits;
+    }
+
+    boolean sameWorkload(State o) {
+      return seed == o.seed
+          && rows == o.rows
+          && Objects.equals(key, o.key)
+          && Objects.equals(partition, o.partition);
+    }
+
+    String describe() {
+      return "seed " + seed + ", rows " + rows + ", key " + key + ", partition " + partition;
+    }
+  }
+
+  static int run(List<String> argv, PrintStream out) throws IOException {
+    Set<String> options = new HashSet<>(Main.TABLE_OPTIONS);
+    options.addAll(Set.of("seed", "commits", "rows", "key", "partition"));
+    Args a = Args.parse("write-cdc", argv, options, Set.of());
+    long seed = a.longValue("seed", 1, Long.MIN_VALUE, Long.MAX_VALUE);
+    int commits = a.intValue("commits", 5, 0, Workload.MAX_COMMITS);
+    int rows = a.intValue("rows", 1000, 1, Workload.MAX_ROWS);
+    Workload.KeyType key = Workload.KeyType.parse(a.get("key", "long"));
+    Workload.Partitioning partitioning = Workload.Partitioning.parse(a.get("partition", "none"));
+
+    try (TableRef ref = new TableRef(a)) {
+      ref.ensureDatabase();
+      State wanted = new State(seed, rows, key.label(), partitioning.toString(), 0);
+      boolean created = false;
+      Table table;
+      TableIdentifier id = ref.identifier();
+      if (ref.catalog.tableExists(id)) {
+        table = ref.load();
+      } else {
+        Schema schema = Workload.schema(key);
+        Map<String, String> props = new HashMap<>();
+        props.put(TableProperties.FORMAT_VERSION, "3");
+        props.put(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
+        props.put(STATE_PROPERTY, Main.toJson(wanted));
+        try {
+          table =
+              ref.catalog
+                  .buildTable(id, schema)
+                  .withPartitionSpec(partitioning.spec(schema))
+                  .withProperties(props)
+                  .create();
+          created = true;
+        } catch (AlreadyExistsException e) {
+          table = ref.load();
+        }
+      }
+
+      String stateJson = table.properties().get(STATE_PROPERTY);
+      if (stateJson == null) {
+        throw new IllegalStateException(
+            "table " + ref.label() + " exists but was not made by write-cdc (no property "
+                + STATE_PROPERTY + ")");
+      }
+      State state = Main.fromJson(stateJson, State.class);
+      if (!state.sameWorkload(wanted)) {
+        throw new IllegalStateException(
+            "table " + ref.label() + " holds another workload (" + state.describe()
+                + "); asked for " + wanted.describe());
+      }
+
+      Workload workload = new Workload(seed, rows, key, partitioning);
+      for (long i = 0; i < state.commits; i++) {
+        workload.next(); // replay the commits already made
+      }
+      long toWrite = commits + (state.commits == 0 ? 1 : 0);
+      if (state.commits + toWrite + rows * 1L + toWrite * (rows / 33 + 1) >= Workload.ABSENT_KID_BASE) {
+        throw new Args.UsageException("write-cdc: --rows x --commits too large for the key space");
+      }
+
+      TableWriter writer = new TableWriter(table, "k0", 0);
+      Schema schema = writer.schema();
+      long dataFiles = 0;
+      long deleteFiles = 0;
+      long rowsWritten = 0;
+      long deletesWritten = 0;
+      long updates = 0;
+      long pureDeletes = 0;
+      long absentDeletes = 0;
+      long inserts = 0;
+      for (long i = 0; i < toWrite; i++) {
+        Workload.CommitPlan plan = workload.next();
+        List<Record> newRows = new ArrayList<>(plan.inserts.size());
+        for (Workload.RowVersion v : plan.inserts) {
+          newRows.add(Workload.row(schema, key, v.kid, v.version, v.salt, "commit"));
+        }
+        List<Record> deleted = new ArrayList<>(plan.deletes.size());
+        for (long kid : plan.deletes) {
+          deleted.add(Workload.row(schema, key, kid, 0, 0, "commit"));
+        }
+        List<DataFile> data = writer.writeData(newRows);
+        List<DeleteFile> deletes = writer.writeEqualityDeletes(deleted);
+
+        Transaction txn = table.newTransaction();
+        RowDelta delta = txn.newRowDelta();
+        data.forEach(delta::addRows);
+        deletes.forEach(delta::addDeletes);
+        delta.set(COMMIT_SUMMARY, Long.toString(plan.commit));
+        delta.commit();
+        State next = new State(seed, rows, key.label(), partitioning.toString(), plan.commit + 1);
+        txn.updateProperties().set(STATE_PROPERTY, Main.toJson(next)).commit();
+        txn.commitTransaction();
+
+        dataFiles += data.size();
+        deleteFiles += deletes.size();
+        rowsWritten += newRows.size();
+        deletesWritten += deleted.size();
+        updates += plan.updates;
+        pureDeletes += plan.pureDeletes;
+        absentDeletes += plan.absentDeletes;
+        inserts += plan.freshInserts;
+      }
+      table.refresh();
+
+      Map<String, Object> result = new LinkedHashMap<>();
+      result.put("table", ref.label());
+      result.put("location", table.location());
+      result.put("created", created);
+      result.put("format_version", 3);
+      result.put("key", key.label());
+      result.put("partition", partitioning.toString());
+      result.put("commits", toWrite);
+      result.put("generator_commits", workload.commitsDone());
+      result.put("data_files", dataFiles);
+      result.put("equality_delete_files", deleteFiles);
+      result.put("rows_written", rowsWritten);
+      result.put("equality_deletes_written", deletesWritten);
+      result.put("inserts", inserts);
+      result.put("updates", updates);
+      result.put("deletes", pureDeletes);
+      result.put("absent_deletes", absentDeletes);
+      result.put("expected_live_rows", workload.liveRows());
+      result.put(
+          "snapshot_id", table.currentSnapshot() == null ? null : table.currentSnapshot().snapshotId());
+      Main.printJson(out, result);
+      return 0;
+    }
+  }
+}
