@@ -135,8 +135,11 @@ pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
         OsStr::new(table),
     ];
     let output = run(&python(), &args);
-    let stdout = into_stdout(output, &format!("read_table.py --catalog glue --table {table}"))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let stdout = into_stdout(
+        output,
+        &format!("read_table.py --catalog glue --table {table}"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     parse_json(&stdout, "read_table.py --catalog glue")
 }
 
