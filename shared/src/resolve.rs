@@ -41,7 +41,15 @@ pub struct ResolveOptions {
     /// writers recorded bounds that are too narrow (iceberg-rust <= 0.10.1 could, for
     /// strings over 64 bytes spread over several row groups).
     pub bound_pruning: bool,
+    /// Memory for deleted keys. When the keys of the groups would need more, they are
+    /// split by hash into passes that each hold a share of the keys and each scan the
+    /// candidates again: memory stays bounded, at the price of more reads.
+    pub key_memory_budget: u64,
 }
+
+/// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
+/// per-column copies kept for pruning.
+const BYTES_PER_KEY: u64 = 160;
 
 impl Default for ResolveOptions {
     fn default() -> Self {
@@ -51,6 +59,7 @@ impl Default for ResolveOptions {
             batch_size: 8192,
             row_group_pruning: true,
             bound_pruning: true,
+            key_memory_budget: 1 << 30,
         }
     }
 }
@@ -59,6 +68,8 @@ impl Default for ResolveOptions {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ResolveMetrics {
     pub groups: u64,
+    /// Key passes (more than one when the keys exceed the memory budget).
+    pub key_passes: u64,
     pub delete_files_read: u64,
     /// Distinct deleted keys over all groups.
     pub delete_keys: u64,
@@ -109,6 +120,28 @@ impl ColumnValues {
     }
 }
 
+/// Which share of the keys a pass holds: those whose hash is `index` modulo `passes`.
+#[derive(Clone, Copy, Debug)]
+struct KeyPass {
+    index: u64,
+    passes: u64,
+}
+
+impl KeyPass {
+    fn owns(&self, key: &[u8]) -> bool {
+        if self.passes <= 1 {
+            return true;
+        }
+        // FNV-1a: stable and cheap; only needs to spread keys evenly.
+        let mut hash: u64 = 0xcbf29ce484222325;
+        for b in key {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x100000001b3);
+        }
+        hash % self.passes == self.index
+    }
+}
+
 /// The loaded keys of one group.
 struct GroupKeys {
     group: DeleteGroup,
@@ -121,6 +154,7 @@ struct GroupKeys {
 async fn load_group_keys(
     table: &LoadedTable,
     group: &DeleteGroup,
+    pass: KeyPass,
     options: &ResolveOptions,
     metrics: &mut ResolveMetrics,
 ) -> Result<GroupKeys> {
@@ -158,18 +192,22 @@ async fn load_group_keys(
         while let Some((_, batch)) = stream.try_next().await? {
             let columns = batch.columns().to_vec();
             let rows = key_columns.encode(&columns)?;
-            for row in rows.iter() {
+            // Only this pass's share of the keys is kept.
+            let mine: Vec<bool> = rows.iter().map(|row| pass.owns(row.as_ref())).collect();
+            for (row, _) in rows.iter().zip(&mine).filter(|(_, m)| **m) {
                 let seq = keys.entry(row.as_ref().into()).or_insert(i64::MIN);
                 *seq = (*seq).max(delete.data_sequence_number);
             }
             for (i, column) in columns.iter().enumerate() {
-                if column.null_count() > 0 {
-                    has_null[i] = true;
-                }
                 let encoded = key_columns.encode_column(i, column)?;
                 for (row_index, row) in encoded.iter().enumerate() {
+                    if !mine[row_index] {
+                        continue;
+                    }
                     if column.is_valid(row_index) {
                         column_sets[i].insert(row.owned());
+                    } else {
+                        has_null[i] = true;
                     }
                 }
             }
@@ -315,14 +353,57 @@ pub async fn resolve(
     groups: &[DeleteGroup],
     options: &ResolveOptions,
 ) -> Result<Resolved> {
+    // Delete rows bound the distinct keys from above, so this never underestimates.
+    let delete_rows: u64 = groups.iter().map(DeleteGroup::delete_rows).sum();
+    let needed = delete_rows.saturating_mul(BYTES_PER_KEY);
+    let passes = needed.div_ceil(options.key_memory_budget.max(1)).max(1);
+    let mut resolved = Resolved::default();
+    for index in 0..passes {
+        let pass = resolve_pass(table, files, groups, KeyPass { index, passes }, options).await?;
+        // Passes hold disjoint keys, so a position is found by at most one pass.
+        for (path, positions) in pass.positions {
+            *resolved.positions.entry(path).or_default() |= positions;
+        }
+        resolved.candidates.extend(pass.candidates);
+        resolved.metrics.add(&pass.metrics);
+    }
+    resolved.metrics.key_passes = passes;
+    resolved.metrics.groups = groups.len() as u64;
+    resolved.metrics.live_data_files = files.data_files.len() as u64;
+    resolved.metrics.candidate_files = resolved.candidates.len() as u64;
+    resolved.metrics.files_with_matches = resolved.positions.len() as u64;
+    resolved.metrics.positions_matched = resolved.positions.values().map(|p| p.len()).sum();
+    Ok(resolved)
+}
+
+impl ResolveMetrics {
+    /// Adds the work counters of one pass.
+    fn add(&mut self, pass: &ResolveMetrics) {
+        self.delete_files_read += pass.delete_files_read;
+        self.delete_keys += pass.delete_keys;
+        self.pruned_by_bounds += pass.pruned_by_bounds;
+        self.files_opened += pass.files_opened;
+        self.row_groups_read += pass.row_groups_read;
+        self.row_groups_pruned += pass.row_groups_pruned;
+        self.rows_scanned += pass.rows_scanned;
+        self.bytes_read += pass.bytes_read;
+    }
+}
+
+/// One pass over the candidates with one share of the keys.
+async fn resolve_pass(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    pass: KeyPass,
+    options: &ResolveOptions,
+) -> Result<Resolved> {
     let mut resolved = Resolved::default();
     let metrics = &mut resolved.metrics;
-    metrics.groups = groups.len() as u64;
-    metrics.live_data_files = files.data_files.len() as u64;
 
     let mut loaded = Vec::with_capacity(groups.len());
     for group in groups {
-        loaded.push(load_group_keys(table, group, options, metrics).await?);
+        loaded.push(load_group_keys(table, group, pass, options, metrics).await?);
     }
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
     let loaded = Arc::new(loaded);

@@ -639,3 +639,50 @@ async fn pruning_never_changes_the_result() {
         "the workloads never exercised pruning"
     );
 }
+
+/// Keys beyond the memory budget are processed in passes: same positions, same table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_memory_budget_splits_work_into_passes() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    let w = warehouse();
+    let mut s = spec(
+        70,
+        vec![KeyType::Long, KeyType::String],
+        PartitionKind::Bucket(2),
+    );
+    s.null_keys = true;
+    let report = generate_table(&w.catalog, &s).await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let delete_rows: u64 = groups.iter().map(|g| g.delete_rows()).sum();
+    let one_pass = resolve(&t, &f, &groups, &ResolveOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(one_pass.metrics.key_passes, 1);
+    // A budget a third of what the keys need: three passes.
+    let budget = (delete_rows * 160).div_ceil(3);
+    let small = ResolveOptions {
+        key_memory_budget: budget,
+        ..Default::default()
+    };
+    let three = resolve(&t, &f, &groups, &small).await.unwrap();
+    assert_eq!(three.metrics.key_passes, 3);
+    assert_eq!(
+        three.positions, one_pass.positions,
+        "passes changed the result"
+    );
+    assert_eq!(
+        three.metrics.delete_keys, one_pass.metrics.delete_keys,
+        "keys lost or repeated"
+    );
+
+    let options = ConvertOptions {
+        resolve: small,
+        ..Default::default()
+    };
+    let r = convert(&w.catalog, &table(), &options).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_eq!(r.resolve.key_passes, 3);
+    assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+}
