@@ -33,8 +33,12 @@ command -v mvn >/dev/null 2>&1 || die "mvn is not on PATH: install Maven 3.8 or 
 mkdir -p "$cache/m2"
 
 cd "$here"
-mvn -B -q -Dmaven.repo.local="$cache/m2" -Dstyle.color=never package "$@" ||
+# Maven's output (errors only, with -q) goes to stderr so that stdout is just the jar's path;
+# lines that are nothing but colour resets (Maven 3.8 prints them even in batch mode) go.
+if ! mvn -B -q -Dmaven.repo.local="$cache/m2" -Dstyle.color=never package "$@" 2>&1 |
+    sed -e $'s/\e\\[[0-9;]*m//g' -e '/^$/d' >&2; then
     die "the Maven build failed (see above)"
+fi
 [ -f "$jar" ] || die "the build finished but $jar is missing"
 touch "$jar"
 echo "$jar"

@@ -99,7 +99,7 @@ public final class Canonical {
             value instanceof ByteBuffer ? hex((ByteBuffer) value) : hex(ByteBuffer.wrap((byte[]) value)));
         break;
       case UUID:
-        appendString(out, ((UUID) value).toString());
+        appendString(out, uuid(value).toString());
         break;
       case DECIMAL:
         appendString(out, decimal((BigDecimal) value, ((Types.DecimalType) type).scale()));
@@ -129,6 +129,22 @@ public final class Canonical {
         throw new IllegalArgumentException(
             "no canonical form for column '" + field.name() + "' of type " + type);
     }
+  }
+
+  /**
+   * A uuid value. Java's generic Parquet reader returns the raw 16 bytes instead of a UUID when
+   * the file's column lacks Parquet's UUID logical type (as parquet-rs writes it).
+   */
+  static UUID uuid(Object value) {
+    if (value instanceof UUID) {
+      return (UUID) value;
+    }
+    ByteBuffer b =
+        value instanceof ByteBuffer ? ((ByteBuffer) value).duplicate() : ByteBuffer.wrap((byte[]) value);
+    if (b.remaining() != 16) {
+      throw new IllegalArgumentException("a uuid value has " + b.remaining() + " bytes, not 16");
+    }
+    return new UUID(b.getLong(), b.getLong());
   }
 
   /** {@code value} with exactly {@code scale} fractional digits ({@code -0.005} at scale 3). */

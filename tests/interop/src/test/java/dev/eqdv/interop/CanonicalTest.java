@@ -146,6 +146,16 @@ class CanonicalTest {
   }
 
   @Test
+  void uuidsReadAsRawBytesPrintAsUuids() {
+    UUID u = UUID.fromString("81234567-89ab-cdef-0011-223344556677");
+    ByteBuffer b = ByteBuffer.allocate(16).putLong(u.getMostSignificantBits())
+        .putLong(u.getLeastSignificantBits());
+    assertEquals(u, Canonical.uuid(b.array()));
+    assertEquals(u, Canonical.uuid(ByteBuffer.wrap(b.array())));
+    assertEquals(u, Canonical.uuid(u));
+  }
+
+  @Test
   void linesSortByUtf8Bytes() {
     // U+FF5E (3 UTF-8 bytes, EF BD 9E) sorts before U+1F600 (F0 ...) by bytes, but after it
     // by UTF-16 units (FF5E > D83D).

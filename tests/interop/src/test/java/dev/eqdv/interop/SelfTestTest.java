@@ -22,7 +22,7 @@ class SelfTestTest {
   void everySubcommandWorksOnEveryKeyAndPartitioning() {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     ByteArrayOutputStream err = new ByteArrayOutputStream();
-    int code = run(List.of("selftest", "--rows", "80", "--commits", "2"), out, err);
+    int code = run(List.of("selftest", "--rows", "40", "--commits", "2"), out, err);
     assertEquals(0, code, err.toString(StandardCharsets.UTF_8));
     assertTrue(out.toString(StandardCharsets.UTF_8).contains("\"int_bucket_2\""));
   }
