@@ -494,3 +494,70 @@ async fn java_commit_before_the_swap_is_rebased_over() {
         .expect("convert the rest");
     assert_java_agrees(&t, &direct, &before).await;
 }
+
+/// The other order: a compaction planned before eqdv's commit tries to commit after it.
+/// eqdv's snapshot is a `delete` (not a `replace`), so Java's RewriteFiles validation sees
+/// the new DVs for the file it rewrites. Whatever Java decides, no deleted row returns
+/// and no DV dangles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_started_before_the_conversion_commits_after() {
+    let t = JavaTable::new("late_compact");
+    t.java(
+        "write-cdc",
+        &[
+            "--seed",
+            "6",
+            "--commits",
+            "3",
+            "--rows",
+            "600",
+            "--key",
+            "long",
+            "--partition",
+            "none",
+        ],
+    );
+    let before = t.dump();
+    let start = t.java_json("check-dvs", &[])["snapshot_id"]
+        .as_i64()
+        .expect("snapshot id");
+    let catalog = t.catalog().await;
+    let r = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("convert");
+    assert_eq!(r.outcome, Outcome::Converted);
+    let files = live_files(&catalog, &t.name()).await;
+    let target = files
+        .dvs
+        .keys()
+        .next()
+        .expect("a data file with a DV")
+        .clone();
+    let out = t
+        .command(
+            "rewrite",
+            &["--file", &target, "--from-snapshot", &start.to_string()],
+        )
+        .output()
+        .expect("run java rewrite");
+    eprintln!(
+        "Java compaction from snapshot {start} after eqdv's commit: {} {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = live_files(&catalog, &t.name()).await;
+    if out.status.success() {
+        assert!(
+            !files.data_files.iter().any(|d| d.path() == target),
+            "rewritten file still live"
+        );
+    } else {
+        // Java's validation refused: the file and its DV stay.
+        assert!(
+            files.dvs.contains_key(&target),
+            "the DV of the kept file is gone"
+        );
+    }
+    assert_java_agrees(&t, &catalog, &before).await;
+}

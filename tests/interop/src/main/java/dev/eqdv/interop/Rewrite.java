@@ -46,6 +46,9 @@ final class Rewrite {
   static int run(List<String> argv, PrintStream out) throws IOException {
     Set<String> options = new HashSet<>(Main.TABLE_OPTIONS);
     options.add("file");
+    // Plan and validate from an older snapshot: a compaction that started before
+    // another writer's commit and commits after it.
+    options.add("from-snapshot");
     Args a = Args.parse("rewrite", argv, options, Set.of("largest", "new-sequence-number"));
     String path = a.get("file", null);
     boolean largest = a.flag("largest");
@@ -54,9 +57,12 @@ final class Rewrite {
     }
     try (TableRef ref = new TableRef(a)) {
       Table table = ref.load();
-      Snapshot start = table.currentSnapshot();
+      String from = a.get("from-snapshot", null);
+      Snapshot start =
+          from == null ? table.currentSnapshot() : table.snapshot(Long.parseLong(from));
       if (start == null) {
-        throw new IllegalStateException("table " + ref.label() + " has no snapshot");
+        throw new IllegalStateException(
+            "table " + ref.label() + " has no snapshot " + (from == null ? "" : from));
       }
       FileScanTask task = null;
       try (CloseableIterable<FileScanTask> tasks =
