@@ -44,6 +44,7 @@ pub async fn publish(
         .with_new_metadata(&prepared.metadata);
     prepared.metadata.write_to(&base.file_io, &next).await?;
     let new_location = next.to_string();
+    crate::test_hooks::pause_point(crate::test_hooks::BEFORE_SWAP).await;
 
     match catalog
         .swap_pointer(&base.name, &base.pointer, &new_location)

@@ -267,6 +267,7 @@ pub async fn convert(
                 });
             }
             report.puffin_file = Some(written.location);
+            crate::test_hooks::pause_point(crate::test_hooks::AFTER_PUFFIN).await;
         }
 
         let footprint = AttemptFootprint {

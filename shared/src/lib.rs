@@ -9,6 +9,7 @@
 //! check results).
 
 pub mod catalog;
+pub mod cleanup;
 pub mod commit;
 pub mod convert;
 pub mod dv;
@@ -25,5 +26,6 @@ pub mod resolve;
 pub mod snapshot;
 pub mod storage;
 pub mod table;
+pub mod test_hooks;
 
 pub use error::{Error, Result};

@@ -3,6 +3,7 @@
 //! Wiring only: argument parsing, output and exit codes. The work is in the engine
 //! (`shared/`), which the Lambdas use too.
 
+mod cleanup;
 mod demo;
 mod output;
 
@@ -212,6 +213,19 @@ enum Command {
         #[command(flatten)]
         table: TableArgs,
     },
+    /// Delete files under the table location that no metadata version references
+    /// (left by crashed or failed commits). Deletes nothing if any metadata is unreadable.
+    Cleanup {
+        #[command(flatten)]
+        table: TableArgs,
+        /// Delete only orphans last modified at least this long ago (units s, m, h, d:
+        /// 72h, 3d, 0s); younger files may belong to a commit still in flight.
+        #[arg(long, value_name = "AGE", default_value = "72h", value_parser = cleanup::parse_age)]
+        older_than: std::time::Duration,
+        /// Report what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// A fresh local warehouse: generate, convert, and show before/after with timings.
     Demo {
         /// Warehouse directory (default: a new temporary directory, kept afterwards).
@@ -386,6 +400,28 @@ async fn run(cli: &Cli) -> Result<u8> {
                 println!("{row}");
             }
             Ok(exit::OK)
+        }
+        Command::Cleanup {
+            table,
+            older_than,
+            dry_run,
+        } => {
+            let catalog = table.catalog().await?;
+            let options = eqdv::cleanup::CleanupOptions {
+                older_than: *older_than,
+                dry_run: *dry_run,
+            };
+            let report = eqdv::cleanup::cleanup(catalog.as_ref(), &table.name()?, &options).await?;
+            if cli.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                cleanup::print_report(&report);
+            }
+            Ok(if report.delete_failures.is_empty() {
+                exit::OK
+            } else {
+                exit::FAILED
+            })
         }
         Command::Demo {
             warehouse,

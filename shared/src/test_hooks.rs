@@ -1,0 +1,40 @@
+//! Test hooks: named points in the commit protocol where a fault test can freeze a
+//! conversion and kill the process, to prove that a crash at that point leaves the
+//! table unchanged and only unreferenced files behind (which `cleanup` removes).
+//!
+//! A runtime check, not a build feature, so that the real `eqdv` binary the tests run is
+//! the one users run. It does nothing unless the environment variable
+//! `EQDV_TEST_PAUSE_AT` names the point, and it never changes what is written or
+//! committed: it only prints a marker line to stderr and sleeps. Never set it outside
+//! tests.
+//!
+//! Points: `after-puffin` (a conversion wrote its DV Puffin file, nothing else),
+//! `before-swap` (any commit through `commit::publish`, the generator's included, wrote
+//! its manifests, manifest list and metadata.json; the catalog pointer is not swapped).
+
+use std::time::Duration;
+
+/// The variable naming the point to pause at.
+pub const PAUSE_AT_ENV: &str = "EQDV_TEST_PAUSE_AT";
+/// How long to pause, in seconds (default 600).
+pub const PAUSE_SECS_ENV: &str = "EQDV_TEST_PAUSE_SECS";
+/// The stderr line printed on pausing is this prefix followed by the point's name.
+pub const PAUSED_MARKER: &str = "eqdv-test-paused-at=";
+
+/// After the DV Puffin file is written, before any manifest.
+pub const AFTER_PUFFIN: &str = "after-puffin";
+/// In `commit::publish`: after the new metadata.json is written, before the pointer swap.
+pub const BEFORE_SWAP: &str = "before-swap";
+
+/// Pauses here if `EQDV_TEST_PAUSE_AT` is `point`; returns at once otherwise.
+pub async fn pause_point(point: &str) {
+    if std::env::var(PAUSE_AT_ENV).ok().as_deref() != Some(point) {
+        return;
+    }
+    let secs = std::env::var(PAUSE_SECS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(600);
+    eprintln!("{PAUSED_MARKER}{point}");
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+}
