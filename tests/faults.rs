@@ -146,21 +146,9 @@ impl Setup {
         assert!(files.equality_deletes.is_empty());
         assert!(!files.dvs.is_empty());
         let t = self.table().await;
-        for (data, dv) in &files.dvs {
-            eqdv::puffin::validate_dv_entry(
-                &t.file_io,
-                &eqdv::puffin::DvEntryCheck {
-                    puffin_location: dv.path(),
-                    referenced_data_file: data,
-                    content_offset: dv.file.content_offset().unwrap(),
-                    content_size_in_bytes: dv.file.content_size_in_bytes().unwrap(),
-                    record_count: dv.file.record_count(),
-                    file_size_in_bytes: dv.file.file_size_in_bytes(),
-                },
-            )
+        eqdv::verify::verify_dvs(&t, &files)
             .await
-            .unwrap_or_else(|e| panic!("DV for {data}: {e}"));
-        }
+            .unwrap_or_else(|e| panic!("invalid DV: {e}"));
         let orphans = self.orphans().await;
         assert!(orphans.is_empty(), "orphans: {orphans:#?}");
     }

@@ -42,8 +42,17 @@ pub async fn publish(
     let next = current
         .with_next_version()
         .with_new_metadata(&prepared.metadata);
-    prepared.metadata.write_to(&base.file_io, &next).await?;
     let new_location = next.to_string();
+    if let Err(e) = prepared.metadata.write_to(&base.file_io, &next).await {
+        // The object may have landed before the error (e.g. a dropped connection), and
+        // no swap was attempted: nothing can reference it.
+        crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
+        return Err(Error::file(
+            &new_location,
+            format!("cannot write new metadata of table {}", base.name),
+            e,
+        ));
+    }
     crate::test_hooks::pause_point(crate::test_hooks::BEFORE_SWAP).await;
 
     match catalog

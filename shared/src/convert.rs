@@ -226,8 +226,83 @@ pub async fn convert(
             return Ok(report);
         }
 
-        // Write every DV into one Puffin file next to the data.
+        // From the first file written on, every error but an unknown commit outcome
+        // removes what this attempt wrote.
+        let file_io = table.file_io.clone();
         let mut attempt_files: Vec<String> = Vec::new();
+        let attempt = Attempt {
+            catalog,
+            name,
+            options,
+            policy: &policy,
+            started,
+        };
+        let result = attempt
+            .write_and_commit(
+                table,
+                files,
+                groups,
+                dv_plans,
+                removed,
+                &mut report,
+                &mut attempt_files,
+            )
+            .await;
+        match result {
+            Ok(AttemptEnd::Committed) => return Ok(report),
+            Ok(AttemptEnd::Replan) => {
+                crate::storage::delete_files(&file_io, &attempt_files).await;
+                continue 'plan;
+            }
+            // The swap may have landed: keep every file; cleanup decides later.
+            Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
+            Err(e) => {
+                crate::storage::delete_files(&file_io, &attempt_files).await;
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// How one attempt ended, short of an error.
+enum AttemptEnd {
+    Committed,
+    /// The head moved in a way that invalidates the attempt: plan again.
+    Replan,
+}
+
+/// What an attempt needs besides its own work.
+struct Attempt<'a> {
+    catalog: &'a dyn Catalog,
+    name: &'a TableName,
+    options: &'a ConvertOptions,
+    policy: &'a RetryPolicy,
+    started: Instant,
+}
+
+impl Attempt<'_> {
+    /// Writes the DVs and commits them, rebasing on a moved head while validation allows.
+    /// Every file written is recorded in `attempt_files` (manifests and metadata of
+    /// failed swaps are removed here already).
+    #[allow(clippy::too_many_arguments)]
+    async fn write_and_commit(
+        &self,
+        table: LoadedTable,
+        files: TableFiles,
+        groups: Vec<DeleteGroup>,
+        dv_plans: Vec<DvPlan>,
+        removed: Vec<LiveFile>,
+        report: &mut ConvertReport,
+        attempt_files: &mut Vec<String>,
+    ) -> Result<AttemptEnd> {
+        let (catalog, name, options, policy, started) = (
+            self.catalog,
+            self.name,
+            self.options,
+            self.policy,
+            self.started,
+        );
+        // Write every DV into one Puffin file next to the data.
         let mut added = Vec::new();
         if !dv_plans.is_empty() {
             let location =
@@ -240,13 +315,7 @@ pub async fn convert(
                     positions: p.positions.clone(),
                 })
                 .collect();
-            let written = match write_dv_puffin(&table.file_io, &location, &inputs).await {
-                Ok(w) => w,
-                Err(e) => {
-                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
-                    return Err(e.into());
-                }
-            };
+            let written = write_dv_puffin(&table.file_io, &location, &inputs).await?;
             for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
                 let file = DataFileBuilder::default()
                     .content(DataContentType::PositionDeletes)
@@ -293,13 +362,7 @@ pub async fn convert(
         let mut files = files;
         loop {
             report.commit_attempts += 1;
-            let prepared = match build_snapshot(&table, &options.branch, &files, &changes).await {
-                Ok(p) => p,
-                Err(e) => {
-                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
-                    return Err(e);
-                }
-            };
+            let prepared = build_snapshot(&table, &options.branch, &files, &changes).await?;
             match crate::commit::publish(catalog, &table, &prepared).await {
                 Ok(published) => {
                     report.outcome = Outcome::Converted;
@@ -315,7 +378,7 @@ pub async fn convert(
                         equality_delete_files = report.equality_delete_files_removed,
                         "converted"
                     );
-                    return Ok(report);
+                    return Ok(AttemptEnd::Committed);
                 }
                 Err(Error::CommitConflict { message, .. }) => {
                     crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
@@ -323,7 +386,6 @@ pub async fn convert(
                     if report.commit_attempts > policy.num_retries
                         || started.elapsed() > policy.total_timeout
                     {
-                        crate::storage::delete_files(&table.file_io, &attempt_files).await;
                         return Err(Error::RetriesExhausted {
                             table: name.to_string(),
                             attempts: report.commit_attempts,
@@ -345,18 +407,14 @@ pub async fn convert(
                         Err(reason) => {
                             tracing::info!(table = %name, %reason, "head moved; planning again");
                             report.replans += 1;
-                            crate::storage::delete_files(&table.file_io, &attempt_files).await;
-                            continue 'plan;
+                            return Ok(AttemptEnd::Replan);
                         }
                     }
                 }
-                Err(e @ Error::CommitStateUnknown { .. }) => {
-                    // The swap may have landed: keep every file; cleanup decides later.
-                    return Err(e);
-                }
+                // The swap may have landed: keep every file; cleanup decides later.
+                Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
                 Err(e) => {
                     crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
-                    crate::storage::delete_files(&table.file_io, &attempt_files).await;
                     return Err(e);
                 }
             }

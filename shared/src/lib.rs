@@ -27,5 +27,6 @@ pub mod snapshot;
 pub mod storage;
 pub mod table;
 pub mod test_hooks;
+pub mod verify;
 
 pub use error::{Error, Result};

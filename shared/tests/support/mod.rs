@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::generate::{GenerateReport, WorkloadSpec, generate};
-use eqdv::puffin::{DvEntryCheck, validate_dv_entry};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
 
@@ -74,40 +73,14 @@ pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
     assert_dvs_valid(catalog).await;
 }
 
-/// Every live DV passes the checks Java's reader makes.
+/// Every live DV passes the checks Java's reader makes (see `eqdv::verify`).
 pub async fn assert_dvs_valid(catalog: &dyn Catalog) {
     let t = load(catalog).await;
     let f = files(catalog).await;
-    for (data_path, dv) in &f.dvs {
-        let data = f
-            .data_files
-            .iter()
-            .find(|d| d.path() == data_path)
-            .unwrap_or_else(|| panic!("DV references {data_path}, which is not a live data file"));
-        assert_eq!(dv.spec_id, data.spec_id, "DV spec id of {data_path}");
-        assert_eq!(
-            dv.file.partition(),
-            data.file.partition(),
-            "DV partition of {data_path}"
-        );
-        let positions = validate_dv_entry(
-            &t.file_io,
-            &DvEntryCheck {
-                puffin_location: dv.path(),
-                referenced_data_file: data_path,
-                content_offset: dv.file.content_offset().expect("content_offset"),
-                content_size_in_bytes: dv.file.content_size_in_bytes().expect("content_size"),
-                record_count: dv.file.record_count(),
-                file_size_in_bytes: dv.file.file_size_in_bytes(),
-            },
-        )
+    let checked = eqdv::verify::verify_dvs(&t, &f)
         .await
-        .unwrap_or_else(|e| panic!("DV for {data_path} rejected: {e}"));
-        assert!(
-            positions.max().is_none_or(|m| m < data.file.record_count()),
-            "DV for {data_path} deletes a position past the end of the file"
-        );
-    }
+        .unwrap_or_else(|e| panic!("invalid DV: {e}"));
+    assert_eq!(checked.dvs, f.dvs.len());
 }
 
 fn local(path: &str) -> PathBuf {
