@@ -84,6 +84,9 @@ struct TableArgs {
     /// addressing is used when an endpoint is set.
     #[arg(long, env = "EQDV_S3_ENDPOINT")]
     s3_endpoint: Option<String>,
+    /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit).
+    #[arg(long, env = "EQDV_GLUE_SKIP_ARCHIVE", default_value_t = true, action = clap::ArgAction::Set)]
+    glue_skip_archive: bool,
 }
 
 impl TableArgs {
@@ -105,6 +108,7 @@ impl TableArgs {
                     region: self.region.clone(),
                     glue_endpoint: self.glue_endpoint.clone(),
                     s3_endpoint: self.s3_endpoint.clone(),
+                    skip_archive: Some(self.glue_skip_archive),
                     ..Default::default()
                 };
                 Ok(Box::new(GlueCatalog::connect(config).await?))
@@ -202,11 +206,23 @@ enum Command {
         /// Parquet row-group statistics (for tables whose writers recorded bad ones).
         #[arg(long)]
         no_pruning: bool,
+        /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
+        #[arg(
+            long,
+            value_name = "MIB",
+            default_value_t = 1024,
+            env = "EQDV_KEY_MEMORY_MB"
+        )]
+        key_memory_mb: u64,
     },
     /// Show data files, equality deletes, DVs and position deletes per partition.
     Inspect {
         #[command(flatten)]
         table: TableArgs,
+        /// Also verify every deletion vector as readers will (Puffin footer, length,
+        /// magic, CRC, cardinality, referenced data file, positions in range).
+        #[arg(long)]
+        verify: bool,
     },
     /// Print the table's live rows in canonical form (one JSON array per line, sorted).
     Rows {
@@ -351,6 +367,7 @@ async fn run(cli: &Cli) -> Result<u8> {
             dry_run,
             parallelism,
             no_pruning,
+            key_memory_mb,
         } => {
             let catalog = table.catalog().await?;
             let name = table.name()?;
@@ -366,6 +383,7 @@ async fn run(cli: &Cli) -> Result<u8> {
                 options.resolve.bound_pruning = false;
                 options.resolve.row_group_pruning = false;
             }
+            options.resolve.key_memory_budget = key_memory_mb.saturating_mul(1024 * 1024).max(1);
             if let (Some(plan), Some(id)) = (plan, shard_id) {
                 options.shard = Some(load_shard(plan, id)?);
             }
@@ -382,14 +400,31 @@ async fn run(cli: &Cli) -> Result<u8> {
                 Outcome::Converted | Outcome::DryRun => exit::OK,
             })
         }
-        Command::Inspect { table } => {
+        Command::Inspect { table, verify } => {
             let catalog = table.catalog().await?;
             let loaded = LoadedTable::load(catalog.as_ref(), &table.name()?).await?;
             let inspection = eqdv::inspect::inspect(&loaded, &table.branch).await?;
+            let verified = if *verify {
+                let head = loaded.head(&table.branch)?;
+                let files = TableFiles::read(&loaded, head.as_ref()).await?;
+                Some(eqdv::verify::verify_dvs(&loaded, &files).await?)
+            } else {
+                None
+            };
             if cli.json {
-                println!("{}", serde_json::to_string_pretty(&inspection)?);
+                let mut value = serde_json::to_value(&inspection)?;
+                if let (Some(v), Some(obj)) = (&verified, value.as_object_mut()) {
+                    obj.insert("verified".into(), serde_json::to_value(v)?);
+                }
+                println!("{}", serde_json::to_string_pretty(&value)?);
             } else {
                 print_inspection(&inspection);
+                if let Some(v) = verified {
+                    println!(
+                        "verified {} deletion vectors ({} positions): all valid",
+                        v.dvs, v.positions
+                    );
+                }
             }
             Ok(exit::OK)
         }

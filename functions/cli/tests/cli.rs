@@ -94,7 +94,8 @@ fn generate_convert_and_exit_codes() {
     assert_eq!(report["outcome"], "converted");
     assert!(report["dvs_written"].as_u64().unwrap() > 0);
 
-    let after = json(&run("inspect", w, &[]));
+    let after = json(&run("inspect", w, &["--verify"]));
+    assert_eq!(after["verified"]["dvs"], after["totals"]["dvs"], "{after}");
     assert_eq!(after["totals"]["equality_delete_files"].as_u64(), Some(0));
     assert!(after["totals"]["dvs"].as_u64().unwrap() > 0);
     let rows_after = eqdv(&[
