@@ -1,0 +1,405 @@
+//! The fault scenarios of `faults.rs` on the production parts: the real `eqdv convert
+//! --catalog glue` binary, against the Glue emulator and MinIO from tests/services,
+//! killed with SIGKILL after the Puffin file is written, and after the new metadata.json
+//! is written but before Glue's UpdateTable.
+//!
+//! In both cases: Glue's pointer (metadata location and VersionId) does not move, the
+//! rows are the generator's, the objects the dead attempt left on S3 are exactly the
+//! ones that point leaves, a re-run converts the table, and `eqdv cleanup --older-than
+//! 0s` deletes exactly the dead attempt's objects and nothing a live version references.
+//! The oracle for "the dead attempt's objects" is the difference of two S3 listings
+//! taken around the kill, not the cleanup's reachable walk.
+//!
+//! `tests/services/up` starts the services and writes tests/services/env; without its
+//! variables these tests fail and say so, they never skip.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
+use eqdv::cleanup::normalize_location;
+use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
+use eqdv::table::{LoadedTable, TableFiles};
+use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV, PAUSE_SECS_ENV, PAUSED_MARKER};
+
+/// The services' settings from the environment `tests/services/up` writes.
+fn require_services() -> String {
+    for var in [
+        "AWS_ENDPOINT_URL_GLUE",
+        "AWS_ENDPOINT_URL_S3",
+        "EQDV_WAREHOUSE_S3",
+    ] {
+        assert!(
+            std::env::var(var).is_ok_and(|v| !v.is_empty()),
+            "{var} is not set: start the test services with `tests/services/up` and \
+             `source tests/services/env` (tests/run does both)"
+        );
+    }
+    std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default()
+}
+
+/// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
+async fn glue_catalog(test: &str) -> (GlueCatalog, String) {
+    let warehouse = require_services();
+    let unique = format!(
+        "{test}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0)
+    );
+    (
+        connect(Some(format!(
+            "{}/{unique}",
+            warehouse.trim_end_matches('/')
+        )))
+        .await,
+        format!("eqdv_{unique}"),
+    )
+}
+
+async fn connect(warehouse: Option<String>) -> GlueCatalog {
+    GlueCatalog::connect(GlueConfig {
+        warehouse,
+        ..Default::default()
+    })
+    .await
+    .expect("glue catalog")
+}
+
+fn spec(seed: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 1_000,
+        commits: 3,
+        keys: vec![KeyType::Long, KeyType::String],
+        partition: PartitionKind::Identity,
+        changes_per_commit: 100,
+        rows_per_file: 250,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
+}
+
+/// `eqdv COMMAND --json --catalog glue --table DB.NAME EXTRA...`, never paused.
+fn eqdv(name: &TableName, command: &str, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_eqdv"))
+        .arg(command)
+        .arg("--json")
+        .args(["--catalog", "glue", "--table", &name.to_string()])
+        .args(extra)
+        .env_remove(PAUSE_AT_ENV)
+        .output()
+        .expect("run eqdv")
+}
+
+fn assert_exit(out: &Output, code: i32, what: &str) {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{what}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn path_set(value: &serde_json::Value) -> BTreeSet<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array of paths: {value}"))
+        .iter()
+        .map(|p| normalize_location(p.as_str().expect("path")))
+        .collect()
+}
+
+async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {
+    LoadedTable::load(catalog, name).await.expect("load table")
+}
+
+/// Every object under the table's location on S3.
+async fn listing(catalog: &dyn Catalog, name: &TableName) -> BTreeSet<String> {
+    let t = load(catalog, name).await;
+    eqdv::cleanup::list_files(&t)
+        .await
+        .expect("list the table location")
+        .into_iter()
+        .map(|f| normalize_location(&f.path))
+        .collect()
+}
+
+async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
+    let t = load(catalog, name).await;
+    let head = t.head("main").expect("head");
+    TableFiles::read(&t, head.as_ref())
+        .await
+        .expect("read files")
+}
+
+async fn assert_rows(catalog: &dyn Catalog, name: &TableName, expected: &[String], when: &str) {
+    let rows = eqdv::read::read_canonical(&load(catalog, name).await, "main")
+        .await
+        .expect("read rows");
+    assert_eq!(rows.len(), expected.len(), "live row count {when}");
+    assert!(
+        rows == expected,
+        "live rows differ from the generator's {when}"
+    );
+}
+
+/// Converted: the generator's rows, no live equality delete, every DV valid.
+async fn assert_converted(catalog: &dyn Catalog, name: &TableName, expected: &[String]) {
+    assert_rows(catalog, name, expected, "after conversion").await;
+    let files = head_files(catalog, name).await;
+    assert!(
+        files.equality_deletes.is_empty(),
+        "{} equality delete files still live",
+        files.equality_deletes.len()
+    );
+    assert!(!files.dvs.is_empty(), "no DV written");
+    let checked = eqdv::verify::verify_dvs(&load(catalog, name).await, &files)
+        .await
+        .unwrap_or_else(|e| panic!("invalid DV: {e}"));
+    assert_eq!(checked.dvs, files.dvs.len());
+}
+
+/// Runs `eqdv convert --catalog glue` until it reports pausing at `point`, then
+/// SIGKILLs it.
+fn convert_killed_at(name: &TableName, point: &str) {
+    let started = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eqdv"))
+        .args(["convert", "--json", "--catalog", "glue", "--table"])
+        .arg(name.to_string())
+        .env(PAUSE_AT_ENV, point)
+        // Bounds the life of a child this test fails to kill; it is killed long before.
+        .env(PAUSE_SECS_ENV, "300")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn eqdv convert");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with(PAUSED_MARKER) {
+                let _ = tx.send(Ok(line));
+                return;
+            }
+            seen.push(line);
+        }
+        let _ = tx.send(Err(seen.join("\n")));
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(line)) => assert_eq!(line, format!("{PAUSED_MARKER}{point}")),
+        other => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("eqdv convert never paused at {point}: {other:?}");
+        }
+    }
+    child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+    let status = child.wait().expect("wait");
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "not killed by SIGKILL: {status:?}"
+    );
+    eprintln!("killed at {point} after {:?}", started.elapsed());
+}
+
+/// The version number of a `<location>/metadata/<version>-<uuid>.metadata.json`.
+fn metadata_version(location: &str) -> u64 {
+    let file = location.rsplit('/').next().unwrap_or(location);
+    file.split('-')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not a versioned metadata file: {location}"))
+}
+
+/// What the dead attempt must have left at `point`, given the table's location and the
+/// metadata file the (unmoved) pointer names.
+fn assert_attempt_files(point: &str, dead: &BTreeSet<String>, location: &str, current: &str) {
+    let location = normalize_location(location.trim_end_matches('/'));
+    let data = format!("{location}/data/");
+    let metadata = format!("{location}/metadata/");
+    let outside: Vec<&String> = dead
+        .iter()
+        .filter(|n| !n.starts_with(&data) && !n.starts_with(&metadata))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "outside data/ and metadata/: {outside:#?}"
+    );
+    let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
+    let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
+    let metadata_json = count(&|n| n.starts_with(&metadata) && n.ends_with(".metadata.json"));
+    let lists = count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
+    let manifests = count(&|n| n.starts_with(&metadata) && n.ends_with(".avro")) - lists;
+    match point {
+        AFTER_PUFFIN => {
+            assert_eq!((puffins, dead.len()), (1, 1), "{dead:#?}");
+        }
+        BEFORE_SWAP => {
+            assert_eq!((puffins, metadata_json, lists), (1, 1, 1), "{dead:#?}");
+            assert!(
+                manifests >= 2,
+                "new delete manifest + rewritten ones: {dead:#?}"
+            );
+            assert_eq!(
+                dead.len(),
+                puffins + metadata_json + lists + manifests,
+                "{dead:#?}"
+            );
+            let written = dead
+                .iter()
+                .find(|n| n.ends_with(".metadata.json"))
+                .expect("metadata.json");
+            assert_eq!(
+                metadata_version(written),
+                metadata_version(current) + 1,
+                "the dead attempt's metadata.json is not the next version: {written}"
+            );
+        }
+        _ => unreachable!(),
+    }
+}
+
+async fn killed_at(point: &str, test: &str, seed: u64) {
+    let started = Instant::now();
+    let (catalog, db) = glue_catalog(test).await;
+    let name = TableName::new(db, "events");
+    let report = generate(&catalog, &name, &spec(seed))
+        .await
+        .expect("generate on Glue/S3");
+    let expected = expected_rows(&report.state).unwrap();
+    let location = load(&catalog, &name).await.location().to_string();
+    assert!(location.starts_with("s3://"), "{location}");
+    let pointer = catalog.load_pointer(&name).await.unwrap();
+    assert!(pointer.version.is_some(), "Glue returned no VersionId");
+    let before = listing(&catalog, &name).await;
+    assert!(
+        !head_files(&catalog, &name)
+            .await
+            .equality_deletes
+            .is_empty()
+    );
+    eprintln!("{point}: generated in {:?}", started.elapsed());
+
+    convert_killed_at(&name, point);
+
+    // Glue's pointer did not move (read through a new client), the rows are unchanged.
+    let fresh = connect(None).await;
+    let after_kill = fresh.load_pointer(&name).await.unwrap();
+    assert_eq!(
+        after_kill, pointer,
+        "the Glue pointer or VersionId moved after a kill at {point}"
+    );
+    assert_rows(
+        &fresh,
+        &name,
+        &expected,
+        &format!("after a kill at {point}"),
+    )
+    .await;
+    assert!(!head_files(&fresh, &name).await.equality_deletes.is_empty());
+
+    // The dead attempt's objects: what the kill left on S3 and nothing else.
+    let killed = listing(&fresh, &name).await;
+    assert!(
+        before.is_subset(&killed),
+        "a kill deleted objects: {:#?}",
+        before.difference(&killed).collect::<Vec<_>>()
+    );
+    let dead: BTreeSet<String> = killed.difference(&before).cloned().collect();
+    assert_attempt_files(point, &dead, &location, &pointer.metadata_location);
+    eprintln!("{point}: the dead attempt left {dead:#?}");
+
+    // With the default safety age they are too young to delete.
+    let out = eqdv(&name, "cleanup", &[]);
+    assert_exit(&out, 0, "cleanup with the default age");
+    let r = json(&out);
+    assert_eq!(path_set(&r["deleted"]), BTreeSet::new());
+    assert_eq!(path_set(&r["kept_too_young"]), dead);
+    assert_eq!(listing(&fresh, &name).await, killed);
+
+    // A re-run converts the table, next to the dead attempt's objects.
+    let out = eqdv(&name, "convert", &[]);
+    assert_exit(&out, 0, "re-run of convert");
+    let r = json(&out);
+    assert_eq!(r["outcome"], "converted");
+    let converted = fresh.load_pointer(&name).await.unwrap();
+    assert_ne!(converted.metadata_location, pointer.metadata_location);
+    assert_ne!(
+        converted.version, pointer.version,
+        "Glue VersionId not bumped"
+    );
+    assert_converted(&fresh, &name, &expected).await;
+    let live = listing(&fresh, &name).await;
+    assert!(killed.is_subset(&live), "the re-run deleted objects");
+    let added: BTreeSet<String> = live.difference(&killed).cloned().collect();
+    let puffin = normalize_location(r["puffin_file"].as_str().expect("puffin_file"));
+    assert!(added.contains(&puffin), "{puffin} not among {added:#?}");
+    assert!(
+        added.contains(&normalize_location(&converted.metadata_location)),
+        "the new metadata.json is not among {added:#?}"
+    );
+
+    // A dry run names exactly the dead objects and deletes nothing.
+    let out = eqdv(&name, "cleanup", &["--older-than", "0s", "--dry-run"]);
+    assert_exit(&out, 0, "cleanup dry run");
+    assert_eq!(path_set(&json(&out)["eligible"]), dead);
+    assert_eq!(listing(&fresh, &name).await, live);
+
+    // Cleanup deletes exactly the dead attempt's objects; the table still reads.
+    let out = eqdv(&name, "cleanup", &["--older-than", "0s"]);
+    assert_exit(&out, 0, "cleanup --older-than 0s");
+    let r = json(&out);
+    assert_eq!(
+        path_set(&r["deleted"]),
+        dead,
+        "cleanup deleted other objects"
+    );
+    assert_eq!(
+        r["delete_failures"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        r["delete_failures"]
+    );
+    assert_eq!(path_set(&r["kept_too_young"]), BTreeSet::new());
+    let remaining: BTreeSet<String> = before.union(&added).cloned().collect();
+    assert_eq!(
+        listing(&fresh, &name).await,
+        remaining,
+        "the final listing is not the generated table plus the conversion"
+    );
+    assert_eq!(fresh.load_pointer(&name).await.unwrap(), converted);
+    assert_converted(&fresh, &name, &expected).await;
+    let out = eqdv(&name, "convert", &[]);
+    assert_exit(&out, 3, "nothing left to convert");
+    eprintln!("{point}: {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_sigkill_after_the_puffin_write() {
+    killed_at(AFTER_PUFFIN, "kill_puffin", 71).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_sigkill_between_metadata_write_and_update_table() {
+    killed_at(BEFORE_SWAP, "kill_swap", 72).await;
+}
