@@ -10,6 +10,9 @@
 //! when listing or reading the metadata fails, and never leaves the table's prefix.
 //! Without the services these tests fail and say so; they never skip.
 
+#[path = "../shared/tests/support/services.rs"]
+mod services;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -20,21 +23,11 @@ use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, genera
 use eqdv::table::{LoadedTable, TableFiles};
 use proxy::{Fault, Proxy};
 
-/// The services' settings from the environment `tests/services/up` writes.
+/// The services' settings: the warehouse root and MinIO's endpoint.
 fn require_services() -> (String, String) {
-    for var in [
-        "AWS_ENDPOINT_URL_GLUE",
-        "AWS_ENDPOINT_URL_S3",
-        "EQDV_WAREHOUSE_S3",
-    ] {
-        assert!(
-            std::env::var(var).is_ok_and(|v| !v.is_empty()),
-            "{var} is not set: start the test services with `tests/services/up` and \
-             `source tests/services/env` (tests/run does both)"
-        );
-    }
+    let warehouse = services::require_services();
     (
-        std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default(),
+        warehouse,
         std::env::var("AWS_ENDPOINT_URL_S3").unwrap_or_default(),
     )
 }

@@ -3,41 +3,19 @@
 //! without them these tests fail and say so, they never skip.
 
 mod common;
+#[path = "../shared/tests/support/services.rs"]
+mod services;
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 
-/// The services' settings from the environment `tests/services/up` writes.
-fn require_services() -> String {
-    for var in [
-        "AWS_ENDPOINT_URL_GLUE",
-        "AWS_ENDPOINT_URL_S3",
-        "EQDV_WAREHOUSE_S3",
-    ] {
-        assert!(
-            std::env::var(var).is_ok_and(|v| !v.is_empty()),
-            "{var} is not set: start the test services with `tests/services/up` and \
-             `source tests/services/env` (tests/run does both)"
-        );
-    }
-    std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default()
-}
-
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn catalog(test: &str) -> (GlueCatalog, String) {
-    let warehouse = require_services();
-    let unique = format!(
-        "{test}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros())
-            .unwrap_or(0)
-    );
+    let unique = services::unique_name(test);
     let config = GlueConfig {
-        warehouse: Some(format!("{}/{unique}", warehouse.trim_end_matches('/'))),
+        warehouse: Some(services::unique_warehouse(&unique)),
         ..Default::default()
     };
     let catalog = GlueCatalog::connect(config).await.expect("glue catalog");

@@ -6,6 +6,9 @@
 
 mod common;
 
+#[path = "../shared/tests/support/services.rs"]
+mod services;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,19 +41,9 @@ struct JavaTable {
 
 impl JavaTable {
     fn new(test: &str) -> Self {
-        let base = std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_else(|_| {
-            panic!("EQDV_WAREHOUSE_S3 is not set: run `tests/services/up` and source tests/services/env")
-        });
-        let unique = format!(
-            "{test}_{}_{}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros())
-                .unwrap_or(0)
-        );
+        let unique = services::unique_name(test);
         Self {
-            warehouse: format!("{}/{unique}", base.trim_end_matches('/')),
+            warehouse: services::unique_warehouse(&unique),
             database: format!("java_{unique}"),
             table: "cdc".into(),
         }

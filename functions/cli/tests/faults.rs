@@ -12,16 +12,15 @@
 #[path = "../../../shared/tests/support/mod.rs"]
 mod support;
 
+mod kill;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Instant;
 
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV, PAUSED_MARKER};
+use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV};
 use support::*;
 
 fn spec(seed: u64) -> WorkloadSpec {
@@ -95,44 +94,9 @@ fn all_files(dir: &Path) -> BTreeSet<PathBuf> {
 
 /// Runs `eqdv convert` until it reports pausing at `point`, then SIGKILLs it.
 fn convert_killed_at(w: &Warehouse, point: &str) {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_eqdv"))
-        .arg("convert")
-        .args(table_args(w))
-        .env(PAUSE_AT_ENV, point)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn eqdv convert");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with(PAUSED_MARKER) {
-                let _ = tx.send(Ok(line));
-                return;
-            }
-            seen.push(line);
-        }
-        let _ = tx.send(Err(seen.join("\n")));
-    });
-    match rx.recv_timeout(Duration::from_secs(120)) {
-        Ok(Ok(line)) => assert_eq!(line, format!("{PAUSED_MARKER}{point}")),
-        other => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("eqdv convert never paused at {point}: {other:?}");
-        }
-    }
-    child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
-    let status = child.wait().expect("wait");
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "not killed by SIGKILL: {status:?}"
-    );
-    eprintln!("killed at {point} after {:?}", started.elapsed());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eqdv"));
+    command.arg("convert").args(table_args(w));
+    kill::kill_when_paused(command, point);
 }
 
 /// What the dead attempt must have left at `point`.

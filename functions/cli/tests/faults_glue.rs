@@ -13,46 +13,25 @@
 //! `tests/services/up` starts the services and writes tests/services/env; without its
 //! variables these tests fail and say so, they never skip.
 
+#[path = "../../../shared/tests/support/services.rs"]
+mod services;
+
+mod kill;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
+use std::time::Instant;
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::normalize_location;
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV, PAUSE_SECS_ENV, PAUSED_MARKER};
-
-/// The services' settings from the environment `tests/services/up` writes.
-fn require_services() -> String {
-    for var in [
-        "AWS_ENDPOINT_URL_GLUE",
-        "AWS_ENDPOINT_URL_S3",
-        "EQDV_WAREHOUSE_S3",
-    ] {
-        assert!(
-            std::env::var(var).is_ok_and(|v| !v.is_empty()),
-            "{var} is not set: start the test services with `tests/services/up` and \
-             `source tests/services/env` (tests/run does both)"
-        );
-    }
-    std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default()
-}
+use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV};
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn glue_catalog(test: &str) -> (GlueCatalog, String) {
-    let warehouse = require_services();
-    let unique = format!(
-        "{test}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros())
-            .unwrap_or(0)
-    );
+    let warehouse = services::require_services();
+    let unique = services::unique_name(test);
     (
         connect(Some(format!(
             "{}/{unique}",
@@ -180,46 +159,11 @@ async fn assert_converted(catalog: &dyn Catalog, name: &TableName, expected: &[S
 /// Runs `eqdv convert --catalog glue` until it reports pausing at `point`, then
 /// SIGKILLs it.
 fn convert_killed_at(name: &TableName, point: &str) {
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_eqdv"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_eqdv"));
+    command
         .args(["convert", "--json", "--catalog", "glue", "--table"])
-        .arg(name.to_string())
-        .env(PAUSE_AT_ENV, point)
-        // Bounds the life of a child this test fails to kill; it is killed long before.
-        .env(PAUSE_SECS_ENV, "300")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn eqdv convert");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut seen = Vec::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with(PAUSED_MARKER) {
-                let _ = tx.send(Ok(line));
-                return;
-            }
-            seen.push(line);
-        }
-        let _ = tx.send(Err(seen.join("\n")));
-    });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(Ok(line)) => assert_eq!(line, format!("{PAUSED_MARKER}{point}")),
-        other => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("eqdv convert never paused at {point}: {other:?}");
-        }
-    }
-    child.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
-    let status = child.wait().expect("wait");
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "not killed by SIGKILL: {status:?}"
-    );
-    eprintln!("killed at {point} after {:?}", started.elapsed());
+        .arg(name.to_string());
+    kill::kill_when_paused(command, point);
 }
 
 /// The version number of a `<location>/metadata/<version>-<uuid>.metadata.json`.

@@ -1,0 +1,38 @@
+//! The test services (tests/services): their settings from the environment that
+//! `tests/services/up` writes, and unique names so tests sharing them never collide.
+//! Without the services a test fails and says how to start them; it never skips.
+#![allow(dead_code)]
+
+/// The S3 warehouse root (`EQDV_WAREHOUSE_S3`), after checking that the services'
+/// endpoints are configured.
+pub fn require_services() -> String {
+    for var in [
+        "AWS_ENDPOINT_URL_GLUE",
+        "AWS_ENDPOINT_URL_S3",
+        "EQDV_WAREHOUSE_S3",
+    ] {
+        assert!(
+            std::env::var(var).is_ok_and(|v| !v.is_empty()),
+            "{var} is not set: start the test services with `tests/services/up` and \
+             `source tests/services/env` (tests/run does both)"
+        );
+    }
+    std::env::var("EQDV_WAREHOUSE_S3").unwrap_or_default()
+}
+
+/// `test` plus the process id and the time in microseconds: unique per run.
+pub fn unique_name(test: &str) -> String {
+    format!(
+        "{test}_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0)
+    )
+}
+
+/// A warehouse prefix of the test's own under the services' bucket.
+pub fn unique_warehouse(unique: &str) -> String {
+    format!("{}/{unique}", require_services().trim_end_matches('/'))
+}
