@@ -5,8 +5,9 @@
 //! `table` (manifests and live files), `plan` (groups and shards), `resolve` (keys to
 //! positions), `dv`/`puffin` (the blob codec and Puffin files), `snapshot` (building a
 //! new snapshot), `convert` (the commit protocol with validation and retries),
-//! `generate` (CDC workloads for tests and demos) and `read` (a DV-aware reader used to
-//! check results).
+//! `generate` (CDC workloads for tests and demos), `read` (a DV-aware reader used to
+//! check results), `events` (what the planner is asked to do, and shard messages),
+//! `verify` (DV checks as readers make them) and `cleanup` (orphan files).
 
 pub mod catalog;
 pub mod cleanup;
@@ -14,6 +15,7 @@ pub mod commit;
 pub mod convert;
 pub mod dv;
 pub mod error;
+pub mod events;
 pub mod generate;
 pub mod inspect;
 pub mod keys;

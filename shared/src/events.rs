@@ -1,0 +1,352 @@
+//! What starts a conversion: the events the planner receives and the shard messages it
+//! sends to converters.
+//!
+//! The planner accepts, directly or wrapped in SQS records:
+//! - EventBridge's `Glue Data Catalog Table State Change` (source `aws.glue`; best
+//!   effort: events may be missing or reordered and carry no metadata location, so they
+//!   only say which table to look at);
+//! - a scheduled sweep (source `aws.events`, `Scheduled Event`), which catches missed ones;
+//! - a manual backfill: `{"backfill": {"database": "db", "table": "t"}}`, a list of
+//!   `"tables": ["db.t", ...]`, or a whole `"database"`, with optional `branch` and
+//!   `dry_run`.
+//!
+//! Parsing never touches a table; bad input is an error that names the field at fault.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::catalog::TableName;
+use crate::plan::Shard;
+use crate::{Error, Result};
+
+/// The detail-type of Glue's table change events.
+pub const GLUE_TABLE_CHANGE: &str = "Glue Data Catalog Table State Change";
+
+/// Which tables a backfill covers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackfillScope {
+    Tables(Vec<TableName>),
+    /// Every Iceberg table of a database.
+    Database(String),
+}
+
+/// One thing the planner was asked to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trigger {
+    /// A Glue table changed (a commit, most likely).
+    TableChanged {
+        table: TableName,
+        type_of_change: Option<String>,
+    },
+    /// Look at every allowed table.
+    Sweep,
+    /// An operator's request.
+    Backfill {
+        scope: BackfillScope,
+        branch: Option<String>,
+        dry_run: bool,
+    },
+}
+
+fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
+    Error::InvalidInput(format!("{field}: {message}"))
+}
+
+fn string_field<'a>(value: &'a Value, field: &str, path: &str) -> Result<Option<&'a str>> {
+    match value.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
+        Some(Value::String(_)) => Err(invalid(&format!("{path}.{field}"), "must not be empty")),
+        Some(other) => Err(invalid(
+            &format!("{path}.{field}"),
+            format!("expected a string, found {other}"),
+        )),
+    }
+}
+
+/// Parses a planner invocation's payload into triggers (an SQS batch gives several).
+pub fn parse_planner_event(event: &Value) -> Result<Vec<Trigger>> {
+    if let Some(records) = event.get("Records") {
+        let Value::Array(records) = records else {
+            return Err(invalid("Records", "expected an array of SQS records"));
+        };
+        let mut triggers = Vec::with_capacity(records.len());
+        for (i, record) in records.iter().enumerate() {
+            let path = format!("Records[{i}].body");
+            let body = string_field(record, "body", &format!("Records[{i}]"))?
+                .ok_or_else(|| invalid(&path, "missing"))?;
+            let inner: Value =
+                serde_json::from_str(body).map_err(|e| invalid(&path, format!("not JSON: {e}")))?;
+            triggers.push(parse_one(&inner, &path)?);
+        }
+        return Ok(triggers);
+    }
+    Ok(vec![parse_one(event, "event")?])
+}
+
+fn parse_one(event: &Value, path: &str) -> Result<Trigger> {
+    if !event.is_object() {
+        return Err(invalid(
+            path,
+            format!("expected a JSON object, found {event}"),
+        ));
+    }
+    if let Some(backfill) = event.get("backfill") {
+        return parse_backfill(backfill, &format!("{path}.backfill"));
+    }
+    let source = string_field(event, "source", path)?;
+    let detail_type = string_field(event, "detail-type", path)?;
+    match (source, detail_type) {
+        (Some("aws.glue"), Some(GLUE_TABLE_CHANGE)) => {
+            let detail = event
+                .get("detail")
+                .ok_or_else(|| invalid(&format!("{path}.detail"), "missing"))?;
+            let detail_path = format!("{path}.detail");
+            let database = string_field(detail, "databaseName", &detail_path)?
+                .ok_or_else(|| invalid(&format!("{detail_path}.databaseName"), "missing"))?;
+            let table = string_field(detail, "tableName", &detail_path)?
+                .ok_or_else(|| invalid(&format!("{detail_path}.tableName"), "missing"))?;
+            Ok(Trigger::TableChanged {
+                table: TableName::new(database, table),
+                type_of_change: string_field(detail, "typeOfChange", &detail_path)?
+                    .map(str::to_string),
+            })
+        }
+        (Some("aws.events"), Some("Scheduled Event")) => Ok(Trigger::Sweep),
+        (Some(source), detail_type) => Err(invalid(
+            &format!("{path}.source"),
+            format!(
+                "unsupported event from {source} ({}): expected a Glue table change, a scheduled sweep or a backfill",
+                detail_type.unwrap_or("no detail-type")
+            ),
+        )),
+        (None, _) => Err(invalid(
+            path,
+            "neither an EventBridge event (source, detail-type) nor a {\"backfill\": ...} request",
+        )),
+    }
+}
+
+fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
+    if !value.is_object() {
+        return Err(invalid(path, "expected an object"));
+    }
+    let branch = string_field(value, "branch", path)?.map(str::to_string);
+    let dry_run = match value.get("dry_run") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(invalid(
+                &format!("{path}.dry_run"),
+                format!("expected true or false, found {other}"),
+            ));
+        }
+    };
+    let database = string_field(value, "database", path)?;
+    let table = string_field(value, "table", path)?;
+    let scope = match (value.get("tables"), database, table) {
+        (Some(Value::Array(list)), None, None) => {
+            if list.is_empty() {
+                return Err(invalid(&format!("{path}.tables"), "must not be empty"));
+            }
+            let mut tables = Vec::with_capacity(list.len());
+            for (i, item) in list.iter().enumerate() {
+                let field = format!("{path}.tables[{i}]");
+                let Value::String(name) = item else {
+                    return Err(invalid(
+                        &field,
+                        format!("expected \"database.table\", found {item}"),
+                    ));
+                };
+                tables.push(TableName::parse(name).map_err(|e| invalid(&field, e))?);
+            }
+            BackfillScope::Tables(tables)
+        }
+        (Some(_), None, None) => {
+            return Err(invalid(
+                &format!("{path}.tables"),
+                "expected an array of \"database.table\"",
+            ));
+        }
+        (Some(_), _, _) => {
+            return Err(invalid(
+                path,
+                "give either tables or database (and table), not both",
+            ));
+        }
+        (None, Some(db), Some(t)) => BackfillScope::Tables(vec![TableName::new(db, t)]),
+        (None, Some(db), None) => BackfillScope::Database(db.to_string()),
+        (None, None, Some(_)) => {
+            return Err(invalid(
+                &format!("{path}.database"),
+                "missing (a table needs its database)",
+            ));
+        }
+        (None, None, None) => {
+            return Err(invalid(
+                path,
+                "name a database, a database and table, or tables",
+            ));
+        }
+    };
+    Ok(Trigger::Backfill {
+        scope,
+        branch,
+        dry_run,
+    })
+}
+
+/// The SQS FIFO message group of a shard: one table's partitions are never converted
+/// twice at once. FIFO group ids are at most 128 characters; longer ones are hashed.
+pub fn message_group_id(shard: &Shard) -> String {
+    let raw = format!("{}/{}", shard.table, shard.partitions.join(","));
+    let clean: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    if clean.len() <= 128 {
+        return clean;
+    }
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for b in raw.as_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    let table: String = shard.table.to_string().chars().take(100).collect();
+    format!("{table}/{hash:016x}")
+}
+
+/// The SQS FIFO deduplication id of a shard: the same delete files, the same message.
+pub fn deduplication_id(shard: &Shard) -> String {
+    shard.id.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn glue_event(db: &str, table: &str) -> Value {
+        json!({
+            "version": "0",
+            "source": "aws.glue",
+            "detail-type": GLUE_TABLE_CHANGE,
+            "detail": {"databaseName": db, "tableName": table, "typeOfChange": "UpdateTable", "changedPartitions": []}
+        })
+    }
+
+    #[test]
+    fn glue_table_change_direct_and_in_sqs() {
+        let direct = parse_planner_event(&glue_event("cdc", "orders")).unwrap();
+        let expected = Trigger::TableChanged {
+            table: TableName::new("cdc", "orders"),
+            type_of_change: Some("UpdateTable".into()),
+        };
+        assert_eq!(direct, vec![expected.clone()]);
+        let wrapped = json!({"Records": [
+            {"eventSource": "aws:sqs", "body": glue_event("cdc", "orders").to_string()},
+            {"eventSource": "aws:sqs", "body": json!({"source": "aws.events", "detail-type": "Scheduled Event"}).to_string()},
+        ]});
+        assert_eq!(
+            parse_planner_event(&wrapped).unwrap(),
+            vec![expected, Trigger::Sweep]
+        );
+    }
+
+    #[test]
+    fn backfills() {
+        let one = parse_planner_event(&json!({"backfill": {"database": "cdc", "table": "orders", "branch": "main", "dry_run": true}})).unwrap();
+        assert_eq!(
+            one,
+            vec![Trigger::Backfill {
+                scope: BackfillScope::Tables(vec![TableName::new("cdc", "orders")]),
+                branch: Some("main".into()),
+                dry_run: true,
+            }]
+        );
+        let list = parse_planner_event(&json!({"backfill": {"tables": ["a.x", "b.y"]}})).unwrap();
+        assert_eq!(
+            list,
+            vec![Trigger::Backfill {
+                scope: BackfillScope::Tables(vec![
+                    TableName::new("a", "x"),
+                    TableName::new("b", "y")
+                ]),
+                branch: None,
+                dry_run: false,
+            }]
+        );
+        let db = parse_planner_event(&json!({"backfill": {"database": "cdc"}})).unwrap();
+        assert!(
+            matches!(&db[0], Trigger::Backfill { scope: BackfillScope::Database(d), .. } if d == "cdc")
+        );
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let cases = [
+            (
+                json!({"backfill": {"table": "orders"}}),
+                "event.backfill.database",
+            ),
+            (
+                json!({"backfill": {"tables": ["orders"]}}),
+                "event.backfill.tables[0]",
+            ),
+            (
+                json!({"backfill": {"database": 7}}),
+                "event.backfill.database",
+            ),
+            (
+                json!({"backfill": {"database": "d", "dry_run": "yes"}}),
+                "event.backfill.dry_run",
+            ),
+            (
+                json!({"source": "aws.glue", "detail-type": GLUE_TABLE_CHANGE, "detail": {"tableName": "t"}}),
+                "event.detail.databaseName",
+            ),
+            (
+                json!({"source": "aws.s3", "detail-type": "Object Created"}),
+                "event.source",
+            ),
+            (
+                json!({"Records": [{"body": "{not json"}]}),
+                "Records[0].body",
+            ),
+            (json!([1, 2]), "event"),
+        ];
+        for (event, field) in cases {
+            let err = parse_planner_event(&event)
+                .expect_err("must be rejected")
+                .to_string();
+            assert!(
+                err.contains(field),
+                "{event}: error {err:?} does not name {field}"
+            );
+        }
+    }
+
+    #[test]
+    fn fifo_ids() {
+        let shard = Shard {
+            id: "00ff".into(),
+            table: TableName::new("cdc", "orders"),
+            branch: "main".into(),
+            base_snapshot_id: 1,
+            partitions: vec!["0:region=\"eu\"".into()],
+            groups: Vec::new(),
+            estimated_bytes: 0,
+        };
+        assert_eq!(message_group_id(&shard), "cdc.orders/0:region=\"eu\"");
+        assert_eq!(deduplication_id(&shard), "00ff");
+        let long = Shard {
+            partitions: (0..100).map(|i| format!("0:k0_bucket={i}")).collect(),
+            ..shard
+        };
+        let id = message_group_id(&long);
+        assert!(id.len() <= 128 && id.starts_with("cdc.orders/"), "{id}");
+    }
+}
