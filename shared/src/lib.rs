@@ -7,7 +7,8 @@
 //! new snapshot), `convert` (the commit protocol with validation and retries),
 //! `generate` (CDC workloads for tests and demos), `read` (a DV-aware reader used to
 //! check results), `events` (what the planner is asked to do, and shard messages),
-//! `verify` (DV checks as readers make them) and `cleanup` (orphan files).
+//! `planner` (triggers to shards, with reasons for what it skips), `verify` (DV checks
+//! as readers make them) and `cleanup` (orphan files).
 
 pub mod catalog;
 pub mod cleanup;
@@ -21,6 +22,7 @@ pub mod inspect;
 pub mod keys;
 pub mod parquet_io;
 pub mod plan;
+pub mod planner;
 pub mod position_deletes;
 pub mod puffin;
 pub mod read;

@@ -1,0 +1,184 @@
+//! The planner's job, independent of how it is invoked (Lambda, CLI backfill): turn
+//! triggers into the tables to look at, skip the ones eqdv must not or need not touch
+//! (saying why), and plan shards for the rest. Reads only; never commits.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::catalog::{Catalog, TableName};
+use crate::events::{BackfillScope, Trigger};
+use crate::plan::{PlanOptions, Shard, plan};
+use crate::table::{LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// Which tables the planner may touch; empty lists allow everything.
+#[derive(Clone, Debug, Default)]
+pub struct Allowlist {
+    pub databases: Vec<String>,
+    pub tables: Vec<TableName>,
+}
+
+impl Allowlist {
+    pub fn allows(&self, table: &TableName) -> bool {
+        (self.databases.is_empty() && self.tables.is_empty())
+            || self.databases.contains(&table.namespace)
+            || self.tables.contains(table)
+    }
+}
+
+/// Planner settings.
+#[derive(Clone, Debug)]
+pub struct PlannerConfig {
+    pub allowlist: Allowlist,
+    /// The branch when a trigger names none.
+    pub branch: String,
+    pub plan: PlanOptions,
+}
+
+impl Default for PlannerConfig {
+    fn default() -> Self {
+        Self {
+            allowlist: Allowlist::default(),
+            branch: "main".into(),
+            plan: PlanOptions::default(),
+        }
+    }
+}
+
+/// What the planner decided for one table.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum TableDecision {
+    Planned { shards: usize },
+    NothingToDo { reason: String },
+    Skipped { reason: String },
+    Failed { error: String },
+}
+
+/// The planner's answer: per table, and the shards to send.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PlannerSummary {
+    pub dry_run: bool,
+    pub tables: BTreeMap<String, TableDecision>,
+    pub shards: Vec<Shard>,
+}
+
+/// Plans every table the triggers name. A table that fails is reported, not fatal:
+/// one broken table must not stop the others.
+pub async fn plan_triggers(
+    catalog: &dyn Catalog,
+    triggers: &[Trigger],
+    config: &PlannerConfig,
+) -> Result<PlannerSummary> {
+    let mut summary = PlannerSummary::default();
+    // Table -> branch; later triggers for the same table and branch add nothing.
+    let mut wanted: BTreeMap<(TableName, String), ()> = BTreeMap::new();
+    for trigger in triggers {
+        match trigger {
+            Trigger::TableChanged { table, .. } => {
+                wanted.insert((table.clone(), config.branch.clone()), ());
+            }
+            Trigger::Sweep => {
+                for table in catalog.list_tables(None).await? {
+                    wanted.insert((table, config.branch.clone()), ());
+                }
+            }
+            Trigger::Backfill {
+                scope,
+                branch,
+                dry_run,
+            } => {
+                summary.dry_run |= dry_run;
+                let branch = branch.clone().unwrap_or_else(|| config.branch.clone());
+                let tables = match scope {
+                    BackfillScope::Tables(t) => t.clone(),
+                    BackfillScope::Database(db) => catalog.list_tables(Some(db)).await?,
+                };
+                for table in tables {
+                    wanted.insert((table, branch.clone()), ());
+                }
+            }
+        }
+    }
+    for (table, branch) in wanted.into_keys() {
+        let key = if branch == config.branch {
+            table.to_string()
+        } else {
+            format!("{table}@{branch}")
+        };
+        let decision = if !config.allowlist.allows(&table) {
+            TableDecision::Skipped {
+                reason: "not in the allowlist".into(),
+            }
+        } else {
+            match plan_table(catalog, &table, &branch, &config.plan).await {
+                Ok((decision, shards)) => {
+                    summary.shards.extend(shards);
+                    decision
+                }
+                Err(e @ (Error::UnsupportedTable { .. } | Error::TableNotFound { .. })) => {
+                    TableDecision::Skipped {
+                        reason: e.to_string(),
+                    }
+                }
+                Err(e) => TableDecision::Failed {
+                    error: e.to_string(),
+                },
+            }
+        };
+        match &decision {
+            TableDecision::Skipped { reason } => {
+                tracing::info!(table = %key, %reason, "skipped")
+            }
+            TableDecision::Failed { error } => {
+                tracing::warn!(table = %key, %error, "planning failed")
+            }
+            _ => {}
+        }
+        summary.tables.insert(key, decision);
+    }
+    Ok(summary)
+}
+
+async fn plan_table(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    branch: &str,
+    options: &PlanOptions,
+) -> Result<(TableDecision, Vec<Shard>)> {
+    let table = LoadedTable::load(catalog, name).await?;
+    table.require_v3()?;
+    let head = table.head(branch)?;
+    // A head eqdv wrote whose summary counts no equality deletes needs no manifest reads.
+    if let Some(snapshot) = &head {
+        let props = &snapshot.summary().additional_properties;
+        if props.contains_key(crate::convert::CONVERTED_FROM_PROPERTY)
+            && props.get("total-equality-deletes").map(String::as_str) == Some("0")
+        {
+            return Ok((
+                TableDecision::NothingToDo {
+                    reason: "the head is eqdv's own conversion and no equality deletes are live"
+                        .into(),
+                },
+                Vec::new(),
+            ));
+        }
+    }
+    let files = TableFiles::read(&table, head.as_ref()).await?;
+    let planned = plan(&table, branch, &files, options)?;
+    if planned.shards.is_empty() {
+        return Ok((
+            TableDecision::NothingToDo {
+                reason: "no live equality deletes".into(),
+            },
+            Vec::new(),
+        ));
+    }
+    Ok((
+        TableDecision::Planned {
+            shards: planned.shards.len(),
+        },
+        planned.shards,
+    ))
+}

@@ -1,0 +1,113 @@
+//! The planner on a real local warehouse: triggers become tables, tables become shards,
+//! and every table it leaves alone comes with the reason.
+
+mod support;
+
+use eqdv::catalog::{Catalog, TableName};
+use eqdv::convert::{ConvertOptions, convert};
+use eqdv::events::{Trigger, parse_planner_event};
+use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
+use eqdv::planner::{Allowlist, PlannerConfig, TableDecision, plan_triggers};
+use serde_json::json;
+use support::*;
+
+fn spec(seed: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 600,
+        commits: 2,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::Identity,
+        changes_per_commit: 60,
+        rows_per_file: 200,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triggers_become_shards_and_reasons() {
+    let w = warehouse();
+    let orders = TableName::new("cdc", "orders");
+    let users = TableName::new("cdc", "users");
+    let other = TableName::new("ops", "audit");
+    for (i, t) in [&orders, &users, &other].into_iter().enumerate() {
+        generate(&w.catalog, t, &spec(80 + i as u64)).await.unwrap();
+    }
+    // users is already converted: its head is eqdv's and no equality delete is live.
+    convert(&w.catalog, &users, &ConvertOptions::default())
+        .await
+        .unwrap();
+
+    let config = PlannerConfig {
+        allowlist: Allowlist {
+            databases: vec!["cdc".into()],
+            tables: Vec::new(),
+        },
+        ..Default::default()
+    };
+    // A Glue event for orders, a sweep, and a backfill of a table that does not exist.
+    let mut triggers = parse_planner_event(&json!({
+        "source": "aws.glue",
+        "detail-type": "Glue Data Catalog Table State Change",
+        "detail": {"databaseName": "cdc", "tableName": "orders", "typeOfChange": "UpdateTable"}
+    }))
+    .unwrap();
+    triggers.push(Trigger::Sweep);
+    triggers.extend(
+        parse_planner_event(&json!({"backfill": {"tables": ["cdc.ghost"], "dry_run": true}}))
+            .unwrap(),
+    );
+
+    let summary = plan_triggers(&w.catalog, &triggers, &config).await.unwrap();
+    assert!(summary.dry_run);
+    let decision = |t: &str| {
+        summary
+            .tables
+            .get(t)
+            .unwrap_or_else(|| panic!("no decision for {t}: {summary:?}"))
+    };
+    assert!(matches!(decision("cdc.orders"), TableDecision::Planned { shards } if *shards > 0));
+    assert!(
+        matches!(decision("cdc.users"), TableDecision::NothingToDo { reason } if reason.contains("eqdv's own")),
+        "{:?}",
+        decision("cdc.users")
+    );
+    assert!(
+        matches!(decision("ops.audit"), TableDecision::Skipped { reason } if reason.contains("allowlist"))
+    );
+    assert!(
+        matches!(decision("cdc.ghost"), TableDecision::Skipped { reason } if reason.contains("not found"))
+    );
+    // Every shard is for orders; together they cover its live equality deletes.
+    assert!(summary.shards.iter().all(|s| s.table == orders));
+    let planned: usize = summary
+        .shards
+        .iter()
+        .map(|s| s.delete_files().count())
+        .sum();
+    let t = eqdv::table::LoadedTable::load(&w.catalog, &orders)
+        .await
+        .unwrap();
+    let head = t.head("main").unwrap();
+    let files = eqdv::table::TableFiles::read(&t, head.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(planned, files.equality_deletes.len());
+    // Converting each shard then leaves the planner nothing to do for orders.
+    for shard in &summary.shards {
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            ..Default::default()
+        };
+        convert(&w.catalog, &orders, &options).await.unwrap();
+    }
+    let again = plan_triggers(&w.catalog, &[Trigger::Sweep], &config)
+        .await
+        .unwrap();
+    assert!(again.shards.is_empty(), "{again:?}");
+    assert!(matches!(
+        again.tables.get("cdc.orders"),
+        Some(TableDecision::NothingToDo { .. })
+    ));
+    assert!(w.catalog.list_tables(None).await.unwrap().len() == 3);
+}
