@@ -55,9 +55,9 @@ enum CatalogKind {
     Glue,
 }
 
-/// Which table, in which catalog.
+/// Which catalog.
 #[derive(Args, Clone)]
-struct TableArgs {
+struct CatalogArgs {
     /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`) or `glue`.
     #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
     catalog: CatalogKind,
@@ -65,12 +65,6 @@ struct TableArgs {
     /// go, as s3://bucket/prefix (existing tables keep their own location).
     #[arg(long, value_name = "DIR|S3_URI", env = "EQDV_WAREHOUSE")]
     warehouse: Option<String>,
-    /// The table, as NAMESPACE.TABLE (for Glue: DATABASE.TABLE).
-    #[arg(long, value_name = "NS.NAME")]
-    table: String,
-    /// The branch to read and commit to.
-    #[arg(long, default_value = "main")]
-    branch: String,
     /// glue: the catalog's AWS account id, when it is not the caller's.
     #[arg(long, env = "EQDV_GLUE_CATALOG_ID")]
     glue_catalog_id: Option<String>,
@@ -89,8 +83,8 @@ struct TableArgs {
     glue_skip_archive: bool,
 }
 
-impl TableArgs {
-    async fn catalog(&self) -> Result<Box<dyn Catalog>> {
+impl CatalogArgs {
+    async fn connect(&self) -> Result<Box<dyn Catalog>> {
         match self.catalog {
             CatalogKind::Sqlite => {
                 let dir = self
@@ -114,6 +108,25 @@ impl TableArgs {
                 Ok(Box::new(GlueCatalog::connect(config).await?))
             }
         }
+    }
+}
+
+/// Which table, in which catalog.
+#[derive(Args, Clone)]
+struct TableArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// The table, as NAMESPACE.TABLE (for Glue: DATABASE.TABLE).
+    #[arg(long, value_name = "NS.NAME")]
+    table: String,
+    /// The branch to read and commit to.
+    #[arg(long, default_value = "main")]
+    branch: String,
+}
+
+impl TableArgs {
+    async fn catalog(&self) -> Result<Box<dyn Catalog>> {
+        self.catalog.connect().await
     }
 
     fn name(&self) -> Result<TableName> {
@@ -239,6 +252,24 @@ enum Command {
         #[arg(long, value_name = "AGE", default_value = "72h", value_parser = cleanup::parse_age)]
         older_than: std::time::Duration,
         /// Report what would be deleted; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Plan and convert many tables in-process, as the planner and converter Lambdas
+    /// would: a database, some tables, or every table of the catalog.
+    Backfill {
+        #[command(flatten)]
+        catalog: CatalogArgs,
+        /// Every Iceberg table of this database (or, with --table, one table of it).
+        #[arg(long)]
+        database: Option<String>,
+        /// A table of --database.
+        #[arg(long, requires = "database")]
+        table: Option<String>,
+        /// The branch to convert.
+        #[arg(long, default_value = "main")]
+        branch: String,
+        /// Plan only: print the shards, convert nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -458,11 +489,122 @@ async fn run(cli: &Cli) -> Result<u8> {
                 exit::FAILED
             })
         }
+        Command::Backfill {
+            catalog,
+            database,
+            table,
+            branch,
+            dry_run,
+        } => {
+            backfill(
+                catalog,
+                database.as_deref(),
+                table.as_deref(),
+                branch,
+                *dry_run,
+                cli.json,
+            )
+            .await
+        }
         Command::Demo {
             warehouse,
             workload,
         } => demo::run(warehouse.as_deref(), workload, cli.json).await,
     }
+}
+
+/// Plans with the planner and converts shard by shard with the converter's engine call.
+async fn backfill(
+    args: &CatalogArgs,
+    database: Option<&str>,
+    table: Option<&str>,
+    branch: &str,
+    dry_run: bool,
+    json_out: bool,
+) -> Result<u8> {
+    use eqdv::events::{BackfillScope, Trigger};
+    use eqdv::planner::{PlannerConfig, plan_triggers};
+    let catalog = args.connect().await?;
+    let trigger = match (database, table) {
+        (Some(db), Some(t)) => Trigger::Backfill {
+            scope: BackfillScope::Tables(vec![TableName::new(db, t)]),
+            branch: Some(branch.to_string()),
+            dry_run,
+        },
+        (Some(db), None) => Trigger::Backfill {
+            scope: BackfillScope::Database(db.to_string()),
+            branch: Some(branch.to_string()),
+            dry_run,
+        },
+        _ => Trigger::Sweep,
+    };
+    let config = PlannerConfig {
+        branch: branch.to_string(),
+        ..Default::default()
+    };
+    let summary = plan_triggers(catalog.as_ref(), &[trigger], &config).await?;
+    let mut reports = Vec::new();
+    let mut failed = 0usize;
+    if !dry_run {
+        for shard in &summary.shards {
+            let options = ConvertOptions {
+                branch: shard.branch.clone(),
+                shard: Some(shard.clone()),
+                ..Default::default()
+            };
+            match convert(catalog.as_ref(), &shard.table, &options).await {
+                Ok(r) => reports.push(serde_json::to_value(&r)?),
+                Err(e) => {
+                    failed += 1;
+                    reports.push(serde_json::json!({ "table": shard.table.to_string(), "shard": shard.id, "error": e.to_string() }));
+                }
+            }
+        }
+    }
+    if json_out {
+        let out = serde_json::json!({ "plan": summary, "conversions": reports });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        let rows: Vec<Vec<String>> = summary
+            .tables
+            .iter()
+            .map(|(t, d)| {
+                let (what, why) = match d {
+                    eqdv::planner::TableDecision::Planned { shards } => {
+                        ("planned".to_string(), format!("{shards} shard(s)"))
+                    }
+                    eqdv::planner::TableDecision::NothingToDo { reason } => {
+                        ("nothing to do".to_string(), reason.clone())
+                    }
+                    eqdv::planner::TableDecision::Skipped { reason } => {
+                        ("skipped".to_string(), reason.clone())
+                    }
+                    eqdv::planner::TableDecision::Failed { error } => {
+                        ("failed".to_string(), error.clone())
+                    }
+                };
+                vec![t.clone(), what, why]
+            })
+            .collect();
+        print_table(&["table", "decision", "why"], &rows);
+        if !dry_run {
+            println!(
+                "converted {} shard(s), {failed} failed",
+                reports.len() - failed
+            );
+        }
+    }
+    let planning_failed = summary
+        .tables
+        .values()
+        .any(|d| matches!(d, eqdv::planner::TableDecision::Failed { .. }));
+    Ok(if failed > 0 || planning_failed {
+        exit::FAILED
+    } else if summary.shards.is_empty() {
+        exit::NOTHING_TO_DO
+    } else {
+        exit::OK
+    })
 }
 
 async fn make_plan(

@@ -216,3 +216,93 @@ fn demo_converts_and_reports() {
     assert!(demo["after"]["totals"]["dvs"].as_u64().unwrap() > 0);
     assert!(demo["convert"]["resolve"]["files_opened"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn backfill_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path().display().to_string();
+    for (table, seed) in [("cdc.orders", "1"), ("cdc.users", "2")] {
+        let out = eqdv(&[
+            "generate",
+            "--warehouse",
+            &w,
+            "--table",
+            table,
+            "--rows",
+            "500",
+            "--commits",
+            "2",
+            "--partition",
+            "identity",
+            "--seed",
+            seed,
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A dry run plans both tables and converts nothing.
+    let out = eqdv(&[
+        "backfill",
+        "--json",
+        "--warehouse",
+        &w,
+        "--database",
+        "cdc",
+        "--dry-run",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plan = json(&out);
+    assert_eq!(
+        plan["plan"]["tables"]["cdc.orders"]["outcome"], "planned",
+        "{plan}"
+    );
+    assert_eq!(
+        plan["plan"]["tables"]["cdc.users"]["outcome"], "planned",
+        "{plan}"
+    );
+    assert_eq!(plan["conversions"].as_array().unwrap().len(), 0);
+    // The real run converts every shard; a second finds nothing to do (exit 3).
+    let out = eqdv(&["backfill", "--json", "--warehouse", &w, "--database", "cdc"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = json(&out);
+    let conversions = done["conversions"].as_array().unwrap();
+    assert!(!conversions.is_empty());
+    assert!(
+        conversions.iter().all(|c| c["outcome"] == "converted"),
+        "{done}"
+    );
+    for table in ["cdc.orders", "cdc.users"] {
+        let inspect = eqdv(&[
+            "inspect",
+            "--json",
+            "--verify",
+            "--warehouse",
+            &w,
+            "--table",
+            table,
+        ]);
+        let i = json(&inspect);
+        assert_eq!(i["totals"]["equality_delete_files"], 0, "{table}: {i}");
+    }
+    let out = eqdv(&["backfill", "--warehouse", &w, "--database", "cdc"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
