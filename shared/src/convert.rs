@@ -141,6 +141,8 @@ pub struct ConvertReport {
 struct DvPlan {
     data_file: LiveFile,
     positions: RoaringTreemap,
+    /// Positions no older DV or position delete had deleted.
+    added: u64,
     replaced: Option<LiveFile>,
 }
 
@@ -201,8 +203,17 @@ pub async fn convert(
 
         let resolved = resolve(&table, &files, &groups, &options.resolve).await?;
         report.resolve = resolved.metrics.clone();
-        let dv_plans = merge_with_existing(&table, &files, resolved.positions).await?;
-        let removed_position_deletes = covered_position_deletes(&table, &files, &dv_plans).await?;
+        // Each v2 position delete file is read once, for merging and for removal.
+        let position_deletes = if files.position_deletes.is_empty() || resolved.positions.is_empty()
+        {
+            Vec::new()
+        } else {
+            crate::position_deletes::read_each(&table, &files.position_deletes).await?
+        };
+        let dv_plans =
+            merge_with_existing(&table, &files, &position_deletes, resolved.positions).await?;
+        let removed_position_deletes =
+            covered_position_deletes(&files, &position_deletes, &dv_plans);
 
         let mut removed: Vec<LiveFile> = groups
             .iter()
@@ -216,10 +227,7 @@ pub async fn convert(
         report.dvs_written = dv_plans.len();
         report.dvs_replaced = dv_plans.iter().filter(|p| p.replaced.is_some()).count();
         report.position_delete_files_removed = removed_position_deletes.len();
-        report.positions_added = dv_plans
-            .iter()
-            .map(|p| p.positions.len() - p.replaced.as_ref().map_or(0, |r| r.file.record_count()))
-            .sum();
+        report.positions_added = dv_plans.iter().map(|p| p.added).sum();
         if options.dry_run {
             report.outcome = Outcome::DryRun;
             report.duration_ms = started.elapsed().as_millis() as u64;
@@ -463,15 +471,13 @@ fn select_groups(
 async fn merge_with_existing(
     table: &LoadedTable,
     files: &TableFiles,
+    position_deletes: &[crate::position_deletes::FilePositions],
     new_positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<Vec<DvPlan>> {
     let data_by_path: HashMap<&str, &LiveFile> =
         files.data_files.iter().map(|f| (f.path(), f)).collect();
-    let position_deletes = if files.position_deletes.is_empty() || new_positions.is_empty() {
-        HashMap::new()
-    } else {
-        crate::position_deletes::read(table, &files.position_deletes).await?
-    };
+    let position_deletes =
+        crate::position_deletes::by_data_file(&files.position_deletes, position_deletes);
     let mut plans = Vec::new();
     for (path, positions) in new_positions {
         let Some(data) = data_by_path.get(path.as_str()) else {
@@ -521,6 +527,7 @@ async fn merge_with_existing(
         plans.push(DvPlan {
             data_file: (*data).clone(),
             positions: merged,
+            added: added.len(),
             replaced,
         });
     }
@@ -528,27 +535,28 @@ async fn merge_with_existing(
 }
 
 /// v2 position delete files that every live data file they reference now has a new DV for.
-async fn covered_position_deletes(
-    table: &LoadedTable,
+/// `position_deletes` is what [`crate::position_deletes::read_each`] read from them.
+fn covered_position_deletes(
     files: &TableFiles,
+    position_deletes: &[crate::position_deletes::FilePositions],
     plans: &[DvPlan],
-) -> Result<Vec<LiveFile>> {
-    if files.position_deletes.is_empty() || plans.is_empty() {
-        return Ok(Vec::new());
+) -> Vec<LiveFile> {
+    if plans.is_empty() {
+        return Vec::new();
     }
     let live: HashSet<&str> = files.data_files.iter().map(|f| f.path()).collect();
     let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
-    let mut covered = Vec::new();
-    for delete in &files.position_deletes {
-        let referenced = crate::position_deletes::read(table, std::slice::from_ref(delete)).await?;
-        if referenced
-            .keys()
-            .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))
-        {
-            covered.push(delete.clone());
-        }
-    }
-    Ok(covered)
+    files
+        .position_deletes
+        .iter()
+        .zip(position_deletes)
+        .filter(|(_, referenced)| {
+            referenced
+                .keys()
+                .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))
+        })
+        .map(|(delete, _)| delete.clone())
+        .collect()
 }
 
 /// Decides whether an attempt built on `base` may be committed on `head`.

@@ -17,11 +17,36 @@ pub const FILE_PATH_FIELD_ID: i32 = 2_147_483_546;
 /// Field id of `pos` in v2 position delete files (reserved by the spec).
 pub const POS_FIELD_ID: i32 = 2_147_483_545;
 
+/// Positions of each data file, from one position delete file.
+pub type FilePositions = HashMap<String, RoaringTreemap>;
+
 /// Reads v2 position delete files: data file -> [(delete sequence number, positions)].
 pub async fn read(
     table: &LoadedTable,
     deletes: &[LiveFile],
 ) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
+    Ok(by_data_file(deletes, &read_each(table, deletes).await?))
+}
+
+/// Regroups [`read_each`]'s result by data file, with each delete's sequence number.
+pub fn by_data_file(
+    deletes: &[LiveFile],
+    each: &[FilePositions],
+) -> HashMap<String, Vec<(i64, RoaringTreemap)>> {
+    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
+    for (delete, per_file) in deletes.iter().zip(each) {
+        for (path, positions) in per_file {
+            out.entry(path.clone())
+                .or_default()
+                .push((delete.data_sequence_number, positions.clone()));
+        }
+    }
+    out
+}
+
+/// Reads each v2 position delete file once: per file (in `deletes`' order), the
+/// positions it deletes per data file.
+pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<FilePositions>> {
     let fields = vec![
         std::sync::Arc::new(NestedField::required(
             FILE_PATH_FIELD_ID,
@@ -35,7 +60,7 @@ pub async fn read(
         )),
     ];
     let target = target_schema(&fields)?;
-    let mut out: HashMap<String, Vec<(i64, RoaringTreemap)>> = HashMap::new();
+    let mut out = Vec::with_capacity(deletes.len());
     for delete in deletes {
         if delete.file.file_format() != DataFileFormat::Parquet {
             return Err(Error::UnsupportedTable {
@@ -76,11 +101,7 @@ pub async fn read(
                     .insert(positions.value(i) as u64);
             }
         }
-        for (path, positions) in per_file {
-            out.entry(path)
-                .or_default()
-                .push((delete.data_sequence_number, positions));
-        }
+        out.push(per_file);
     }
     Ok(out)
 }

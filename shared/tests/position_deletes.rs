@@ -139,6 +139,9 @@ async fn position_deletes_merge_into_new_dvs() {
     assert_eq!(r.outcome, Outcome::Converted);
     assert_converted(&w.catalog, &rows_before).await;
     assert_eq!(r.position_delete_files_removed, 1);
+    // Rows the v2 files had already deleted are merged in but not counted as new.
+    let resolved_total: u64 = resolved.positions.values().map(|p| p.len()).sum();
+    assert_eq!(r.positions_added, resolved_total);
 
     let f = files(&w.catalog).await;
     let t = load(&w.catalog).await;
