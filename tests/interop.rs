@@ -9,94 +9,19 @@ mod common;
 #[path = "../shared/tests/support/services.rs"]
 mod services;
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+#[path = "common/java.rs"]
+mod java;
+
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
-use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
+use eqdv::catalog::{Catalog, GlueCatalog, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::io::FileIO;
+use java::JavaTable;
 use serde_json::Value;
-
-fn jar() -> PathBuf {
-    let jar = std::env::var_os("EQDV_INTEROP_JAR").map(PathBuf::from);
-    match jar {
-        Some(j) if j.is_file() => j,
-        _ => panic!(
-            "EQDV_INTEROP_JAR is not set to the interop jar: build it with \
-             `tests/interop/build.sh` and export EQDV_INTEROP_JAR (tests/run does both)"
-        ),
-    }
-}
-
-/// One test table: a unique warehouse prefix, database and name.
-#[derive(Clone)]
-struct JavaTable {
-    warehouse: String,
-    database: String,
-    table: String,
-}
-
-impl JavaTable {
-    fn new(test: &str) -> Self {
-        let unique = services::unique_name(test);
-        Self {
-            warehouse: services::unique_warehouse(&unique),
-            database: format!("java_{unique}"),
-            table: "cdc".into(),
-        }
-    }
-
-    fn name(&self) -> TableName {
-        TableName::new(self.database.clone(), self.table.clone())
-    }
-
-    fn command(&self, sub: &str, extra: &[&str]) -> Command {
-        let mut c = Command::new("java");
-        c.arg("-jar")
-            .arg(jar())
-            .arg(sub)
-            .args(["--warehouse", &self.warehouse])
-            .args(["--database", &self.database])
-            .args(["--table", &self.table])
-            .args(extra);
-        c
-    }
-
-    /// Runs a Java subcommand and returns its stdout; panics with stderr on failure.
-    fn java(&self, sub: &str, extra: &[&str]) -> String {
-        let out = self.command(sub, extra).output().expect("run java");
-        assert!(
-            out.status.success(),
-            "java {sub} {extra:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf-8 output")
-    }
-
-    fn java_json(&self, sub: &str, extra: &[&str]) -> Value {
-        let out = self.java(sub, extra);
-        serde_json::from_str(out.trim())
-            .unwrap_or_else(|e| panic!("java {sub}: not JSON ({e}): {out}"))
-    }
-
-    /// Java's canonical dump: one row per line, sorted.
-    fn dump(&self) -> Vec<String> {
-        self.java("dump", &[]).lines().map(str::to_string).collect()
-    }
-
-    async fn catalog(&self) -> GlueCatalog {
-        GlueCatalog::connect(GlueConfig {
-            warehouse: Some(self.warehouse.clone()),
-            ..Default::default()
-        })
-        .await
-        .expect("glue catalog")
-    }
-}
 
 async fn eqdv_rows(catalog: &dyn Catalog, name: &TableName) -> Vec<String> {
     let t = LoadedTable::load(catalog, name).await.expect("load");

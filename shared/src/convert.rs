@@ -26,6 +26,10 @@ use crate::{Error, Result};
 
 /// Summary property naming the snapshot a conversion was planned on.
 pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
+/// Summary property naming what ran the conversion (e.g. `eqdv-converter`, `eqdv-cli`).
+pub const SOURCE_PROPERTY: &str = "eqdv.source";
+/// Summary property naming the shard converted, when there was one.
+pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
 
 /// How to run a conversion.
 #[derive(Clone, Debug)]
@@ -38,6 +42,14 @@ pub struct ConvertOptions {
     pub resolve: ResolveOptions,
     /// Overrides the table's `commit.retry.*` properties.
     pub retry: Option<RetryPolicy>,
+    /// Overrides only the number of retries (`commit.retry.num-retries`).
+    pub commit_retries: Option<u32>,
+    /// Stop cleanly (no commit, the attempt's files removed) rather than run past this
+    /// instant. No new phase starts after it, and a commit is never cut off halfway:
+    /// callers keep a margin between it and a hard end such as a Lambda timeout.
+    pub deadline: Option<Instant>,
+    /// Recorded in the snapshot summary as `eqdv.source`.
+    pub source: String,
 }
 
 impl Default for ConvertOptions {
@@ -48,6 +60,9 @@ impl Default for ConvertOptions {
             shard: None,
             resolve: ResolveOptions::default(),
             retry: None,
+            commit_retries: None,
+            deadline: None,
+            source: "eqdv".into(),
         }
     }
 }
@@ -95,6 +110,23 @@ impl RetryPolicy {
         let cap = exp.min(self.max_wait);
         let millis = cap.as_millis().min(u128::from(u64::MAX)) as u64;
         Duration::from_millis(rand::rng().random_range(0..=millis))
+    }
+}
+
+impl ConvertOptions {
+    /// Fails with `DeadlineExceeded` when the deadline has passed (before `phase` starts).
+    fn check_deadline(&self, table: &TableName, phase: &str) -> Result<()> {
+        match self.deadline {
+            Some(deadline) if Instant::now() >= deadline => Err(self.deadline_error(table, phase)),
+            _ => Ok(()),
+        }
+    }
+
+    fn deadline_error(&self, table: &TableName, phase: &str) -> Error {
+        Error::DeadlineExceeded {
+            table: table.to_string(),
+            phase: phase.to_string(),
+        }
     }
 }
 
@@ -185,10 +217,17 @@ pub async fn convert(
     let mut policy: Option<RetryPolicy> = options.retry.clone();
 
     'plan: loop {
+        options.check_deadline(name, "planning")?;
         let table = LoadedTable::load(catalog, name).await?;
         table.require_v3()?;
         let policy = policy
-            .get_or_insert_with(|| RetryPolicy::from_properties(table.metadata.properties()))
+            .get_or_insert_with(|| {
+                let mut policy = RetryPolicy::from_properties(table.metadata.properties());
+                if let Some(retries) = options.commit_retries {
+                    policy.num_retries = retries;
+                }
+                policy
+            })
             .clone();
         let head = table.head(&options.branch)?;
         let files = TableFiles::read(&table, head.as_ref()).await?;
@@ -201,7 +240,15 @@ pub async fn convert(
             return Ok(report);
         }
 
-        let resolved = resolve(&table, &files, &groups, &options.resolve).await?;
+        options.check_deadline(name, "resolving keys to positions")?;
+        let resolving = resolve(&table, &files, &groups, &options.resolve);
+        let resolved = match options.deadline {
+            // Dropping the scan cancels it (its tasks abort on drop).
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
+                .await
+                .map_err(|_| options.deadline_error(name, "resolving keys to positions"))??,
+            None => resolving.await?,
+        };
         report.resolve = resolved.metrics.clone();
         // Each v2 position delete file is read once, for merging and for removal.
         let position_deletes = if files.position_deletes.is_empty() || resolved.positions.is_empty()
@@ -311,6 +358,7 @@ impl Attempt<'_> {
             self.started,
         );
         // Write every DV into one Puffin file next to the data.
+        options.check_deadline(name, "writing deletion vectors")?;
         let mut added = Vec::new();
         if !dv_plans.is_empty() {
             let location =
@@ -364,11 +412,20 @@ impl Attempt<'_> {
                 .extra_summary
                 .insert(CONVERTED_FROM_PROPERTY.into(), id.to_string());
         }
+        changes
+            .extra_summary
+            .insert(SOURCE_PROPERTY.into(), options.source.clone());
+        if let Some(shard) = &options.shard {
+            changes
+                .extra_summary
+                .insert(SHARD_PROPERTY.into(), shard.id.clone());
+        }
 
         // Commit loop: rebase on a moved head while validation allows it.
         let mut table = table;
         let mut files = files;
         loop {
+            options.check_deadline(name, "committing")?;
             report.commit_attempts += 1;
             let prepared = build_snapshot(&table, &options.branch, &files, &changes).await?;
             match crate::commit::publish(catalog, &table, &prepared).await {
@@ -400,7 +457,14 @@ impl Attempt<'_> {
                             last: message,
                         });
                     }
-                    tokio::time::sleep(policy.backoff(report.commit_attempts)).await;
+                    let wait = policy.backoff(report.commit_attempts);
+                    if options
+                        .deadline
+                        .is_some_and(|deadline| Instant::now() + wait >= deadline)
+                    {
+                        return Err(options.deadline_error(name, "retrying a conflicting commit"));
+                    }
+                    tokio::time::sleep(wait).await;
                     let reloaded = LoadedTable::load(catalog, name).await?;
                     let head = reloaded.head(&options.branch)?;
                     let new_files = TableFiles::read(&reloaded, head.as_ref()).await?;

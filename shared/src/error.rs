@@ -74,6 +74,11 @@ pub enum Error {
         last: String,
     },
 
+    /// The conversion stopped before its deadline (a Lambda invocation's end, less a
+    /// margin): nothing was committed and the attempt's files were removed.
+    #[error("table {table}: stopped before the deadline while {phase}; nothing was committed")]
+    DeadlineExceeded { table: String, phase: String },
+
     /// Input given by the user or an event is invalid.
     #[error("invalid input: {0}")]
     InvalidInput(String),

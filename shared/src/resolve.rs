@@ -438,11 +438,13 @@ async fn resolve_pass(
         let loaded = loaded.clone();
         let options = options.clone();
         async move {
-            tokio::spawn(
-                async move { scan_file(&table, &data, &loaded, &group_ids, &options).await },
-            )
-            .await
-            .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
+            let task = tokio::spawn(async move {
+                scan_file(&table, &data, &loaded, &group_ids, &options).await
+            });
+            // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
+            let _abort_on_drop = AbortOnDrop(task.abort_handle());
+            task.await
+                .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
         }
     }))
     .buffer_unordered(options.parallelism.max(1))
@@ -557,4 +559,13 @@ fn match_batch(
         }
     }
     Ok(())
+}
+
+/// Aborts a spawned task when dropped, so that cancelled work does not run on.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

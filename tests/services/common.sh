@@ -8,6 +8,11 @@
 # pseudo-versions; this is the newest it served on 2026-11-30.
 MINIO_MODULE="github.com/minio/minio"
 MINIO_VERSION="v0.0.0-20260212201848-7aac2a2c5b7c"
+# AWS's Lambda Runtime Interface Emulator (the Runtime API server Lambda's container
+# images use): the end-to-end test runs the real function binaries behind it. No tags
+# on the proxy either; this pseudo-version is the newest it served on 2026-11-30.
+RIE_MODULE="github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
+RIE_VERSION="v0.0.0-20261030222936-bef5c4ba774d"
 # moto (Glue emulator) and localstack-core: pinned in the requirements files beside
 # this file, with every transitive dependency.
 
@@ -29,6 +34,7 @@ services_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 EQDV_CACHE="${EQDV_CACHE:-$HOME/.cache/eqdv}"
 bin_dir="$EQDV_CACHE/bin"
 minio_bin="$bin_dir/minio-$MINIO_VERSION"
+rie_bin="$bin_dir/aws-lambda-rie-$RIE_VERSION"
 state_dir="$EQDV_CACHE/services"
 run_dir="$state_dir/run"            # pid files and logs
 minio_data="$state_dir/minio-data"  # wiped on every `up`

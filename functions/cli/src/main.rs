@@ -405,6 +405,7 @@ async fn run(cli: &Cli) -> Result<u8> {
             let mut options = ConvertOptions {
                 branch: table.branch.clone(),
                 dry_run: *dry_run,
+                source: "eqdv convert (CLI)".into(),
                 ..Default::default()
             };
             if let Some(p) = parallelism {
@@ -513,7 +514,8 @@ async fn run(cli: &Cli) -> Result<u8> {
     }
 }
 
-/// Plans with the planner and converts shard by shard with the converter's engine call.
+/// Runs the planner and converter functions' own handlers in-process: the planner's
+/// shards go to a queue in memory, and each is converted as the converter would.
 async fn backfill(
     args: &CatalogArgs,
     database: Option<&str>,
@@ -522,47 +524,54 @@ async fn backfill(
     dry_run: bool,
     json_out: bool,
 ) -> Result<u8> {
-    use eqdv::events::{BackfillScope, Trigger};
-    use eqdv::planner::{PlannerConfig, plan_triggers};
-    let catalog = args.connect().await?;
-    let trigger = match (database, table) {
-        (Some(db), Some(t)) => Trigger::Backfill {
-            scope: BackfillScope::Tables(vec![TableName::new(db, t)]),
-            branch: Some(branch.to_string()),
-            dry_run,
-        },
-        (Some(db), None) => Trigger::Backfill {
-            scope: BackfillScope::Database(db.to_string()),
-            branch: Some(branch.to_string()),
-            dry_run,
-        },
-        _ => Trigger::Sweep,
+    use eqdv::planner::TableDecision;
+    use eqdv_functions::FunctionConfig;
+    use eqdv_functions::converter::Converter;
+    use eqdv_functions::planner::Planner;
+    use eqdv_functions::queue::InProcessQueue;
+
+    // The same variables as the functions (allowlist, memory budget, retries).
+    let mut config = FunctionConfig::from_env()?;
+    config.emit_metrics = false;
+    config.branch = branch.to_string();
+    let event = match (database, table) {
+        (Some(db), Some(t)) => {
+            serde_json::json!({"backfill": {"database": db, "table": t, "branch": branch, "dry_run": dry_run}})
+        }
+        (Some(db), None) => {
+            serde_json::json!({"backfill": {"database": db, "branch": branch, "dry_run": dry_run}})
+        }
+        _ => serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"}),
     };
-    let config = PlannerConfig {
-        branch: branch.to_string(),
-        ..Default::default()
+    let queue = std::sync::Arc::new(InProcessQueue::default());
+    let planner = Planner {
+        catalog: args.connect().await?,
+        config: config.clone(),
+        queue: Box::new(queue.clone()),
     };
-    let summary = plan_triggers(catalog.as_ref(), &[trigger], &config).await?;
+    let run = planner.run(&event).await?;
+    let converter = Converter {
+        catalog: args.connect().await?,
+        config,
+        dead_letters: None,
+        source: "eqdv backfill (CLI)".into(),
+    };
     let mut reports = Vec::new();
     let mut failed = 0usize;
-    if !dry_run {
-        for shard in &summary.shards {
-            let options = ConvertOptions {
-                branch: shard.branch.clone(),
-                shard: Some(shard.clone()),
-                ..Default::default()
-            };
-            match convert(catalog.as_ref(), &shard.table, &options).await {
-                Ok(r) => reports.push(serde_json::to_value(&r)?),
-                Err(e) => {
-                    failed += 1;
-                    reports.push(serde_json::json!({ "table": shard.table.to_string(), "shard": shard.id, "error": e.to_string() }));
-                }
+    // A sweep has no dry-run flag of its own: its shards are simply not converted.
+    let shards = if dry_run { Vec::new() } else { queue.drain() };
+    for shard in shards {
+        match converter.convert_shard(&shard, None).await {
+            Ok(r) => reports.push(serde_json::to_value(&r)?),
+            Err(e) => {
+                failed += 1;
+                reports.push(serde_json::json!({ "table": shard.table.to_string(), "shard": shard.id, "error": e.to_string() }));
             }
         }
     }
+    let summary = &run.response;
     if json_out {
-        let out = serde_json::json!({ "plan": summary, "conversions": reports });
+        let out = serde_json::json!({ "plan": summary, "conversions": reports, "failures": run.failures });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let rows: Vec<Vec<String>> = summary
@@ -570,18 +579,14 @@ async fn backfill(
             .iter()
             .map(|(t, d)| {
                 let (what, why) = match d {
-                    eqdv::planner::TableDecision::Planned { shards } => {
+                    TableDecision::Planned { shards } => {
                         ("planned".to_string(), format!("{shards} shard(s)"))
                     }
-                    eqdv::planner::TableDecision::NothingToDo { reason } => {
+                    TableDecision::NothingToDo { reason } => {
                         ("nothing to do".to_string(), reason.clone())
                     }
-                    eqdv::planner::TableDecision::Skipped { reason } => {
-                        ("skipped".to_string(), reason.clone())
-                    }
-                    eqdv::planner::TableDecision::Failed { error } => {
-                        ("failed".to_string(), error.clone())
-                    }
+                    TableDecision::Skipped { reason } => ("skipped".to_string(), reason.clone()),
+                    TableDecision::Failed { error } => ("failed".to_string(), error.clone()),
                 };
                 vec![t.clone(), what, why]
             })
@@ -594,11 +599,7 @@ async fn backfill(
             );
         }
     }
-    let planning_failed = summary
-        .tables
-        .values()
-        .any(|d| matches!(d, eqdv::planner::TableDecision::Failed { .. }));
-    Ok(if failed > 0 || planning_failed {
+    Ok(if failed > 0 || !run.failures.is_empty() {
         exit::FAILED
     } else if summary.shards.is_empty() {
         exit::NOTHING_TO_DO

@@ -1,0 +1,317 @@
+//! The functions' configuration, from environment variables (README, "Configuration").
+//!
+//! Read through a lookup function rather than `std::env` directly, so tests can give
+//! their own. A bad value is an error naming the variable.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use eqdv::catalog::Catalog;
+use eqdv::catalog::SqliteCatalog;
+use eqdv::catalog::TableName;
+use eqdv::catalog::{GlueCatalog, GlueConfig};
+use eqdv::plan::PlanOptions;
+use eqdv::planner::{Allowlist, PlannerConfig};
+use eqdv::resolve::ResolveOptions;
+
+use crate::{FunctionError, Result};
+
+/// Which catalog the functions talk to.
+#[derive(Clone, Debug)]
+pub enum CatalogConfig {
+    /// The AWS Glue Data Catalog (the deployed default).
+    Glue(GlueConfig),
+    /// A SQLite catalog warehouse on disk (local runs and tests).
+    Sqlite { warehouse: String },
+}
+
+impl CatalogConfig {
+    pub async fn connect(&self) -> Result<Box<dyn Catalog>> {
+        Ok(match self {
+            CatalogConfig::Glue(config) => Box::new(GlueCatalog::connect(config.clone()).await?),
+            CatalogConfig::Sqlite { warehouse } => Box::new(SqliteCatalog::open_warehouse(
+                std::path::Path::new(warehouse),
+            )?),
+        })
+    }
+}
+
+/// Everything both functions read.
+#[derive(Clone, Debug)]
+pub struct FunctionConfig {
+    pub catalog: CatalogConfig,
+    pub allowlist: Allowlist,
+    /// The branch converted when an event names none.
+    pub branch: String,
+    /// CloudWatch namespace of the EMF metrics.
+    pub metrics_namespace: String,
+    /// Print EMF metric lines on stdout (off for the CLI, whose stdout is its output).
+    pub emit_metrics: bool,
+    // Planner.
+    /// The SQS FIFO queue shards are sent to.
+    pub shard_queue_url: Option<String>,
+    pub plan: PlanOptions,
+    // Converter.
+    pub resolve: ResolveOptions,
+    /// Overrides the tables' `commit.retry.num-retries`.
+    pub commit_retries: Option<u32>,
+    /// Time kept free before the invocation's deadline: the conversion starts no new
+    /// phase after `deadline - margin`, so that a commit under way and the cleanup of
+    /// an abandoned attempt finish in time.
+    pub deadline_margin: Duration,
+    /// The shard queue's DLQ: a shard that cannot succeed is sent there with its error.
+    pub dead_letter_queue_url: Option<String>,
+    /// The shard queue's maxReceiveCount: on that receive a failing shard goes to the DLQ
+    /// with its error instead of back to the queue.
+    pub max_receives: u32,
+}
+
+pub const ENV_CATALOG: &str = "EQDV_CATALOG";
+pub const ENV_WAREHOUSE: &str = "EQDV_WAREHOUSE";
+pub const ENV_GLUE_CATALOG_ID: &str = "EQDV_GLUE_CATALOG_ID";
+pub const ENV_REGION: &str = "EQDV_REGION";
+pub const ENV_GLUE_ENDPOINT: &str = "EQDV_GLUE_ENDPOINT";
+pub const ENV_S3_ENDPOINT: &str = "EQDV_S3_ENDPOINT";
+pub const ENV_GLUE_SKIP_ARCHIVE: &str = "EQDV_GLUE_SKIP_ARCHIVE";
+pub const ENV_ALLOWED_DATABASES: &str = "EQDV_ALLOWED_DATABASES";
+pub const ENV_ALLOWED_TABLES: &str = "EQDV_ALLOWED_TABLES";
+pub const ENV_BRANCH: &str = "EQDV_BRANCH";
+pub const ENV_METRICS_NAMESPACE: &str = "EQDV_METRICS_NAMESPACE";
+pub const ENV_SHARD_QUEUE_URL: &str = "EQDV_SHARD_QUEUE_URL";
+pub const ENV_SHARD_TARGET_MB: &str = "EQDV_SHARD_TARGET_MB";
+pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
+pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
+pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
+pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
+pub const ENV_DEAD_LETTER_QUEUE_URL: &str = "EQDV_DEAD_LETTER_QUEUE_URL";
+pub const ENV_MAX_RECEIVES: &str = "EQDV_MAX_RECEIVES";
+
+/// Defaults that are not the engine's own.
+pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
+pub const DEFAULT_MAX_RECEIVES: u32 = 5;
+
+impl FunctionConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads variables through `lookup`; empty values count as unset.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let number = |name: &str| -> Result<Option<u64>> {
+            get(name)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| bad(name, format!("expected a whole number, got {v:?}")))
+                })
+                .transpose()
+        };
+
+        let catalog = match get(ENV_CATALOG).as_deref() {
+            None | Some("glue") => CatalogConfig::Glue(GlueConfig {
+                warehouse: get(ENV_WAREHOUSE),
+                catalog_id: get(ENV_GLUE_CATALOG_ID),
+                region: get(ENV_REGION),
+                glue_endpoint: get(ENV_GLUE_ENDPOINT),
+                s3_endpoint: get(ENV_S3_ENDPOINT),
+                skip_archive: get(ENV_GLUE_SKIP_ARCHIVE)
+                    .map(|v| parse_bool(ENV_GLUE_SKIP_ARCHIVE, &v))
+                    .transpose()?,
+                s3_path_style: None,
+                file_io_properties: HashMap::new(),
+            }),
+            Some("sqlite") => CatalogConfig::Sqlite {
+                warehouse: get(ENV_WAREHOUSE).ok_or_else(|| {
+                    bad(
+                        ENV_WAREHOUSE,
+                        "required with EQDV_CATALOG=sqlite (a directory)",
+                    )
+                })?,
+            },
+            Some(other) => {
+                return Err(bad(
+                    ENV_CATALOG,
+                    format!("expected glue or sqlite, got {other:?}"),
+                ));
+            }
+        };
+
+        let databases = list(get(ENV_ALLOWED_DATABASES));
+        let tables = list(get(ENV_ALLOWED_TABLES))
+            .iter()
+            .map(|t| {
+                TableName::parse(t).map_err(|e| bad(ENV_ALLOWED_TABLES, format!("{t:?}: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+
+        let mut plan = PlanOptions::default();
+        if let Some(mb) = number(ENV_SHARD_TARGET_MB)? {
+            if mb == 0 {
+                return Err(bad(ENV_SHARD_TARGET_MB, "must be at least 1"));
+            }
+            plan.target_shard_bytes = mb.saturating_mul(1 << 20);
+        }
+
+        let mut resolve = ResolveOptions::default();
+        if let Some(mb) = number(ENV_KEY_MEMORY_MB)? {
+            if mb == 0 {
+                return Err(bad(ENV_KEY_MEMORY_MB, "must be at least 1"));
+            }
+            resolve.key_memory_budget = mb.saturating_mul(1 << 20);
+        }
+        match number(ENV_PARALLELISM)? {
+            None | Some(0) => {}
+            Some(n) => resolve.parallelism = n as usize,
+        }
+
+        let max_receives = match number(ENV_MAX_RECEIVES)? {
+            None => DEFAULT_MAX_RECEIVES,
+            Some(0) => return Err(bad(ENV_MAX_RECEIVES, "must be at least 1")),
+            Some(n) => u32::try_from(n).map_err(|_| bad(ENV_MAX_RECEIVES, "too large"))?,
+        };
+
+        Ok(Self {
+            catalog,
+            allowlist: Allowlist { databases, tables },
+            branch: get(ENV_BRANCH).unwrap_or_else(|| "main".into()),
+            metrics_namespace: get(ENV_METRICS_NAMESPACE).unwrap_or_else(|| "eqdv".into()),
+            emit_metrics: true,
+            shard_queue_url: get(ENV_SHARD_QUEUE_URL),
+            plan,
+            resolve,
+            commit_retries: number(ENV_COMMIT_RETRIES)?
+                .map(|n| u32::try_from(n).map_err(|_| bad(ENV_COMMIT_RETRIES, "too large")))
+                .transpose()?,
+            deadline_margin: number(ENV_DEADLINE_MARGIN_SECONDS)?
+                .map_or(DEFAULT_DEADLINE_MARGIN, Duration::from_secs),
+            dead_letter_queue_url: get(ENV_DEAD_LETTER_QUEUE_URL),
+            max_receives,
+        })
+    }
+
+    /// The planner's settings.
+    pub fn planner(&self) -> PlannerConfig {
+        PlannerConfig {
+            allowlist: self.allowlist.clone(),
+            branch: self.branch.clone(),
+            plan: self.plan.clone(),
+        }
+    }
+}
+
+fn bad(var: &str, message: impl Into<String>) -> FunctionError {
+    FunctionError::Config {
+        var: var.to_string(),
+        message: message.into(),
+    }
+}
+
+fn parse_bool(var: &str, value: &str) -> Result<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(bad(var, format!("expected true or false, got {value:?}"))),
+    }
+}
+
+fn list(value: Option<String>) -> Vec<String> {
+    value
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> Result<FunctionConfig> {
+        let vars: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        FunctionConfig::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_are_glue_and_the_engine_defaults() {
+        let c = config(&[]).unwrap();
+        assert!(matches!(c.catalog, CatalogConfig::Glue(_)));
+        assert_eq!(c.branch, "main");
+        assert_eq!(c.max_receives, DEFAULT_MAX_RECEIVES);
+        assert_eq!(c.deadline_margin, DEFAULT_DEADLINE_MARGIN);
+        assert!(c.allowlist.databases.is_empty() && c.allowlist.tables.is_empty());
+        assert_eq!(
+            c.plan.target_shard_bytes,
+            PlanOptions::default().target_shard_bytes
+        );
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let c = config(&[
+            (ENV_GLUE_CATALOG_ID, "123456789012"),
+            (ENV_REGION, "eu-west-1"),
+            (ENV_ALLOWED_DATABASES, "cdc, sales ,"),
+            (ENV_ALLOWED_TABLES, "other.orders"),
+            (ENV_BRANCH, "audit"),
+            (ENV_SHARD_QUEUE_URL, "https://sqs/q.fifo"),
+            (ENV_SHARD_TARGET_MB, "64"),
+            (ENV_KEY_MEMORY_MB, "256"),
+            (ENV_PARALLELISM, "3"),
+            (ENV_COMMIT_RETRIES, "9"),
+            (ENV_DEADLINE_MARGIN_SECONDS, "45"),
+            (ENV_DEAD_LETTER_QUEUE_URL, "https://sqs/dlq.fifo"),
+            (ENV_MAX_RECEIVES, "3"),
+            (ENV_METRICS_NAMESPACE, "lake/eqdv"),
+        ])
+        .unwrap();
+        let CatalogConfig::Glue(glue) = &c.catalog else {
+            panic!("expected glue")
+        };
+        assert_eq!(glue.catalog_id.as_deref(), Some("123456789012"));
+        assert_eq!(glue.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(c.allowlist.databases, vec!["cdc", "sales"]);
+        assert_eq!(c.allowlist.tables, vec![TableName::new("other", "orders")]);
+        assert_eq!(c.branch, "audit");
+        assert_eq!(c.shard_queue_url.as_deref(), Some("https://sqs/q.fifo"));
+        assert_eq!(c.plan.target_shard_bytes, 64 << 20);
+        assert_eq!(c.resolve.key_memory_budget, 256 << 20);
+        assert_eq!(c.resolve.parallelism, 3);
+        assert_eq!(c.commit_retries, Some(9));
+        assert_eq!(c.deadline_margin, Duration::from_secs(45));
+        assert_eq!(
+            c.dead_letter_queue_url.as_deref(),
+            Some("https://sqs/dlq.fifo")
+        );
+        assert_eq!(c.max_receives, 3);
+        assert_eq!(c.metrics_namespace, "lake/eqdv");
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        for (var, value) in [
+            (ENV_CATALOG, "hive"),
+            (ENV_SHARD_TARGET_MB, "lots"),
+            (ENV_KEY_MEMORY_MB, "0"),
+            (ENV_ALLOWED_TABLES, "no_namespace"),
+            (ENV_GLUE_SKIP_ARCHIVE, "maybe"),
+            (ENV_MAX_RECEIVES, "-1"),
+        ] {
+            let err = config(&[(var, value)]).unwrap_err().to_string();
+            assert!(err.contains(var), "{var}={value}: {err}");
+        }
+        let err = config(&[(ENV_CATALOG, "sqlite")]).unwrap_err().to_string();
+        assert!(err.contains(ENV_WAREHOUSE), "{err}");
+    }
+}

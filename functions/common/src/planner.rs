@@ -1,0 +1,162 @@
+//! The planner function: an event in, shards out to the shard queue, a summary back.
+//!
+//! One table failing to plan does not stop the others, but the invocation then ends
+//! in an error naming the failures, so that Lambda's retries of asynchronous
+//! invocations (EventBridge) try again; shards already sent are deduplicated by SQS.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use eqdv::catalog::Catalog;
+use eqdv::events::parse_planner_event;
+use eqdv::planner::{TableDecision, plan_triggers};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::metrics::{MetricSet, Unit};
+use crate::queue::ShardQueue;
+use crate::{FunctionConfig, FunctionError, Result};
+
+/// What the planner returns.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlannerResponse {
+    pub dry_run: bool,
+    pub tables: BTreeMap<String, TableDecision>,
+    /// Shards sent (or, in a dry run, that would be sent).
+    pub shards: Vec<ShardSent>,
+}
+
+/// One shard, as the summary shows it (not its file list).
+#[derive(Clone, Debug, Serialize)]
+pub struct ShardSent {
+    pub id: String,
+    pub table: String,
+    pub partitions: Vec<String>,
+    pub delete_files: usize,
+    pub estimated_bytes: u64,
+    /// The queue's message id; none in a dry run.
+    pub message_id: Option<String>,
+}
+
+/// The planner with its catalog and queue, built once per Lambda instance.
+pub struct Planner {
+    pub catalog: Box<dyn Catalog>,
+    pub config: FunctionConfig,
+    pub queue: Box<dyn ShardQueue>,
+}
+
+/// A planning run: the response, and what failed (tables, shard sends).
+#[derive(Clone, Debug)]
+pub struct PlannerRun {
+    pub response: PlannerResponse,
+    pub failures: Vec<String>,
+}
+
+impl Planner {
+    /// Handles one invocation's payload: the response, or an error naming every table
+    /// or shard that failed (after the rest was planned and sent).
+    pub async fn handle(&self, event: &Value) -> Result<PlannerResponse> {
+        let run = self.run(event).await?;
+        if !run.failures.is_empty() {
+            return Err(FunctionError::PlanningIncomplete(run.failures.join("; ")));
+        }
+        Ok(run.response)
+    }
+
+    /// Plans and sends; failures of single tables or shards are collected, not raised.
+    pub async fn run(&self, event: &Value) -> Result<PlannerRun> {
+        let started = Instant::now();
+        let triggers = parse_planner_event(event)?;
+        let summary =
+            plan_triggers(self.catalog.as_ref(), &triggers, &self.config.planner()).await?;
+
+        let mut shards = Vec::with_capacity(summary.shards.len());
+        let mut failures: Vec<String> = summary
+            .tables
+            .iter()
+            .filter_map(|(table, d)| match d {
+                TableDecision::Failed { error } => Some(format!("{table}: {error}")),
+                _ => None,
+            })
+            .collect();
+        let mut sent = 0u64;
+        for shard in &summary.shards {
+            let message_id = if summary.dry_run {
+                None
+            } else {
+                match self.queue.send(shard).await {
+                    Ok(id) => {
+                        sent += 1;
+                        tracing::info!(table = %shard.table, shard = %shard.id, message_id = %id, "shard sent");
+                        Some(id)
+                    }
+                    Err(e) => {
+                        tracing::error!(table = %shard.table, shard = %shard.id, error = %e, "sending a shard failed");
+                        failures.push(format!("{}: shard {}: {e}", shard.table, shard.id));
+                        continue;
+                    }
+                }
+            };
+            shards.push(ShardSent {
+                id: shard.id.clone(),
+                table: shard.table.to_string(),
+                partitions: shard.partitions.clone(),
+                delete_files: shard.delete_files().count(),
+                estimated_bytes: shard.estimated_bytes,
+                message_id,
+            });
+        }
+
+        let count = |pred: fn(&TableDecision) -> bool| {
+            summary.tables.values().filter(|d| pred(d)).count() as u64
+        };
+        let send_failures = if summary.dry_run {
+            0
+        } else {
+            summary.shards.len() as u64 - sent
+        };
+        let mut metrics = MetricSet::new(&self.config.metrics_namespace, "planner");
+        metrics
+            .count(
+                "TablesPlanned",
+                count(|d| matches!(d, TableDecision::Planned { .. })),
+            )
+            .count(
+                "TablesNothingToDo",
+                count(|d| matches!(d, TableDecision::NothingToDo { .. })),
+            )
+            .count(
+                "TablesSkipped",
+                count(|d| matches!(d, TableDecision::Skipped { .. })),
+            )
+            .count(
+                "TablesFailed",
+                count(|d| matches!(d, TableDecision::Failed { .. })),
+            )
+            .count("ShardsSent", sent)
+            .count("ShardSendFailures", send_failures)
+            .put(
+                "Duration",
+                Unit::Milliseconds,
+                started.elapsed().as_secs_f64() * 1000.0,
+            );
+        metrics.property("DryRun", summary.dry_run);
+        if self.config.emit_metrics {
+            metrics.emit();
+        }
+
+        let response = PlannerResponse {
+            dry_run: summary.dry_run,
+            tables: summary.tables,
+            shards,
+        };
+        tracing::info!(
+            tables = response.tables.len(),
+            shards = response.shards.len(),
+            dry_run = response.dry_run,
+            summary = %serde_json::to_string(&response).unwrap_or_default(),
+            "planned"
+        );
+        Ok(PlannerRun { response, failures })
+    }
+}

@@ -1,0 +1,57 @@
+//! eqdv's planner Lambda: Glue table changes, scheduled sweeps and manual backfills in,
+//! shards out to the SQS FIFO shard queue, a summary back. The logic lives in
+//! `eqdv_functions::planner`; this is the runtime wiring.
+
+use eqdv_functions::planner::Planner;
+use eqdv_functions::queue::Sqs;
+use eqdv_functions::{FunctionConfig, FunctionError, logging};
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use serde_json::Value;
+use tracing::Instrument;
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    logging::init_json();
+    let planner = match init().await {
+        Ok(p) => p,
+        Err(e) => {
+            // Fails the init phase: Lambda reports it and retries with a fresh instance.
+            tracing::error!(error = %e, kind = e.kind(), "planner init failed");
+            return Err(e.into());
+        }
+    };
+    let planner = &planner;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
+        planner
+            .handle(&event.payload)
+            .instrument(span)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, kind = e.kind(), "planner invocation failed");
+                Diagnostic {
+                    error_type: e.kind().to_string(),
+                    error_message: e.to_string(),
+                }
+            })
+    }))
+    .await
+}
+
+async fn init() -> Result<Planner, FunctionError> {
+    let config = FunctionConfig::from_env()?;
+    let url = config
+        .shard_queue_url
+        .clone()
+        .ok_or_else(|| FunctionError::Config {
+            var: eqdv_functions::config::ENV_SHARD_QUEUE_URL.into(),
+            message: "required: the URL of the SQS FIFO shard queue".into(),
+        })?;
+    let catalog = config.catalog.connect().await?;
+    let queue = Sqs::connect(&url).await;
+    Ok(Planner {
+        catalog,
+        config,
+        queue: Box::new(queue),
+    })
+}

@@ -1,0 +1,89 @@
+//! Apache Iceberg Java (tests/interop's jar) as writer and judge of test tables on the
+//! test services' Glue and S3. Included with `#[path]` by the test files that need it,
+//! next to `mod services` (shared/tests/support/services.rs).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use eqdv::catalog::{GlueCatalog, GlueConfig, TableName};
+use serde_json::Value;
+
+use crate::services;
+
+pub fn jar() -> PathBuf {
+    let jar = std::env::var_os("EQDV_INTEROP_JAR").map(PathBuf::from);
+    match jar {
+        Some(j) if j.is_file() => j,
+        _ => panic!(
+            "EQDV_INTEROP_JAR is not set to the interop jar: build it with \
+             `tests/interop/build.sh` and export EQDV_INTEROP_JAR (tests/run does both)"
+        ),
+    }
+}
+
+/// One test table: a unique warehouse prefix, database and name.
+#[derive(Clone)]
+pub struct JavaTable {
+    pub warehouse: String,
+    pub database: String,
+    pub table: String,
+}
+
+impl JavaTable {
+    pub fn new(test: &str) -> Self {
+        let unique = services::unique_name(test);
+        Self {
+            warehouse: services::unique_warehouse(&unique),
+            database: format!("java_{unique}"),
+            table: "cdc".into(),
+        }
+    }
+
+    pub fn name(&self) -> TableName {
+        TableName::new(self.database.clone(), self.table.clone())
+    }
+
+    pub fn command(&self, sub: &str, extra: &[&str]) -> Command {
+        let mut c = Command::new("java");
+        c.arg("-jar")
+            .arg(jar())
+            .arg(sub)
+            .args(["--warehouse", &self.warehouse])
+            .args(["--database", &self.database])
+            .args(["--table", &self.table])
+            .args(extra);
+        c
+    }
+
+    /// Runs a Java subcommand and returns its stdout; panics with stderr on failure.
+    pub fn java(&self, sub: &str, extra: &[&str]) -> String {
+        let out = self.command(sub, extra).output().expect("run java");
+        assert!(
+            out.status.success(),
+            "java {sub} {extra:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+
+    pub fn java_json(&self, sub: &str, extra: &[&str]) -> Value {
+        let out = self.java(sub, extra);
+        serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("java {sub}: not JSON ({e}): {out}"))
+    }
+
+    /// Java's canonical dump: one row per line, sorted.
+    pub fn dump(&self) -> Vec<String> {
+        self.java("dump", &[]).lines().map(str::to_string).collect()
+    }
+
+    pub async fn catalog(&self) -> GlueCatalog {
+        GlueCatalog::connect(GlueConfig {
+            warehouse: Some(self.warehouse.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("glue catalog")
+    }
+}

@@ -1,0 +1,731 @@
+//! The deployed product, end to end, on this machine: the real planner and converter
+//! binaries behind AWS's Lambda Runtime Interface Emulator (the Runtime API server of
+//! Lambda's container images), a Java-written CDC table on the Glue emulator and MinIO,
+//! and LocalStack's SQS FIFO queues. The test moves messages from SQS to the converter
+//! the way Lambda's event source mapping does, and Iceberg Java judges the rows.
+//!
+//! Needs the test services, the interop jar, aws-lambda-rie (`EQDV_LAMBDA_RIE`, built by
+//! tests/services/up) and the function binaries built next to this test's binary
+//! (`cargo build -p eqdv-planner -p eqdv-converter`; tests/run does all of it).
+
+#[path = "../shared/tests/support/services.rs"]
+mod services;
+
+#[path = "common/java.rs"]
+mod java;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use eqdv::catalog::{Catalog, TableName};
+use eqdv::table::{LoadedTable, TableFiles};
+use java::JavaTable;
+use serde_json::{Value, json};
+
+/// The directory with the function binaries: the test binary is in `<target>/debug/deps`.
+fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/debug");
+    let path = dir.join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it with `cargo build -p {name}` (tests/run does)",
+        path.display()
+    );
+    path
+}
+
+fn rie() -> PathBuf {
+    match std::env::var_os("EQDV_LAMBDA_RIE").map(PathBuf::from) {
+        Some(p) if p.is_file() => p,
+        _ => panic!(
+            "EQDV_LAMBDA_RIE is not set to aws-lambda-rie: run tests/services/up and source \
+             tests/services/env (tests/run does both)"
+        ),
+    }
+}
+
+/// One function: its binary behind its own Runtime Interface Emulator.
+struct Function {
+    name: String,
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Function {
+    fn start(name: &str, env: &[(&str, String)], timeout_secs: u32) -> Self {
+        let free_port = || {
+            let listener = TcpListener::bind("127.0.0.1:0").expect("free port");
+            listener.local_addr().expect("addr").port()
+        };
+        // The invoke endpoint, and the Runtime API the function polls (default 9001,
+        // which MinIO's console holds).
+        let (port, runtime_api_port) = (free_port(), free_port());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join(format!("{name}.log"));
+        let out = File::create(&log).expect("log file");
+        let mut command = Command::new(rie());
+        command
+            .arg("--runtime-interface-emulator-address")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--runtime-api-address")
+            .arg(format!("127.0.0.1:{runtime_api_port}"))
+            .arg(binary(name))
+            .env("AWS_LAMBDA_FUNCTION_NAME", name)
+            .env("AWS_LAMBDA_FUNCTION_TIMEOUT", timeout_secs.to_string())
+            .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out);
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        // Its own process group, so that stopping it stops the function process too.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = command.spawn().expect("start aws-lambda-rie");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "aws-lambda-rie for {name} did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            name: name.to_string(),
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Invokes the function (RequestResponse) and returns its JSON response.
+    async fn invoke(&self, payload: &Value) -> Value {
+        let url = format!(
+            "http://127.0.0.1:{}/2015-03-31/functions/function/invocations",
+            self.port
+        );
+        let response = reqwest::Client::new()
+            .post(url)
+            .json(payload)
+            .timeout(Duration::from_secs(300))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("invoking {}: {e}\n{}", self.name, self.logs()));
+        let text = response.text().await.expect("response body");
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!(
+                "{} answered non-JSON ({e}): {text}\n{}",
+                self.name,
+                self.logs()
+            )
+        })
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The JSON lines the function printed (logs and EMF metrics).
+    fn json_lines(&self) -> Vec<Value> {
+        self.logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect()
+    }
+
+    /// The emulator's measure of the function's init phase.
+    fn init_duration_ms(&self) -> Option<f64> {
+        let logs = self.logs();
+        let at = logs.find("INIT REPORT(durationMs: ")? + "INIT REPORT(durationMs: ".len();
+        logs[at..].split(')').next()?.trim().parse().ok()
+    }
+
+    /// The EMF documents of `function` metrics.
+    fn metrics(&self) -> Vec<Value> {
+        self.json_lines()
+            .into_iter()
+            .filter(|v| v.get("_aws").is_some())
+            .collect()
+    }
+}
+
+impl Drop for Function {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// LocalStack's SQS, with a FIFO shard queue and its FIFO DLQ for one test.
+struct Queues {
+    client: aws_sdk_sqs::Client,
+    shards: String,
+    dlq: String,
+}
+
+impl Queues {
+    async fn create(unique: &str) -> Self {
+        assert!(
+            std::env::var("AWS_ENDPOINT_URL_SQS").is_ok(),
+            "AWS_ENDPOINT_URL_SQS is not set: source tests/services/env"
+        );
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let client = aws_sdk_sqs::Client::new(&config);
+        let name: String = unique
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(60)
+            .collect();
+        let fifo = |queue: &str| {
+            let client = client.clone();
+            let queue = queue.to_string();
+            async move {
+                client
+                    .create_queue()
+                    .queue_name(queue)
+                    .attributes(QueueAttributeName::FifoQueue, "true")
+                    .attributes(QueueAttributeName::ContentBasedDeduplication, "false")
+                    .attributes(QueueAttributeName::VisibilityTimeout, "60")
+                    .send()
+                    .await
+                    .expect("create queue")
+                    .queue_url()
+                    .expect("queue url")
+                    .to_string()
+            }
+        };
+        let dlq = fifo(&format!("{name}-dlq.fifo")).await;
+        let shards = fifo(&format!("{name}-shards.fifo")).await;
+        Self {
+            client,
+            shards,
+            dlq,
+        }
+    }
+
+    /// Receives every visible message of `queue` (all attributes), deleting none.
+    async fn receive_all(&self, queue: &str, expected: usize) -> Vec<aws_sdk_sqs::types::Message> {
+        let mut out = Vec::new();
+        let started = Instant::now();
+        while out.len() < expected && started.elapsed() < Duration::from_secs(30) {
+            let got = self
+                .client
+                .receive_message()
+                .queue_url(queue)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .expect("receive");
+            out.extend(got.messages.unwrap_or_default());
+        }
+        out
+    }
+
+    async fn delete(&self, queue: &str, message: &aws_sdk_sqs::types::Message) {
+        self.client
+            .delete_message()
+            .queue_url(queue)
+            .receipt_handle(message.receipt_handle().expect("receipt handle"))
+            .send()
+            .await
+            .expect("delete message");
+    }
+}
+
+/// The event Lambda's SQS event source mapping delivers for these messages.
+fn sqs_event(queue_arn: &str, messages: &[&aws_sdk_sqs::types::Message]) -> Value {
+    let records: Vec<Value> = messages
+        .iter()
+        .map(|m| {
+            let attributes: HashMap<String, String> = m
+                .attributes()
+                .map(|a| {
+                    a.iter()
+                        .map(|(k, v)| (k.as_str().to_string(), v.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            json!({
+                "messageId": m.message_id(),
+                "receiptHandle": m.receipt_handle(),
+                "body": m.body(),
+                "attributes": attributes,
+                "messageAttributes": {},
+                "md5OfBody": m.md5_of_body(),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// A hand-made SQS record (for messages that never went through the queue).
+fn sqs_record(message_id: &str, body: &str, receive_count: u32) -> Value {
+    json!({
+        "messageId": message_id,
+        "receiptHandle": format!("handle-{message_id}"),
+        "body": body,
+        "attributes": {
+            "ApproximateReceiveCount": receive_count.to_string(),
+            "MessageGroupId": "test-group",
+            "MessageDeduplicationId": message_id,
+            "SentTimestamp": "1700000000000",
+        },
+        "messageAttributes": {},
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:000000000000:test.fifo",
+        "awsRegion": "us-east-1",
+    })
+}
+
+fn glue_table_change(table: &TableName) -> Value {
+    json!({
+        "version": "0",
+        "id": "3c2b1a0e-0000-4000-8000-000000000000",
+        "detail-type": "Glue Data Catalog Table State Change",
+        "source": "aws.glue",
+        "account": "000000000000",
+        "time": "2026-11-30T00:00:00Z",
+        "region": "us-east-1",
+        "resources": [format!("arn:aws:glue:us-east-1:000000000000:table/{}/{}", table.namespace, table.name)],
+        "detail": {
+            "databaseName": table.namespace,
+            "tableName": table.name,
+            "typeOfChange": "UpdateTable",
+            "changedPartitions": []
+        }
+    })
+}
+
+/// The variables both functions get: the services' endpoints come from the test's own
+/// environment (tests/services/env), which the emulator passes on.
+fn function_env(t: &JavaTable, queues: &Queues) -> Vec<(&'static str, String)> {
+    vec![
+        ("EQDV_CATALOG", "glue".into()),
+        ("EQDV_WAREHOUSE", t.warehouse.clone()),
+        ("EQDV_ALLOWED_DATABASES", t.database.clone()),
+        ("EQDV_SHARD_QUEUE_URL", queues.shards.clone()),
+        ("EQDV_DEAD_LETTER_QUEUE_URL", queues.dlq.clone()),
+        ("EQDV_MAX_RECEIVES", "3".into()),
+        ("EQDV_DEADLINE_MARGIN_SECONDS", "5".into()),
+    ]
+}
+
+fn write_cdc(t: &JavaTable, seed: &str) {
+    t.java(
+        "write-cdc",
+        &[
+            "--seed",
+            seed,
+            "--commits",
+            "4",
+            "--rows",
+            "800",
+            "--key",
+            "long",
+            "--partition",
+            "identity",
+        ],
+    );
+}
+
+async fn head_snapshot(
+    catalog: &dyn Catalog,
+    name: &TableName,
+) -> (Option<i64>, HashMap<String, String>) {
+    let t = LoadedTable::load(catalog, name).await.expect("load");
+    let head = t.head("main").expect("head");
+    let summary = head
+        .as_ref()
+        .map(|s| s.summary().additional_properties.clone())
+        .unwrap_or_default();
+    (head.map(|s| s.snapshot_id()), summary)
+}
+
+async fn live_equality_deletes(catalog: &dyn Catalog, name: &TableName) -> usize {
+    let t = LoadedTable::load(catalog, name).await.expect("load");
+    let head = t.head("main").expect("head");
+    TableFiles::read(&t, head.as_ref())
+        .await
+        .expect("files")
+        .equality_deletes
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_event_to_planner_to_sqs_to_converter() {
+    let t = JavaTable::new("lambda_e2e");
+    write_cdc(&t, "21");
+    let before = t.dump();
+    let catalog = t.catalog().await;
+    let name = t.name();
+    assert!(
+        live_equality_deletes(&catalog, &name).await > 0,
+        "the Java writer wrote no equality deletes"
+    );
+
+    let unique = services::unique_name("e2e");
+    let queues = Queues::create(&unique).await;
+    let env = function_env(&t, &queues);
+    let planner = Function::start("eqdv-planner", &env, 60);
+    let converter = Function::start("eqdv-converter", &env, 120);
+
+    // 1. A Glue table change reaches the planner: shards go to the FIFO queue.
+    let planned = planner.invoke(&glue_table_change(&name)).await;
+    assert_eq!(
+        planned["tables"][name.to_string()]["outcome"],
+        "planned",
+        "{planned}"
+    );
+    let shards = planned["shards"].as_array().expect("shards").clone();
+    assert!(!shards.is_empty(), "{planned}");
+    assert!(
+        shards.iter().all(|s| s["message_id"].is_string()),
+        "{planned}"
+    );
+
+    // 2. The event source mapping's job: each message, in a batch of one, to the converter.
+    let messages = queues.receive_all(&queues.shards, shards.len()).await;
+    assert_eq!(messages.len(), shards.len(), "messages in the shard queue");
+    for m in &messages {
+        let attributes = m.attributes().expect("attributes");
+        let group = &attributes[&MessageSystemAttributeName::MessageGroupId];
+        assert!(
+            group.starts_with(&name.to_string()),
+            "group id {group} names the table"
+        );
+        let shard: Value = serde_json::from_str(m.body().expect("body")).expect("shard JSON");
+        assert_eq!(
+            attributes[&MessageSystemAttributeName::MessageDeduplicationId],
+            shard["id"].as_str().expect("shard id"),
+            "dedup id is the shard's file-set hash"
+        );
+    }
+    let arn = "arn:aws:sqs:us-east-1:000000000000:shards.fifo";
+    for m in &messages {
+        let response = converter.invoke(&sqs_event(arn, &[m])).await;
+        assert_eq!(
+            response["batchItemFailures"],
+            json!([]),
+            "{response}\n{}",
+            converter.logs()
+        );
+        queues.delete(&queues.shards, m).await;
+    }
+
+    // 3. Converted: Java reads the same rows, accepts the DVs, and no equality delete is live.
+    let after = t.dump();
+    assert!(
+        after == before,
+        "Java reads different rows after the Lambda conversion"
+    );
+    let check = t.java_json("check-dvs", &[]);
+    assert_eq!(check["equality_delete_files"], 0, "{check}");
+    assert!(check["dvs"].as_u64().unwrap_or(0) > 0, "{check}");
+    let (head, summary) = head_snapshot(&catalog, &name).await;
+    assert_eq!(
+        summary.get("eqdv.source").map(String::as_str),
+        Some("eqdv-converter (AWS Lambda)")
+    );
+    assert!(summary.contains_key("eqdv.shard-id"), "{summary:?}");
+
+    // 4. Idempotent: the same message again is "nothing to do" and commits nothing.
+    let again = converter.invoke(&sqs_event(arn, &[&messages[0]])).await;
+    assert_eq!(again["batchItemFailures"], json!([]), "{again}");
+    assert_eq!(
+        head_snapshot(&catalog, &name).await.0,
+        head,
+        "a redelivered shard committed again"
+    );
+    let outcomes: Vec<String> = converter
+        .metrics()
+        .iter()
+        .filter_map(|m| m["Outcome"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        outcomes.last().map(String::as_str),
+        Some("nothing-to-do"),
+        "{outcomes:?}"
+    );
+
+    // 5. The planner now skips the table quickly: eqdv's own head, no equality deletes.
+    let replanned = planner.invoke(&glue_table_change(&name)).await;
+    assert_eq!(
+        replanned["tables"][name.to_string()]["outcome"],
+        "nothing-to-do",
+        "{replanned}"
+    );
+
+    // 6. Observability: EMF metrics with the counters, JSON logs with the snapshot ids.
+    let converted: Vec<Value> = converter
+        .metrics()
+        .into_iter()
+        .filter(|m| m["Outcome"] == "converted")
+        .collect();
+    assert_eq!(converted.len(), messages.len());
+    for m in &converted {
+        assert_eq!(m["_aws"]["CloudWatchMetrics"][0]["Namespace"], "eqdv");
+        assert!(m["DVsWritten"].as_f64().unwrap_or(0.0) > 0.0, "{m}");
+        assert!(
+            m["EqualityDeleteFilesConverted"].as_f64().unwrap_or(0.0) > 0.0,
+            "{m}"
+        );
+        assert_eq!(m["CommitAttempts"], 1.0, "{m}");
+        assert_eq!(m["Table"], name.to_string());
+    }
+    let done = converter
+        .json_lines()
+        .into_iter()
+        .find(|l| l["message"] == "shard done" && l["outcome"] == "Converted")
+        .expect("a 'shard done' log line");
+    assert!(
+        done["new_snapshot_id"].is_string() || done["new_snapshot_id"].is_number(),
+        "{done}"
+    );
+    assert!(done.get("base_snapshot_id").is_some(), "{done}");
+    let planner_metrics = planner.metrics();
+    assert_eq!(planner_metrics[0]["ShardsSent"], shards.len() as f64);
+
+    let rss: Vec<f64> = converted
+        .iter()
+        .filter_map(|m| m["PeakRss"].as_f64())
+        .collect();
+    eprintln!(
+        "init duration: planner {:?} ms, converter {:?} ms; converter peak RSS {:?} MiB over {} shard(s)",
+        planner.init_duration_ms(),
+        converter.init_duration_ms(),
+        rss.iter()
+            .map(|b| (b / 1048576.0).round())
+            .collect::<Vec<_>>(),
+        converted.len()
+    );
+    assert!(
+        planner.init_duration_ms().is_some(),
+        "no INIT REPORT from the emulator"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_shards_go_to_the_dead_letter_queue_with_their_error() {
+    let t = JavaTable::new("lambda_poison");
+    let unique = services::unique_name("poison");
+    let queues = Queues::create(&unique).await;
+    let env = function_env(&t, &queues);
+    let converter = Function::start("eqdv-converter", &env, 60);
+
+    let missing_table = json!({
+        "id": "0123456789abcdef",
+        "table": {"namespace": t.database, "name": "does_not_exist"},
+        "branch": "main",
+        "base_snapshot_id": 1,
+        "partitions": [],
+        "groups": [],
+        "estimated_bytes": 0
+    });
+    let event = json!({"Records": [
+        sqs_record("m-garbage", "{\"hello\": \"world\"}", 1),
+        sqs_record("m-missing", &missing_table.to_string(), 1),
+    ]});
+    let response = converter.invoke(&event).await;
+    // Both were dead-lettered (and so acknowledged), not failed back to the queue.
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([]),
+        "{response}\n{}",
+        converter.logs()
+    );
+    let dead = queues.receive_all(&queues.dlq, 2).await;
+    let mut kinds: HashMap<String, String> = HashMap::new();
+    for m in &dead {
+        let attrs = m.message_attributes().expect("attributes");
+        let source = attrs["eqdv-source-message-id"]
+            .string_value()
+            .expect("id")
+            .to_string();
+        let kind = attrs["eqdv-error-kind"]
+            .string_value()
+            .expect("kind")
+            .to_string();
+        let error = attrs["eqdv-error"]
+            .string_value()
+            .expect("error")
+            .to_string();
+        match source.as_str() {
+            "m-garbage" => {
+                assert_eq!(m.body(), Some("{\"hello\": \"world\"}"), "the body is kept");
+                assert!(error.contains("not an eqdv shard"), "{error}");
+            }
+            "m-missing" => assert!(error.contains("does_not_exist"), "{error}"),
+            other => panic!("unexpected dead letter {other}"),
+        }
+        kinds.insert(source, kind);
+    }
+    assert_eq!(
+        kinds.get("m-garbage").map(String::as_str),
+        Some("BadMessage")
+    );
+    assert_eq!(
+        kinds.get("m-missing").map(String::as_str),
+        Some("TableNotFound")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converter_stops_before_the_deadline_and_commits_nothing() {
+    let t = JavaTable::new("lambda_deadline");
+    write_cdc(&t, "8");
+    let before = t.dump();
+    let catalog = t.catalog().await;
+    let name = t.name();
+    let unique = services::unique_name("deadline");
+    let queues = Queues::create(&unique).await;
+    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
+    let head = loaded.head("main").expect("head");
+    let files = TableFiles::read(&loaded, head.as_ref())
+        .await
+        .expect("files");
+    let plan = eqdv::plan::plan(&loaded, "main", &files, &Default::default()).expect("plan");
+    let shard = serde_json::to_string(&plan.shards[0]).expect("shard JSON");
+    let pointer_before = catalog.load_pointer(&name).await.expect("pointer");
+    let listed_before = eqdv::cleanup::list_files(&loaded)
+        .await
+        .expect("list")
+        .len();
+
+    // The invocation may run 12 s; the conversion must start nothing after 12 - 6 s. It
+    // is held for 8 s once its Puffin file is written, so it passes that point there.
+    let mut env = function_env(&t, &queues);
+    env.push(("EQDV_DEADLINE_MARGIN_SECONDS", "6".into()));
+    env.push(("EQDV_TEST_PAUSE_AT", "after-puffin".into()));
+    env.push(("EQDV_TEST_PAUSE_SECS", "8".into()));
+    let converter = Function::start("eqdv-converter", &env, 12);
+    let response = converter
+        .invoke(&json!({"Records": [sqs_record("m-slow", &shard, 1)]}))
+        .await;
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([{"itemIdentifier": "m-slow"}]),
+        "{response}\n{}",
+        converter.logs()
+    );
+    assert!(
+        converter.logs().contains("DeadlineExceeded"),
+        "{}",
+        converter.logs()
+    );
+    assert_eq!(
+        catalog.load_pointer(&name).await.expect("pointer"),
+        pointer_before,
+        "the table moved"
+    );
+    let listed_after = eqdv::cleanup::list_files(&loaded).await.expect("list");
+    assert_eq!(
+        listed_after.len(),
+        listed_before,
+        "the stopped attempt left files: {:?}",
+        listed_after
+            .iter()
+            .filter(|f| f.path.contains("eqdv-dv"))
+            .collect::<Vec<_>>()
+    );
+    drop(converter);
+
+    // Redelivered with time enough, the same shard converts.
+    let env = function_env(&t, &queues);
+    let converter = Function::start("eqdv-converter", &env, 120);
+    let response = converter
+        .invoke(&json!({"Records": [sqs_record("m-slow", &shard, 2)]}))
+        .await;
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([]),
+        "{response}\n{}",
+        converter.logs()
+    );
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after conversion"
+    );
+    assert!(live_equality_deletes(&catalog, &name).await < files.equality_deletes.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retryable_failures_go_back_to_the_queue_until_the_last_receive() {
+    let t = JavaTable::new("lambda_retry");
+    write_cdc(&t, "5");
+    let catalog = t.catalog().await;
+    let name = t.name();
+    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
+    let head = loaded.head("main").expect("head");
+    let files = TableFiles::read(&loaded, head.as_ref())
+        .await
+        .expect("files");
+    let plan = eqdv::plan::plan(&loaded, "main", &files, &Default::default()).expect("plan");
+    let shard = serde_json::to_string(&plan.shards[0]).expect("shard JSON");
+    // A storage fault on demand: the current metadata.json is gone, so loading the table
+    // fails with an I/O error, which a retry could get past in real life.
+    let pointer = catalog.load_pointer(&name).await.expect("pointer");
+    loaded
+        .file_io
+        .delete(&pointer.metadata_location)
+        .await
+        .expect("delete metadata.json");
+
+    let unique = services::unique_name("retry");
+    let queues = Queues::create(&unique).await;
+    let converter = Function::start("eqdv-converter", &function_env(&t, &queues), 60);
+
+    // Not the last receive: back to the queue, and (FIFO) the rest of the batch unprocessed.
+    let response = converter
+        .invoke(&json!({"Records": [sqs_record("m-1", &shard, 1), sqs_record("m-2", &shard, 1)]}))
+        .await;
+    assert_eq!(
+        response["batchItemFailures"],
+        json!([{"itemIdentifier": "m-1"}, {"itemIdentifier": "m-2"}]),
+        "{response}\n{}",
+        converter.logs()
+    );
+    let attempts = converter
+        .json_lines()
+        .iter()
+        .filter(|l| l["message"] == "shard failed; it will be retried")
+        .count();
+    assert_eq!(
+        attempts, 1,
+        "the message after a failure must not be attempted"
+    );
+
+    // The last receive (EQDV_MAX_RECEIVES = 3): to the DLQ with the error, acknowledged.
+    let response = converter
+        .invoke(&json!({"Records": [sqs_record("m-1", &shard, 3)]}))
+        .await;
+    assert_eq!(response["batchItemFailures"], json!([]), "{response}");
+    let dead = queues.receive_all(&queues.dlq, 1).await;
+    assert_eq!(dead.len(), 1);
+    let attrs = dead[0].message_attributes().expect("attributes");
+    assert_eq!(attrs["eqdv-receive-count"].string_value(), Some("3"));
+    let error = attrs["eqdv-error"].string_value().unwrap_or_default();
+    assert!(
+        error.contains("metadata.json"),
+        "the error names the file: {error}"
+    );
+    assert_eq!(dead[0].body(), Some(shard.as_str()));
+}
