@@ -263,5 +263,7 @@ export class EqdvStack extends Stack {
     new CfnOutput(this, 'PlannerFunctionName', { value: this.planner.functionName });
     new CfnOutput(this, 'PlannerFunctionArn', { value: this.planner.functionArn });
     new CfnOutput(this, 'ConverterFunctionArn', { value: this.converter.functionArn });
+    new CfnOutput(this, 'PlannerLogGroupName', { value: plannerLogs.logGroupName });
+    new CfnOutput(this, 'ConverterLogGroupName', { value: converterLogs.logGroupName });
   }
 }

@@ -120,7 +120,8 @@ def of_type(resources, kind):
 
 def checks(template_path, contract):
     base = {"Databases": "sales,cdc_db", "TableLocations": "my-lake/warehouse,other-bucket"}
-    default = translate(template_path, base)["Resources"]
+    translated = translate(template_path, base)
+    default = translated["Resources"]
     custom_params = {
         "Databases": "lake",
         "TableLocations": "lake-bucket/iceberg",
@@ -250,7 +251,10 @@ def checks(template_path, contract):
             shard = translate(template_path, {**base, "ConverterTimeout": str(timeout)})["Resources"]["ShardQueue"]
             expect_equal(int(shard["Properties"]["VisibilityTimeout"]), 6 * int(timeout), f"visibility for {timeout}")
 
-    return [check_functions, check_env, check_queues, check_event_source, check_triggers, check_alarms,
+    def check_outputs():
+        expect_equal(sorted(translated["Outputs"]), sorted(contract["outputs"]), "outputs")
+
+    return [check_outputs, check_functions, check_env, check_queues, check_event_source, check_triggers, check_alarms,
             check_planner_iam, check_converter_iam, check_visibility_steps]
 
 
