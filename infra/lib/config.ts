@@ -67,8 +67,9 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
 };
 
 // Same patterns as template.yaml's parameters.
-const DATABASE = /^[A-Za-z0-9_-]{1,255}$/;
-const TABLE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+// Glue stores names in lowercase, and its events carry them so.
+const DATABASE = /^[a-z0-9_-]{1,255}$/;
+const TABLE = /^[a-z0-9_-]+\.[a-z0-9_-]+$/;
 const LOCATION = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^/*?]+)*$/;
 const CATALOG_ID = /^[0-9]{12}$/;
 const LOG_RETENTION_DAYS = [
@@ -119,7 +120,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     return text;
   };
 
-  const databases = list('databases', DATABASE, 'a Glue database name (letters, digits, _ and -)');
+  const databases = list('databases', DATABASE, 'a Glue database name (lowercase letters, digits, _ and -)');
   if (databases.length === 0) throw new ConfigError('databases: give at least one database');
   const tableLocations = list(
     'tableLocations',

@@ -70,6 +70,7 @@ export class EqdvStack extends Stack {
       // The planner sets MessageDeduplicationId and MessageGroupId.
       contentBasedDeduplication: false,
       visibilityTimeout: Duration.seconds(shardVisibilitySeconds(c)),
+      retentionPeriod: Duration.days(4),
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       deadLetterQueue: { queue: this.shardDeadLetterQueue, maxReceiveCount: c.maxReceiveCount },
     });

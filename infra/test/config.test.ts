@@ -48,6 +48,7 @@ describe('loadConfig', () => {
     [{ ...required, databases: '' }, /at least one database/],
     [{ ...required, databases: 'sales,*' }, /'\*' is not a Glue database name/],
     [{ ...required, databases: 'sales,sales' }, /duplicate/],
+    [{ ...required, databases: 'Sales' }, /'Sales' is not a Glue database name/],
     [{ ...required, tableLocations: 's3://my-lake/warehouse' }, /is not bucket or bucket\/prefix/],
     [{ ...required, tableLocations: 'my-lake/warehouse/' }, /is not bucket or bucket\/prefix/],
     [{ ...required, tableLocations: 'my-lake/ware*' }, /is not bucket or bucket\/prefix/],

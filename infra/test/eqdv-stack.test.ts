@@ -158,6 +158,7 @@ describe('EqdvStack with the default settings', () => {
       FifoQueue: true,
       ContentBasedDeduplication: false,
       VisibilityTimeout: 5400,
+      MessageRetentionPeriod: 345600,
       SqsManagedSseEnabled: true,
       RedrivePolicy: {
         deadLetterTargetArn: { 'Fn::GetAtt': [id(stack.shardDeadLetterQueue), 'Arn'] },
