@@ -276,6 +276,12 @@ describe('EqdvStack with the default settings', () => {
     );
   });
 
+  // Glue: the catalog and the configured databases and their tables only.
+  const GLUE_RESOURCE =
+    /:glue:\$\{AWS::Region\}:(\$\{AWS::AccountId\}|[0-9]{12}):(catalog|database\/(sales|cdc_db)|table\/(sales|cdc_db)\/\*)$/;
+  const S3_WRITE_RESOURCE = /^arn:\$\{AWS::Partition\}:s3:::[^*]+\/\*\/(metadata|data)\/\*$/;
+  const QUEUE_ARN = /^\$\{[A-Za-z0-9]+\.Arn\}$/;
+
   test('IAM: no managed policies, no wildcard resources, writes only under metadata/ and data/', () => {
     for (const role of Object.values(template.findResources('AWS::IAM::Role'))) {
       expect(role.Properties.ManagedPolicyArns).toBeUndefined();
@@ -287,9 +293,9 @@ describe('EqdvStack with the default settings', () => {
       for (const action of s.actions) expect(action).not.toContain('*');
       for (const resource of s.resources) {
         expect(resource).not.toBe('*');
-        if (action(s, 'glue:')) expect(resource).toMatch(/:glue:\$\{AWS::Region\}:(\$\{AWS::AccountId\}|[0-9]{12}):(catalog|database\/(sales|cdc_db)|table\/(sales|cdc_db)\/\*)$/);
-        if (action(s, 's3:Put') || action(s, 's3:Delete')) expect(resource).toMatch(/^arn:\$\{AWS::Partition\}:s3:::[^*]+\/\*\/(metadata|data)\/\*$/);
-        if (action(s, 'sqs:')) expect(resource).toMatch(/^\$\{[A-Za-z0-9]+\.Arn\}$/);
+        if (action(s, 'glue:')) expect(resource).toMatch(GLUE_RESOURCE);
+        if (action(s, 's3:Put') || action(s, 's3:Delete')) expect(resource).toMatch(S3_WRITE_RESOURCE);
+        if (action(s, 'sqs:')) expect(resource).toMatch(QUEUE_ARN);
       }
     }
     function action(s: Statement, prefix: string) {
