@@ -1,0 +1,270 @@
+import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, StackProps } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as destinations from 'aws-cdk-lib/aws-lambda-destinations';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+
+import { EqdvConfig, shardVisibilitySeconds } from './config';
+
+/** The detail-type of Glue's table change events. */
+export const GLUE_TABLE_CHANGE = 'Glue Data Catalog Table State Change';
+
+export interface EqdvStackProps extends StackProps {
+  readonly config: EqdvConfig;
+}
+
+/**
+ * eqdv's planner and converter Lambdas, the shard queue and its dead-letter queue,
+ * their triggers, least-privilege roles and alarms: the same stack as
+ * ../template.yaml (SAM), with context values in place of its parameters.
+ */
+export class EqdvStack extends Stack {
+  readonly shardQueue: sqs.Queue;
+  readonly shardDeadLetterQueue: sqs.Queue;
+  readonly plannerDeadLetterQueue: sqs.Queue;
+  readonly planner: lambda.Function;
+  readonly converter: lambda.Function;
+  readonly plannerRole: iam.Role;
+  readonly converterRole: iam.Role;
+  readonly shardDeadLetterAlarm: cloudwatch.Alarm;
+
+  constructor(scope: Construct, id: string, props: EqdvStackProps) {
+    super(scope, id, props);
+    const c = props.config;
+
+    const catalogId = c.glueCatalogId || Aws.ACCOUNT_ID;
+    const glueArn = (resource: string) =>
+      `arn:${Aws.PARTITION}:glue:${Aws.REGION}:${catalogId}:${resource}`;
+    const glueResources = [
+      glueArn('catalog'),
+      ...c.databases.flatMap((db) => [glueArn(`database/${db}`), glueArn(`table/${db}/*`)]),
+    ];
+    const s3Arn = (key: string) => `arn:${Aws.PARTITION}:s3:::${key}`;
+    const tableReads = c.tableLocations.map((loc) => s3Arn(`${loc}/*`));
+    // eqdv writes metadata.json, manifests and manifest lists under <table>/metadata/
+    // and Puffin DV files under <table>/data/, and deletes only its own failed
+    // attempt's files there.
+    const tableWrites = c.tableLocations.flatMap((loc) => [
+      s3Arn(`${loc}/*/metadata/*`),
+      s3Arn(`${loc}/*/data/*`),
+    ]);
+
+    // --- Queues ---------------------------------------------------------------------
+    this.shardDeadLetterQueue = new sqs.Queue(this, 'ShardDeadLetterQueue', {
+      fifo: true,
+      // The converter sends poison shards here itself (with a MessageGroupId).
+      contentBasedDeduplication: true,
+      retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+    });
+    this.shardQueue = new sqs.Queue(this, 'ShardQueue', {
+      fifo: true,
+      // The planner sets MessageDeduplicationId and MessageGroupId.
+      contentBasedDeduplication: false,
+      visibilityTimeout: Duration.seconds(shardVisibilitySeconds(c)),
+      retentionPeriod: Duration.days(4),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      deadLetterQueue: { queue: this.shardDeadLetterQueue, maxReceiveCount: c.maxReceiveCount },
+    });
+    this.plannerDeadLetterQueue = new sqs.Queue(this, 'PlannerDeadLetterQueue', {
+      retentionPeriod: Duration.days(14),
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+    });
+
+    // --- Logs -----------------------------------------------------------------------
+    const logGroup = (id: string) =>
+      new logs.LogGroup(this, id, {
+        retention: c.logRetentionDays as logs.RetentionDays,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+    const plannerLogs = logGroup('PlannerLogGroup');
+    const converterLogs = logGroup('ConverterLogGroup');
+
+    // --- IAM ------------------------------------------------------------------------
+    // Explicit roles, no managed policies. The SQS event source and the on-failure
+    // destination add their own grants (consume the shard queue, send to the planner
+    // DLQ), each on that one queue.
+    this.plannerRole = new iam.Role(this, 'PlannerRole', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: 'eqdv planner',
+    });
+    plannerLogs.grantWrite(this.plannerRole);
+    this.shardQueue.grantSendMessages(this.plannerRole);
+    this.plannerRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'GlueRead',
+        actions: ['glue:GetDatabase', 'glue:GetTable', 'glue:GetTables'],
+        resources: glueResources,
+      }),
+    );
+    this.plannerRole.addToPolicy(
+      new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+    );
+
+    this.converterRole = new iam.Role(this, 'ConverterRole', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: 'eqdv converter',
+    });
+    converterLogs.grantWrite(this.converterRole);
+    this.shardDeadLetterQueue.grantSendMessages(this.converterRole);
+    this.converterRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'GlueCommit',
+        actions: ['glue:GetTable', 'glue:UpdateTable'],
+        resources: glueResources,
+      }),
+    );
+    this.converterRole.addToPolicy(
+      new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+    );
+    this.converterRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'WriteMetadataAndDeleteVectors',
+        actions: ['s3:PutObject', 's3:DeleteObject'],
+        resources: tableWrites,
+      }),
+    );
+
+    // --- Functions ------------------------------------------------------------------
+    const common: Record<string, string> = {
+      EQDV_CATALOG: 'glue',
+      EQDV_GLUE_CATALOG_ID: c.glueCatalogId,
+      EQDV_ALLOWED_DATABASES: c.databases.join(','),
+      EQDV_ALLOWED_TABLES: c.allowedTables.join(','),
+      EQDV_BRANCH: c.branch,
+      RUST_LOG: c.logLevel,
+      EQDV_METRICS_NAMESPACE: c.metricsNamespace,
+    };
+    const rust = {
+      runtime: lambda.Runtime.PROVIDED_AL2023,
+      architecture: lambda.Architecture.ARM_64,
+      handler: 'bootstrap',
+    };
+
+    this.planner = new lambda.Function(this, 'PlannerFunction', {
+      ...rust,
+      description: 'eqdv planner (Glue events, sweeps, backfills to shards)',
+      code: lambda.Code.fromAsset(c.plannerAsset),
+      role: this.plannerRole,
+      timeout: Duration.seconds(c.plannerTimeout),
+      memorySize: c.plannerMemorySize,
+      logGroup: plannerLogs,
+      environment: {
+        ...common,
+        EQDV_SHARD_QUEUE_URL: this.shardQueue.queueUrl,
+        EQDV_SHARD_TARGET_MB: String(c.shardTargetMb),
+      },
+      // EventBridge invokes the planner asynchronously: after two retries a failed
+      // event goes to this queue with the error.
+      retryAttempts: 2,
+      onFailure: new destinations.SqsDestination(this.plannerDeadLetterQueue),
+    });
+
+    this.converter = new lambda.Function(this, 'ConverterFunction', {
+      ...rust,
+      description: 'eqdv converter (one shard of equality deletes to deletion vectors)',
+      code: lambda.Code.fromAsset(c.converterAsset),
+      role: this.converterRole,
+      timeout: Duration.seconds(c.converterTimeout),
+      memorySize: c.converterMemorySize,
+      logGroup: converterLogs,
+      environment: {
+        ...common,
+        EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
+        EQDV_PARALLELISM: String(c.parallelism),
+        EQDV_COMMIT_RETRIES: c.commitRetries,
+        EQDV_DEADLINE_MARGIN_SECONDS: String(c.deadlineMarginSeconds),
+        EQDV_DEAD_LETTER_QUEUE_URL: this.shardDeadLetterQueue.queueUrl,
+        EQDV_MAX_RECEIVES: String(c.maxReceiveCount),
+      },
+    });
+    this.converter.addEventSource(
+      new SqsEventSource(this.shardQueue, {
+        batchSize: c.converterBatchSize,
+        reportBatchItemFailures: true,
+        maxConcurrency: c.converterMaxConcurrency,
+      }),
+    );
+
+    // --- Triggers -------------------------------------------------------------------
+    new events.Rule(this, 'GlueTableChangeRule', {
+      description: 'eqdv: Glue table changes in the configured databases',
+      eventPattern: {
+        source: ['aws.glue'],
+        detailType: [GLUE_TABLE_CHANGE],
+        detail: { databaseName: c.databases },
+      },
+      targets: [new targets.LambdaFunction(this.planner)],
+    });
+    new events.Rule(this, 'SweepRule', {
+      description: 'eqdv sweep over every allowed table',
+      schedule: events.Schedule.expression(c.sweepSchedule),
+      targets: [new targets.LambdaFunction(this.planner)],
+    });
+
+    // --- Alarms ---------------------------------------------------------------------
+    const topic = c.alarmTopicArn
+      ? sns.Topic.fromTopicArn(this, 'AlarmTopic', c.alarmTopicArn)
+      : undefined;
+    const alarm = (id: string, description: string, metric: cloudwatch.IMetric) => {
+      const a = new cloudwatch.Alarm(this, id, {
+        alarmDescription: description,
+        metric,
+        threshold: 0,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      if (topic) {
+        a.addAlarmAction(new cloudwatchActions.SnsAction(topic));
+        a.addOkAction(new cloudwatchActions.SnsAction(topic));
+      }
+      return a;
+    };
+    const fiveMinutes = Duration.minutes(5);
+    this.shardDeadLetterAlarm = alarm(
+      'ShardDeadLetterAlarm',
+      'eqdv shards in the dead-letter queue (a shard failed every receive or was poison)',
+      this.shardDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        period: fiveMinutes,
+        statistic: 'Maximum',
+      }),
+    );
+    alarm(
+      'PlannerDeadLetterAlarm',
+      'eqdv planner invocations that failed every retry',
+      this.plannerDeadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        period: fiveMinutes,
+        statistic: 'Maximum',
+      }),
+    );
+    alarm(
+      'ConverterErrorsAlarm',
+      'eqdv converter invocations that errored (crash, timeout, out of memory)',
+      this.converter.metricErrors({ period: fiveMinutes, statistic: 'Sum' }),
+    );
+    alarm(
+      'PlannerErrorsAlarm',
+      'eqdv planner invocations that errored',
+      this.planner.metricErrors({ period: fiveMinutes, statistic: 'Sum' }),
+    );
+
+    // --- Outputs --------------------------------------------------------------------
+    new CfnOutput(this, 'ShardQueueUrl', { value: this.shardQueue.queueUrl });
+    new CfnOutput(this, 'ShardDeadLetterQueueUrl', { value: this.shardDeadLetterQueue.queueUrl });
+    new CfnOutput(this, 'PlannerDeadLetterQueueUrl', { value: this.plannerDeadLetterQueue.queueUrl });
+    new CfnOutput(this, 'PlannerFunctionName', { value: this.planner.functionName });
+    new CfnOutput(this, 'PlannerFunctionArn', { value: this.planner.functionArn });
+    new CfnOutput(this, 'ConverterFunctionArn', { value: this.converter.functionArn });
+    new CfnOutput(this, 'PlannerLogGroupName', { value: plannerLogs.logGroupName });
+    new CfnOutput(this, 'ConverterLogGroupName', { value: converterLogs.logGroupName });
+  }
+}

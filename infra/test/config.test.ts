@@ -1,0 +1,70 @@
+import { ConfigError, loadConfig, shardVisibilitySeconds } from '../lib/config';
+
+const required = { databases: 'sales', tableLocations: 'my-lake/warehouse' };
+const load = (context: Record<string, unknown>) => loadConfig((key) => context[key]);
+
+describe('loadConfig', () => {
+  test('defaults match template.yaml', () => {
+    const c = load(required);
+    expect(c).toEqual({
+      databases: ['sales'],
+      tableLocations: ['my-lake/warehouse'],
+      allowedTables: [],
+      glueCatalogId: '',
+      branch: 'main',
+      logLevel: 'info',
+      metricsNamespace: 'eqdv',
+      sweepSchedule: 'rate(1 hour)',
+      shardTargetMb: 256,
+      maxReceiveCount: 5,
+      converterBatchSize: 1,
+      converterMaxConcurrency: 10,
+      plannerTimeout: 300,
+      plannerMemorySize: 512,
+      converterTimeout: 900,
+      converterMemorySize: 2048,
+      keyMemoryMb: 512,
+      parallelism: 0,
+      commitRetries: '',
+      deadlineMarginSeconds: 30,
+      logRetentionDays: 30,
+      alarmTopicArn: '',
+      plannerAsset: '../target/lambda/eqdv-planner',
+      converterAsset: '../target/lambda/eqdv-converter',
+    });
+    expect(shardVisibilitySeconds(c)).toBe(5400);
+  });
+
+  test('lists from -c (comma-separated, spaces trimmed) or cdk.json (arrays), numbers from either', () => {
+    expect(load({ ...required, databases: 'a, b ,c' }).databases).toEqual(['a', 'b', 'c']);
+    expect(load({ ...required, databases: ['a', 'b'] }).databases).toEqual(['a', 'b']);
+    expect(load({ ...required, converterTimeout: 60 }).converterTimeout).toBe(60);
+    expect(shardVisibilitySeconds(load({ ...required, converterTimeout: '60' }))).toBe(360);
+  });
+
+  test.each([
+    [{ tableLocations: 'x/y' }, /databases is required/],
+    [{ databases: 'sales' }, /tableLocations is required/],
+    [{ ...required, databases: '' }, /at least one database/],
+    [{ ...required, databases: 'sales,*' }, /'\*' is not a Glue database name/],
+    [{ ...required, databases: 'sales,sales' }, /duplicate/],
+    [{ ...required, databases: 'Sales' }, /'Sales' is not a Glue database name/],
+    [{ ...required, tableLocations: 's3://my-lake/warehouse' }, /is not bucket or bucket\/prefix/],
+    [{ ...required, tableLocations: 'my-lake/warehouse/' }, /is not bucket or bucket\/prefix/],
+    [{ ...required, tableLocations: 'my-lake/ware*' }, /is not bucket or bucket\/prefix/],
+    [{ ...required, allowedTables: 'other.t' }, /not in one of the databases/],
+    [{ ...required, allowedTables: 'sales' }, /is not db.table/],
+    [{ ...required, glueCatalogId: '123' }, /12-digit/],
+    [{ ...required, converterTimeout: '901' }, /between 1 and 900/],
+    [{ ...required, converterTimeout: '30' }, /must exceed deadlineMarginSeconds/],
+    [{ ...required, converterMaxConcurrency: '1' }, /between 2 and 1000/],
+    [{ ...required, converterBatchSize: '11' }, /between 1 and 10/],
+    [{ ...required, maxReceiveCount: 'five' }, /not a whole number/],
+    [{ ...required, commitRetries: '-1' }, /not empty or a whole number/],
+    [{ ...required, logRetentionDays: '10' }, /not one of/],
+    [{ ...required, branch: '' }, /branch must not be empty/],
+  ])('rejects %j', (context, message) => {
+    expect(() => load(context)).toThrow(ConfigError);
+    expect(() => load(context)).toThrow(message);
+  });
+});

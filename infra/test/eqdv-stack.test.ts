@@ -1,0 +1,367 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+
+import { App, CfnElement } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { IConstruct } from 'constructs';
+
+import { loadConfig } from '../lib/config';
+import { EqdvStack, GLUE_TABLE_CHANGE } from '../lib/eqdv-stack';
+
+// The environment variables and IAM actions both stacks must give the functions.
+const contract = JSON.parse(
+  fs.readFileSync(path.join(__dirname, '..', '..', 'tests', 'infra', 'contract.json'), 'utf8'),
+);
+
+const PARTITION = '${AWS::Partition}';
+const REGION = '${AWS::Region}';
+const ACCOUNT = '${AWS::AccountId}';
+
+// Dummy cargo-lambda outputs, so that synthesis needs no Rust build. Made when the
+// file loads: the describe blocks below synthesize while jest collects the tests.
+const assets = fs.mkdtempSync(path.join(os.tmpdir(), 'eqdv-infra-test-'));
+for (const bin of ['eqdv-planner', 'eqdv-converter']) {
+  fs.mkdirSync(path.join(assets, bin));
+  fs.writeFileSync(path.join(assets, bin, 'bootstrap'), `#!/bin/sh\necho ${bin}\n`, { mode: 0o755 });
+}
+afterAll(() => fs.rmSync(assets, { recursive: true, force: true }));
+
+function synth(context: Record<string, string> = {}) {
+  const config = loadConfig(
+    (key) =>
+      ({
+        databases: 'sales,cdc_db',
+        tableLocations: 'my-lake/warehouse,other-bucket',
+        plannerAsset: path.join(assets, 'eqdv-planner'),
+        converterAsset: path.join(assets, 'eqdv-converter'),
+        ...context,
+      })[key],
+  );
+  const app = new App();
+  const stack = new EqdvStack(app, 'Test', { config });
+  const template = Template.fromStack(stack);
+  const id = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+  return { stack, template, id };
+}
+
+/** A CloudFormation value as a string: Ref X -> ${X}, GetAtt X.A -> ${X.A}, Join. */
+function render(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const v = value as Record<string, unknown>;
+  if (typeof v.Ref === 'string') return `\${${v.Ref}}`;
+  if (Array.isArray(v['Fn::GetAtt'])) return `\${${(v['Fn::GetAtt'] as string[]).join('.')}}`;
+  if (Array.isArray(v['Fn::Join'])) {
+    const [sep, parts] = v['Fn::Join'] as [string, unknown[]];
+    return parts.map(render).join(sep);
+  }
+  throw new Error(`cannot render ${JSON.stringify(value)}`);
+}
+
+interface Statement {
+  effect: string;
+  actions: string[];
+  resources: string[];
+}
+
+const asList = <T>(x: T | T[]): T[] => (Array.isArray(x) ? x : [x]);
+
+/** Every statement of every policy a role has (its inline policies and attached ones). */
+function statementsOf(template: Template, roleId: string): Statement[] {
+  const docs: Array<{ Statement: Array<Record<string, unknown>> }> = [];
+  const role = template.findResources('AWS::IAM::Role')[roleId];
+  expect(role).toBeDefined();
+  for (const p of role.Properties.Policies ?? []) docs.push(p.PolicyDocument);
+  for (const policy of Object.values(template.findResources('AWS::IAM::Policy'))) {
+    const roles = (policy.Properties.Roles ?? []).map(render);
+    if (roles.includes(`\${${roleId}}`)) docs.push(policy.Properties.PolicyDocument);
+  }
+  return docs
+    .flatMap((d) => d.Statement)
+    .map((s) => ({
+      effect: s.Effect as string,
+      actions: asList(s.Action as string | string[]).slice().sort(),
+      resources: asList(s.Resource).map(render).sort(),
+    }));
+}
+
+const allow = (actions: string[], resources: string[]): Statement => ({
+  effect: 'Allow',
+  actions: actions.slice().sort(),
+  resources: resources.slice().sort(),
+});
+const byKey = (s: Statement) => `${s.actions.join()}|${s.resources.join()}`;
+const sorted = (ss: Statement[]) => ss.slice().sort((a, b) => byKey(a).localeCompare(byKey(b)));
+
+function glueResources(catalog: string, databases: string[]): string[] {
+  const arn = (r: string) => `arn:${PARTITION}:glue:${REGION}:${catalog}:${r}`;
+  return [arn('catalog'), ...databases.flatMap((db) => [arn(`database/${db}`), arn(`table/${db}/*`)])];
+}
+const s3 = (key: string) => `arn:${PARTITION}:s3:::${key}`;
+
+function functionProps(template: Template, logicalId: string) {
+  return template.findResources('AWS::Lambda::Function')[logicalId].Properties;
+}
+
+describe('EqdvStack with the default settings', () => {
+  const { stack, template, id } = synth();
+
+  test('two Rust functions on provided.al2023 / arm64 with the configured sizes', () => {
+    template.resourceCountIs('AWS::Lambda::Function', 2);
+    const planner = functionProps(template, id(stack.planner));
+    const converter = functionProps(template, id(stack.converter));
+    for (const f of [planner, converter]) {
+      expect(f.Runtime).toBe('provided.al2023');
+      expect(f.Architectures).toEqual(['arm64']);
+      expect(f.Handler).toBe('bootstrap');
+    }
+    expect([planner.Timeout, planner.MemorySize]).toEqual([300, 512]);
+    expect([converter.Timeout, converter.MemorySize]).toEqual([900, 2048]);
+    expect(planner.Role).toEqual({ 'Fn::GetAtt': [id(stack.plannerRole), 'Arn'] });
+    expect(converter.Role).toEqual({ 'Fn::GetAtt': [id(stack.converterRole), 'Arn'] });
+  });
+
+  test('environment variables: exactly the names the Rust binaries read', () => {
+    const planner = functionProps(template, id(stack.planner)).Environment.Variables;
+    const converter = functionProps(template, id(stack.converter)).Environment.Variables;
+    expect(Object.keys(planner).sort()).toEqual([...contract.env.common, ...contract.env.planner].sort());
+    expect(Object.keys(converter).sort()).toEqual([...contract.env.common, ...contract.env.converter].sort());
+    const common = {
+      EQDV_CATALOG: 'glue',
+      EQDV_GLUE_CATALOG_ID: '',
+      EQDV_ALLOWED_DATABASES: 'sales,cdc_db',
+      EQDV_ALLOWED_TABLES: '',
+      EQDV_BRANCH: 'main',
+      RUST_LOG: 'info',
+      EQDV_METRICS_NAMESPACE: 'eqdv',
+    };
+    expect(planner).toEqual({
+      ...common,
+      EQDV_SHARD_QUEUE_URL: { Ref: id(stack.shardQueue) },
+      EQDV_SHARD_TARGET_MB: '256',
+    });
+    expect(converter).toEqual({
+      ...common,
+      EQDV_KEY_MEMORY_MB: '512',
+      EQDV_PARALLELISM: '0',
+      EQDV_COMMIT_RETRIES: '',
+      EQDV_DEADLINE_MARGIN_SECONDS: '30',
+      EQDV_DEAD_LETTER_QUEUE_URL: { Ref: id(stack.shardDeadLetterQueue) },
+      EQDV_MAX_RECEIVES: '5',
+    });
+  });
+
+  test('shard queue: FIFO, explicit deduplication, 6x visibility, FIFO DLQ with redrive', () => {
+    template.resourceCountIs('AWS::SQS::Queue', 3);
+    const queues = template.findResources('AWS::SQS::Queue');
+    expect(queues[id(stack.shardQueue)].Properties).toEqual({
+      FifoQueue: true,
+      ContentBasedDeduplication: false,
+      VisibilityTimeout: 5400,
+      MessageRetentionPeriod: 345600,
+      SqsManagedSseEnabled: true,
+      RedrivePolicy: {
+        deadLetterTargetArn: { 'Fn::GetAtt': [id(stack.shardDeadLetterQueue), 'Arn'] },
+        maxReceiveCount: 5,
+      },
+    });
+    expect(queues[id(stack.shardDeadLetterQueue)].Properties).toEqual({
+      FifoQueue: true,
+      ContentBasedDeduplication: true,
+      MessageRetentionPeriod: 1209600,
+      SqsManagedSseEnabled: true,
+    });
+    expect(queues[id(stack.plannerDeadLetterQueue)].Properties.FifoQueue).toBeUndefined();
+  });
+
+  test('converter event source: the shard queue, batch size 1, partial batch failures, max concurrency', () => {
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [id(stack.shardQueue), 'Arn'] },
+      FunctionName: { Ref: id(stack.converter) },
+      BatchSize: 1,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      ScalingConfig: { MaximumConcurrency: 10 },
+    });
+  });
+
+  test('planner triggers: Glue table changes of the configured databases, and the sweep', () => {
+    const rules = Object.values(template.findResources('AWS::Events::Rule'));
+    expect(rules).toHaveLength(2);
+    const target = [{ Arn: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] }, Id: 'Target0' }];
+    const glue = rules.find((r) => r.Properties.EventPattern)!;
+    expect(glue.Properties.EventPattern).toEqual({
+      source: ['aws.glue'],
+      'detail-type': [GLUE_TABLE_CHANGE],
+      detail: { databaseName: ['sales', 'cdc_db'] },
+    });
+    expect(glue.Properties.Targets).toEqual(target);
+    const sweep = rules.find((r) => r.Properties.ScheduleExpression)!;
+    expect(sweep.Properties.ScheduleExpression).toBe('rate(1 hour)');
+    expect(sweep.Properties.Targets).toEqual(target);
+    template.resourcePropertiesCountIs(
+      'AWS::Lambda::Permission',
+      { Principal: 'events.amazonaws.com', FunctionName: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] } },
+      2,
+    );
+  });
+
+  test('failed asynchronous planner invocations go to the planner DLQ', () => {
+    template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+      FunctionName: { Ref: id(stack.planner) },
+      MaximumRetryAttempts: 2,
+      DestinationConfig: {
+        OnFailure: { Destination: { 'Fn::GetAtt': [id(stack.plannerDeadLetterQueue), 'Arn'] } },
+      },
+    });
+  });
+
+  test('alarm on any shard in the DLQ, without actions when no topic is configured', () => {
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+    const alarm = template.findResources('AWS::CloudWatch::Alarm')[id(stack.shardDeadLetterAlarm)];
+    expect(alarm.Properties).toEqual({
+      AlarmDescription: expect.any(String),
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [
+        { Name: 'QueueName', Value: { 'Fn::GetAtt': [id(stack.shardDeadLetterQueue), 'QueueName'] } },
+      ],
+      Statistic: 'Maximum',
+      Period: 300,
+      EvaluationPeriods: 1,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/Lambda',
+      MetricName: 'Errors',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: id(stack.converter) } }],
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+    });
+  });
+
+  test('planner IAM: exactly these statements', () => {
+    const a = contract.iam.planner;
+    expect(sorted(statementsOf(template, id(stack.plannerRole)))).toEqual(
+      sorted([
+        allow(a.logs, [`\${${id(stack.node.findChild('PlannerLogGroup'))}.Arn}`]),
+        allow(a.shardQueue, [`\${${id(stack.shardQueue)}.Arn}`]),
+        allow(a.plannerDeadLetterQueue, [`\${${id(stack.plannerDeadLetterQueue)}.Arn}`]),
+        allow(a.glue, glueResources(ACCOUNT, ['sales', 'cdc_db'])),
+        allow(a.s3Read, [s3('my-lake/warehouse/*'), s3('other-bucket/*')]),
+      ]),
+    );
+  });
+
+  test('converter IAM: exactly these statements', () => {
+    const a = contract.iam.converter;
+    expect(sorted(statementsOf(template, id(stack.converterRole)))).toEqual(
+      sorted([
+        allow(a.logs, [`\${${id(stack.node.findChild('ConverterLogGroup'))}.Arn}`]),
+        allow(a.shardQueue, [`\${${id(stack.shardQueue)}.Arn}`]),
+        allow(a.shardDeadLetterQueue, [`\${${id(stack.shardDeadLetterQueue)}.Arn}`]),
+        allow(a.glue, glueResources(ACCOUNT, ['sales', 'cdc_db'])),
+        allow(a.s3Read, [s3('my-lake/warehouse/*'), s3('other-bucket/*')]),
+        allow(a.s3Write, [
+          s3('my-lake/warehouse/*/metadata/*'),
+          s3('my-lake/warehouse/*/data/*'),
+          s3('other-bucket/*/metadata/*'),
+          s3('other-bucket/*/data/*'),
+        ]),
+      ]),
+    );
+  });
+
+  // Glue: the catalog and the configured databases and their tables only.
+  const GLUE_RESOURCE =
+    /:glue:\$\{AWS::Region\}:(\$\{AWS::AccountId\}|[0-9]{12}):(catalog|database\/(sales|cdc_db)|table\/(sales|cdc_db)\/\*)$/;
+  const S3_WRITE_RESOURCE = /^arn:\$\{AWS::Partition\}:s3:::[^*]+\/\*\/(metadata|data)\/\*$/;
+  const QUEUE_ARN = /^\$\{[A-Za-z0-9]+\.Arn\}$/;
+
+  test('IAM: no managed policies, no wildcard resources, writes only under metadata/ and data/', () => {
+    for (const role of Object.values(template.findResources('AWS::IAM::Role'))) {
+      expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+    }
+    template.resourceCountIs('AWS::IAM::Role', 2);
+    const statements = [stack.plannerRole, stack.converterRole].flatMap((r) => statementsOf(template, id(r)));
+    for (const s of statements) {
+      expect(s.effect).toBe('Allow');
+      for (const action of s.actions) expect(action).not.toContain('*');
+      for (const resource of s.resources) {
+        expect(resource).not.toBe('*');
+        if (action(s, 'glue:')) expect(resource).toMatch(GLUE_RESOURCE);
+        if (action(s, 's3:Put') || action(s, 's3:Delete')) expect(resource).toMatch(S3_WRITE_RESOURCE);
+        if (action(s, 'sqs:')) expect(resource).toMatch(QUEUE_ARN);
+      }
+    }
+    function action(s: Statement, prefix: string) {
+      return s.actions.some((a) => a.startsWith(prefix));
+    }
+  });
+
+  test('outputs: the same names as template.yaml', () => {
+    const outputs = Object.keys(template.toJSON().Outputs).sort();
+    expect(outputs).toEqual([...contract.outputs].sort());
+  });
+});
+
+describe('EqdvStack with custom settings', () => {
+  const topic = 'arn:aws:sns:eu-west-1:111122223333:eqdv-alarms';
+  const { stack, template, id } = synth({
+    databases: 'lake',
+    tableLocations: 'lake-bucket/iceberg',
+    allowedTables: 'lake.orders,lake.customers',
+    glueCatalogId: '210987654321',
+    converterTimeout: '120',
+    converterBatchSize: '5',
+    converterMaxConcurrency: '20',
+    maxReceiveCount: '3',
+    commitRetries: '8',
+    sweepSchedule: 'cron(0 3 * * ? *)',
+    alarmTopicArn: topic,
+  });
+
+  test('visibility timeout follows the converter timeout; redrive and EQDV_MAX_RECEIVES follow maxReceiveCount', () => {
+    const queue = template.findResources('AWS::SQS::Queue')[id(stack.shardQueue)].Properties;
+    expect(queue.VisibilityTimeout).toBe(720);
+    expect(queue.RedrivePolicy.maxReceiveCount).toBe(3);
+    const env = functionProps(template, id(stack.converter)).Environment.Variables;
+    expect(env.EQDV_MAX_RECEIVES).toBe('3');
+    expect(env.EQDV_COMMIT_RETRIES).toBe('8');
+    expect(env.EQDV_GLUE_CATALOG_ID).toBe('210987654321');
+    expect(env.EQDV_ALLOWED_TABLES).toBe('lake.orders,lake.customers');
+    expect(functionProps(template, id(stack.converter)).Timeout).toBe(120);
+  });
+
+  test('event source mapping uses the batch size and concurrency', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      BatchSize: 5,
+      ScalingConfig: { MaximumConcurrency: 20 },
+    });
+  });
+
+  test('Glue ARNs name the other account catalog', () => {
+    const glue = statementsOf(template, id(stack.converterRole)).find((s) => s.actions.includes('glue:UpdateTable'));
+    expect(glue?.resources).toEqual(glueResources('210987654321', ['lake']).sort());
+  });
+
+  test('the rules filter on the one database and run the custom schedule', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: Match.objectLike({ detail: { databaseName: ['lake'] } }),
+    });
+    template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'cron(0 3 * * ? *)' });
+  });
+
+  test('every alarm notifies the topic on ALARM and OK', () => {
+    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
+    expect(alarms).toHaveLength(4);
+    for (const alarm of alarms) {
+      expect(alarm.Properties.AlarmActions).toEqual([topic]);
+      expect(alarm.Properties.OKActions).toEqual([topic]);
+    }
+  });
+});
