@@ -298,6 +298,58 @@ mod tests {
         assert_eq!(c.metrics_namespace, "lake/eqdv");
     }
 
+    /// The deployment stacks (template.yaml, infra/) set the variables listed in
+    /// tests/infra/contract.json, which their own tests check: each must be one this
+    /// crate reads, and each it reads must be set by the stacks or be local-only.
+    #[test]
+    fn the_stacks_set_the_variables_read_here() {
+        let contract: serde_json::Value =
+            serde_json::from_str(include_str!("../../../tests/infra/contract.json")).unwrap();
+        let mut deployed: Vec<String> = Vec::new();
+        for group in ["common", "planner", "converter"] {
+            for var in contract["env"][group].as_array().unwrap() {
+                deployed.push(var.as_str().unwrap().to_string());
+            }
+        }
+        let read = [
+            ENV_CATALOG,
+            ENV_GLUE_CATALOG_ID,
+            ENV_ALLOWED_DATABASES,
+            ENV_ALLOWED_TABLES,
+            ENV_BRANCH,
+            ENV_METRICS_NAMESPACE,
+            ENV_SHARD_QUEUE_URL,
+            ENV_SHARD_TARGET_MB,
+            ENV_KEY_MEMORY_MB,
+            ENV_PARALLELISM,
+            ENV_COMMIT_RETRIES,
+            ENV_DEADLINE_MARGIN_SECONDS,
+            ENV_DEAD_LETTER_QUEUE_URL,
+            ENV_MAX_RECEIVES,
+        ];
+        // Only for local runs and tests: endpoints, a SQLite warehouse, the region
+        // (Lambda sets AWS_REGION), Glue's SkipArchive (default true).
+        let local_only = [
+            ENV_WAREHOUSE,
+            ENV_REGION,
+            ENV_GLUE_ENDPOINT,
+            ENV_S3_ENDPOINT,
+            ENV_GLUE_SKIP_ARCHIVE,
+        ];
+        for var in &deployed {
+            assert!(
+                var == "RUST_LOG" || read.contains(&var.as_str()),
+                "the stacks set {var}, which the functions do not read"
+            );
+        }
+        for var in read {
+            assert!(
+                deployed.iter().any(|d| d == var) && !local_only.contains(&var),
+                "the functions read {var}, which the stacks do not set"
+            );
+        }
+    }
+
     #[test]
     fn bad_values_name_the_variable() {
         for (var, value) in [
