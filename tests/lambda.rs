@@ -370,6 +370,18 @@ async fn live_equality_deletes(catalog: &dyn Catalog, name: &TableName) -> usize
         .len()
 }
 
+/// The table, its live files, and the JSON of the first shard a plan of it makes.
+async fn first_shard(catalog: &dyn Catalog, name: &TableName) -> (LoadedTable, TableFiles, String) {
+    let loaded = LoadedTable::load(catalog, name).await.expect("load");
+    let head = loaded.head("main").expect("head");
+    let files = TableFiles::read(&loaded, head.as_ref())
+        .await
+        .expect("files");
+    let plan = eqdv::plan::plan(&loaded, "main", &files, &Default::default()).expect("plan");
+    let shard = serde_json::to_string(&plan.shards[0]).expect("shard JSON");
+    (loaded, files, shard)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn glue_event_to_planner_to_sqs_to_converter() {
     let t = JavaTable::new("lambda_e2e");
@@ -597,13 +609,7 @@ async fn converter_stops_before_the_deadline_and_commits_nothing() {
     let name = t.name();
     let unique = services::unique_name("deadline");
     let queues = Queues::create(&unique).await;
-    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
-    let head = loaded.head("main").expect("head");
-    let files = TableFiles::read(&loaded, head.as_ref())
-        .await
-        .expect("files");
-    let plan = eqdv::plan::plan(&loaded, "main", &files, &Default::default()).expect("plan");
-    let shard = serde_json::to_string(&plan.shards[0]).expect("shard JSON");
+    let (loaded, files, shard) = first_shard(&catalog, &name).await;
     let pointer_before = catalog.load_pointer(&name).await.expect("pointer");
     let listed_before = eqdv::cleanup::list_files(&loaded)
         .await
@@ -673,13 +679,7 @@ async fn retryable_failures_go_back_to_the_queue_until_the_last_receive() {
     write_cdc(&t, "5");
     let catalog = t.catalog().await;
     let name = t.name();
-    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
-    let head = loaded.head("main").expect("head");
-    let files = TableFiles::read(&loaded, head.as_ref())
-        .await
-        .expect("files");
-    let plan = eqdv::plan::plan(&loaded, "main", &files, &Default::default()).expect("plan");
-    let shard = serde_json::to_string(&plan.shards[0]).expect("shard JSON");
+    let (loaded, _files, shard) = first_shard(&catalog, &name).await;
     // A storage fault on demand: the current metadata.json is gone, so loading the table
     // fails with an I/O error, which a retry could get past in real life.
     let pointer = catalog.load_pointer(&name).await.expect("pointer");
