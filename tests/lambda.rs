@@ -27,10 +27,18 @@ use eqdv::table::{LoadedTable, TableFiles};
 use java::JavaTable;
 use serde_json::{Value, json};
 
-/// The directory with the function binaries: the test binary is in `<target>/debug/deps`.
+/// A function binary: from `EQDV_FUNCTIONS_DIR` when set (e.g. a release build, to
+/// measure it), else next to the test binary, which is in `<target>/debug/deps`.
 fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/debug");
+    let dir = match std::env::var_os("EQDV_FUNCTIONS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/debug")
+            .to_path_buf(),
+    };
     let path = dir.join(name);
     assert!(
         path.is_file(),
