@@ -337,7 +337,10 @@ fn function_env(t: &JavaTable, queues: &Queues) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A CDC table by Java: 800 rows and 4 commits (`EQDV_E2E_ROWS` makes it bigger, to
+/// measure a larger shard's memory with the end-to-end test).
 fn write_cdc(t: &JavaTable, seed: &str) {
+    let rows = std::env::var("EQDV_E2E_ROWS").unwrap_or_else(|_| "800".into());
     t.java(
         "write-cdc",
         &[
@@ -346,7 +349,7 @@ fn write_cdc(t: &JavaTable, seed: &str) {
             "--commits",
             "4",
             "--rows",
-            "800",
+            &rows,
             "--key",
             "long",
             "--partition",
@@ -524,6 +527,18 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
     let planner_metrics = planner.metrics();
     assert_eq!(planner_metrics[0]["ShardsSent"], shards.len() as f64);
 
+    for m in &converted {
+        eprintln!(
+            "shard: {} equality delete rows from {} files -> {} DVs; {} of {} candidate files scanned, {} bytes read, {} ms",
+            m["EqualityDeleteRowsConverted"],
+            m["EqualityDeleteFilesConverted"],
+            m["DVsWritten"],
+            m["FilesScanned"],
+            m["CandidateFiles"],
+            m["BytesRead"],
+            m["Duration"]
+        );
+    }
     let rss: Vec<f64> = converted
         .iter()
         .filter_map(|m| m["PeakRss"].as_f64())
