@@ -17,7 +17,10 @@ use crate::runs::{ConvertArgs, read_scenario};
 use crate::tables::{DeleteSpec, Dist, KeyKind, Layout};
 
 #[derive(Parser)]
-#[command(name = "eqdv-bench", about = "eqdv's benchmark harness (see benches/run)")]
+#[command(
+    name = "eqdv-bench",
+    about = "eqdv's benchmark harness (see benches/run)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

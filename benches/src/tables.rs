@@ -318,9 +318,14 @@ pub async fn build_base(warehouse: &Path, layout: &Layout, jobs: usize) -> Resul
                     let chunks = rows
                         .chunks(WRITE_CHUNK as usize)
                         .map(|c| rows_batch(&schema, layout.key, layout.seed, c));
-                    let mut builder =
-                        write_parquet(&file_io, &path, writer_props(group_rows), schema.clone(), chunks)
-                            .await?;
+                    let mut builder = write_parquet(
+                        &file_io,
+                        &path,
+                        writer_props(group_rows),
+                        schema.clone(),
+                        chunks,
+                    )
+                    .await?;
                     let partition = match bucket {
                         None => Struct::empty(),
                         Some(b) => Struct::from_iter([Some(Literal::int(b))]),
@@ -350,7 +355,7 @@ pub async fn build_base(warehouse: &Path, layout: &Layout, jobs: usize) -> Resul
         .into_iter()
         .collect::<Result<_>>()?;
     let mut files: Vec<(BaseFile, DataFile)> = files.into_iter().flatten().collect();
-    files.sort_by(|a, b| (a.0.batch, a.0.bucket).cmp(&(b.0.batch, b.0.bucket)));
+    files.sort_by_key(|f| (f.0.batch, f.0.bucket));
     let data_bytes = files.iter().map(|f| f.1.file_size_in_bytes()).sum();
     let mut changes = SnapshotChanges::new(Operation::Append);
     changes.added_data_files = files
@@ -455,7 +460,8 @@ fn pick_rows(spec: &DeleteSpec, total: u64) -> Result<Vec<u64>> {
 /// snapshot of equality deletes on `k` for the chosen rows.
 pub async fn build_scenario(warehouse: &Path, name: &str, spec: &DeleteSpec) -> Result<Scenario> {
     let base: Base = serde_json::from_slice(
-        &std::fs::read(warehouse.join("base.json")).context("reading base.json (run build-base)")?,
+        &std::fs::read(warehouse.join("base.json"))
+            .context("reading base.json (run build-base)")?,
     )?;
     let layout = base.layout.clone();
     let catalog = warehouse_catalog(warehouse)?;
