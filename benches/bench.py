@@ -32,8 +32,8 @@ LAYOUT_B = dict(files=200, rows_per_file=1_000_000)
 
 
 def matrix(mode):
-    """Layouts (name, spec, scenarios, reps, reader scenarios), the memory run, and the
-    reader timeout. Readers run on the 200,000-key scenarios (the target) and, on the
+    """Layouts (name, spec, scenarios, reps, reader scenarios, timeout in seconds of the
+    reader with equality deletes) and the memory run. Readers run on the 200,000-key scenarios (the target) and, on the
     first layout, on every HOT count (how reading with equality deletes scales)."""
     every = [(d, n) for d in DISTS for n in COUNTS]
     top = [(d, COUNTS[-1]) for d in DISTS]
@@ -41,21 +41,19 @@ def matrix(mode):
     if mode == "quick":
         return {
             "layouts": [
-                ("A-long-none", dict(LAYOUT_A, key="long", buckets=0), every, 1, scaling),
+                ("A-long-none", dict(LAYOUT_A, key="long", buckets=0), every, 1, scaling, 60),
             ],
             "memory": dict(layout="A-long-none", keys=1_000_000, budget_mb=64, compare_mb=1024),
-            "reader_timeout": 60,
         }
     return {
         "layouts": [
-            ("A-long-none", dict(LAYOUT_A, key="long", buckets=0), every, 3, scaling),
-            ("A-long-bucket16", dict(LAYOUT_A, key="long", buckets=16), every, 2, [("scattered", 200_000)]),
-            ("A-string-none", dict(LAYOUT_A, key="string", buckets=0), every, 2, [("scattered", 200_000)]),
-            ("A-string-bucket16", dict(LAYOUT_A, key="string", buckets=16), every, 2, [("scattered", 200_000)]),
-            ("B-long-none", dict(LAYOUT_B, key="long", buckets=0), every, 1, [("scattered", 200_000)]),
+            ("A-long-none", dict(LAYOUT_A, key="long", buckets=0), every, 3, scaling, 60),
+            ("A-long-bucket16", dict(LAYOUT_A, key="long", buckets=16), every, 2, [("scattered", 200_000)], 60),
+            ("A-string-none", dict(LAYOUT_A, key="string", buckets=0), every, 2, [("scattered", 200_000)], 60),
+            ("A-string-bucket16", dict(LAYOUT_A, key="string", buckets=16), every, 2, [("scattered", 200_000)], 60),
+            ("B-long-none", dict(LAYOUT_B, key="long", buckets=0), every, 2, [("scattered", 200_000)], 360),
         ],
         "memory": dict(layout="B-long-none", keys=20_000_000, budget_mb=1024, compare_mb=None),
-        "reader_timeout": 120,
     }
 
 
@@ -310,7 +308,7 @@ def main():
     results = {"mode": args.mode, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                "layouts": {}, "scenarios": [], "memory": None}
     warehouses = {}
-    for name, layout, scenarios, reps, reader_scenarios in m["layouts"]:
+    for name, layout, scenarios, reps, reader_scenarios, reader_timeout in m["layouts"]:
         if args.only and args.only not in name:
             continue
         t = time.monotonic()
@@ -321,7 +319,7 @@ def main():
             readers = (dist, keys) in reader_scenarios
             results["scenarios"].append(
                 run_scenario(args, name, warehouses[name], dist, keys, reps, readers,
-                             m["reader_timeout"])
+                             reader_timeout)
             )
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=1)

@@ -77,6 +77,11 @@ enum Command {
         #[arg(long)]
         parallelism: Option<usize>,
     },
+    /// Times the phases of a conversion (load, manifests, plan, resolve, whole).
+    Phases {
+        #[arg(long)]
+        scenario: PathBuf,
+    },
     /// The floor: decode only the key column of the files that truly hold a key.
     Floor {
         #[arg(long)]
@@ -156,6 +161,7 @@ async fn main() -> Result<()> {
             };
             runs::run_convert(&read_scenario(&scenario)?, &args).await?
         }
+        Command::Phases { scenario } => runs::run_phases(&read_scenario(&scenario)?).await?,
         Command::Floor { scenario, threads } => {
             let scenario = read_scenario(&scenario)?;
             tokio::task::spawn_blocking(move || runs::run_floor(&scenario, threads)).await??

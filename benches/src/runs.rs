@@ -134,6 +134,40 @@ impl Hasher for FastHasher {
     }
 }
 
+/// Where a conversion's time goes: the phases of `eqdv::convert` run one by one (load,
+/// manifests, plan, resolve) on the scenario's table, then a whole conversion.
+pub async fn run_phases(scenario: &Scenario) -> Result<Value> {
+    let catalog = SqliteCatalog::open_warehouse(&scenario.warehouse)?;
+    let name = TableName::parse(&scenario.table)?;
+    let mut ms = Vec::new();
+    let t = Instant::now();
+    let table = LoadedTable::load(&catalog, &name).await?;
+    ms.push(("load", t.elapsed()));
+    let t = Instant::now();
+    let files = eqdv::table::TableFiles::read(&table, table.head("main")?.as_ref()).await?;
+    ms.push(("manifests", t.elapsed()));
+    let t = Instant::now();
+    let groups = eqdv::plan::group_equality_deletes(&table, &files)?;
+    ms.push(("plan", t.elapsed()));
+    let t = Instant::now();
+    let options = ConvertOptions::default();
+    let resolved = eqdv::resolve::resolve(&table, &files, &groups, &options.resolve).await?;
+    ms.push(("resolve", t.elapsed()));
+    let t = Instant::now();
+    let report = convert(&catalog, &name, &options).await?;
+    ms.push(("whole convert", t.elapsed()));
+    let mut out = serde_json::Map::new();
+    for (k, d) in ms {
+        out.insert(format!("{k}_ms"), json!(d.as_secs_f64() * 1000.0));
+    }
+    out.insert(
+        "positions".into(),
+        json!(resolved.metrics.positions_matched),
+    );
+    out.insert("converted".into(), json!(report.positions_added));
+    Ok(Value::Object(out))
+}
+
 enum Keys {
     Long(HashSet<i64, FastHash>),
     Str(HashSet<Box<str>, FastHash>),
