@@ -276,6 +276,49 @@ def run_memory(args, warehouses, spec):
     return out
 
 
+def current_metadata(warehouse, table):
+    db = sqlite3.connect(os.path.join(warehouse, "catalog.db"))
+    ns, name = table.split(".", 1)
+    row = db.execute(
+        "SELECT metadata_location FROM iceberg_tables WHERE table_namespace = ? AND table_name = ?",
+        (ns, name),
+    ).fetchone()
+    db.close()
+    return row[0]
+
+
+def add_java_reads(args):
+    """Adds Java's reads to the reader scenarios of an existing results file (the tables
+    are still converted, their pointers at eqdv's snapshot)."""
+    with open(args.out) as f:
+        results = json.load(f)
+    for entry in results["scenarios"]:
+        if not entry.get("reads"):
+            continue
+        if args.only and args.only not in entry["layout"]:
+            continue
+        warehouse = [w for w in os.listdir(args.data) if w.startswith(entry["layout"] + "-")]
+        if len(warehouse) != 1:
+            continue
+        path = os.path.join(args.data, warehouse[0], f"s_{entry['dist']}_{entry['keys']}.json")
+        with open(path) as f:
+            scenario = json.load(f)
+        after = current_metadata(scenario["warehouse"], scenario["table"])
+        with open(after.removeprefix("file://")) as f:
+            s_after = json.load(f)["current-snapshot-id"]
+        timeout = 360 if entry["expected_rows"] > 5_000_000 else 60
+        log(f"{entry['layout']} {entry['dist']} {entry['keys']}: Java reads")
+        for label, snap in (("java_eq", scenario["snapshot_before"]), ("java_dv", s_after)):
+            entry["reads"][label] = measure(
+                ["java", "-jar", args.java_jar, "bench-read", "--metadata", after,
+                 "--snapshot", str(snap)],
+                f"read Java IcebergGenerics ({label[5:]})",
+                timeout=timeout,
+            )
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
 def machine():
     info = {"platform": platform.platform(), "cpus": os.cpu_count()}
     try:
@@ -301,7 +344,12 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--java-jar", default=None)
     parser.add_argument("--only", default=None, help="run only layouts whose name contains this")
+    parser.add_argument("--add-java", action="store_true",
+                        help="only add Java's reads to the existing --out results")
     args = parser.parse_args()
+    if args.add_java:
+        add_java_reads(args)
+        return
     os.makedirs(args.data, exist_ok=True)
     m = matrix(args.mode)
     started = time.monotonic()
