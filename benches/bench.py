@@ -344,6 +344,8 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--java-jar", default=None)
     parser.add_argument("--only", default=None, help="run only layouts whose name contains this")
+    parser.add_argument("--keep-reads", action="store_true",
+                        help="with --only: keep the previous results' reads of those layouts")
     parser.add_argument("--add-java", action="store_true",
                         help="only add Java's reads to the existing --out results")
     args = parser.parse_args()
@@ -353,8 +355,21 @@ def main():
     os.makedirs(args.data, exist_ok=True)
     m = matrix(args.mode)
     started = time.monotonic()
+    kept_reads = {}
     results = {"mode": args.mode, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                "layouts": {}, "scenarios": [], "memory": None}
+    if args.only and os.path.exists(args.out):
+        # Re-running some layouts: keep the other layouts' results.
+        with open(args.out) as f:
+            previous = json.load(f)
+        results["layouts"] = {k: v for k, v in previous["layouts"].items() if args.only not in k}
+        results["scenarios"] = [s for s in previous["scenarios"] if args.only not in s["layout"]]
+        results["memory"] = previous.get("memory")
+        results["merged_from"] = previous.get("started")
+        if args.keep_reads:
+            for s in previous["scenarios"]:
+                if args.only in s["layout"] and s.get("reads"):
+                    kept_reads[(s["layout"], s["dist"], s["keys"])] = s["reads"]
     warehouses = {}
     for name, layout, scenarios, reps, reader_scenarios, reader_timeout in m["layouts"]:
         if args.only and args.only not in name:
@@ -364,11 +379,14 @@ def main():
         with open(os.path.join(warehouses[name], "base.done")) as f:
             results["layouts"][name] = dict(layout, **json.load(f))
         for dist, keys in scenarios:
-            readers = (dist, keys) in reader_scenarios
-            results["scenarios"].append(
-                run_scenario(args, name, warehouses[name], dist, keys, reps, readers,
-                             reader_timeout)
-            )
+            kept = kept_reads.get((name, dist, keys))
+            readers = (dist, keys) in reader_scenarios and kept is None
+            entry = run_scenario(args, name, warehouses[name], dist, keys, reps, readers,
+                                 reader_timeout)
+            if kept is not None:
+                entry["reads"] = kept
+                entry["reads_from"] = results.get("merged_from")
+            results["scenarios"].append(entry)
             with open(args.out, "w") as f:
                 json.dump(results, f, indent=1)
         log(f"layout {name} done in {time.monotonic() - t:.0f}s")
