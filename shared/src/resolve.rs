@@ -241,6 +241,41 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// A one-hash bit filter over the deleted long keys, 8 bits per key (about 12% false
+/// positives). Most rows the scan probes hold no deleted key, and the filter, unlike the
+/// map, stays in the CPU cache when there are many keys: those rows are rejected without
+/// touching the map. No false negatives: every key's bit is set.
+struct LongFilter {
+    bits: Vec<u64>,
+    mask: u64,
+    seed: u64,
+}
+
+impl LongFilter {
+    fn new<'a>(values: impl ExactSizeIterator<Item = &'a i64>) -> Self {
+        let slots = (values.len().max(8) * 8).next_power_of_two() as u64;
+        let mut filter = Self {
+            bits: vec![0; (slots / 64) as usize],
+            mask: slots - 1,
+            seed: rand::random(),
+        };
+        for &v in values {
+            let slot = filter.slot(v);
+            filter.bits[(slot >> 6) as usize] |= 1 << (slot & 63);
+        }
+        filter
+    }
+
+    fn slot(&self, v: i64) -> u64 {
+        mix64(v as u64 ^ self.seed) & self.mask
+    }
+
+    fn may_contain(&self, v: i64) -> bool {
+        let slot = self.slot(v);
+        self.bits[(slot >> 6) as usize] & (1 << (slot & 63)) != 0
+    }
+}
+
 /// The deleted keys of a group with, per key, the highest sequence number of a delete
 /// file holding it.
 enum KeySet {
@@ -251,6 +286,9 @@ enum KeySet {
     Long {
         values: HashMap<i64, i64, KeyHashBuilder>,
         null: Option<i64>,
+        /// Built once every key is loaded ([`KeySet::finish`]); without it, every row
+        /// probes the map.
+        filter: Option<LongFilter>,
     },
 }
 
@@ -258,8 +296,27 @@ impl KeySet {
     fn len(&self) -> usize {
         match self {
             KeySet::Rows(keys) => keys.len(),
-            KeySet::Long { values, null } => values.len() + usize::from(null.is_some()),
+            KeySet::Long { values, null, .. } => values.len() + usize::from(null.is_some()),
         }
+    }
+
+    /// Call once every key is in.
+    fn finish(&mut self) {
+        if let KeySet::Long { values, filter, .. } = self {
+            *filter = Some(LongFilter::new(values.keys()));
+        }
+    }
+
+    /// The sequence number a non-null long key was deleted with.
+    fn long(
+        values: &HashMap<i64, i64, KeyHashBuilder>,
+        filter: Option<&LongFilter>,
+        v: i64,
+    ) -> Option<i64> {
+        if filter.is_some_and(|f| !f.may_contain(v)) {
+            return None;
+        }
+        values.get(&v).copied()
     }
 }
 
@@ -307,6 +364,7 @@ async fn load_group_keys(
         KeySet::Long {
             values: HashMap::with_hasher(KeyHashBuilder::new()),
             null: None,
+            filter: None,
         }
     } else {
         KeySet::Rows(HashMap::with_hasher(KeyHashBuilder::new()))
@@ -353,7 +411,7 @@ async fn load_group_keys(
                         *max = (*max).max(seq);
                     }
                 }
-                KeySet::Long { values, null } => {
+                KeySet::Long { values, null, .. } => {
                     let column = columns[0].as_primitive_opt::<Int64Type>().ok_or_else(|| {
                         Error::file(delete.path(), "key column is not a long", "type mismatch")
                     })?;
@@ -381,6 +439,7 @@ async fn load_group_keys(
             }
         }
     }
+    keys.finish();
     let columns = columns_seen.into_iter().map(ColumnValues::sorted).collect();
     Ok(GroupKeys {
         group: group.clone(),
@@ -707,7 +766,12 @@ fn match_batch(
 ) -> Result<()> {
     let deletes = |seq: Option<i64>| seq.is_some_and(|seq| data.data_sequence_number < seq);
     match &group.keys {
-        KeySet::Long { values, null } => {
+        KeySet::Long {
+            values,
+            null,
+            filter,
+        } => {
+            let filter = filter.as_ref();
             let column = batch
                 .column(column_of[&group.key_columns.field_ids[0]])
                 .as_primitive_opt::<Int64Type>()
@@ -715,15 +779,15 @@ fn match_batch(
                     Error::file(data.path(), "key column is not a long", "type mismatch")
                 })?;
             if column.null_count() == 0 {
-                for (offset, value) in column.values().iter().enumerate() {
-                    if deletes(values.get(value).copied()) {
+                for (offset, &value) in column.values().iter().enumerate() {
+                    if deletes(KeySet::long(values, filter, value)) {
                         positions.insert(first_position + offset as u64);
                     }
                 }
             } else {
                 for (offset, value) in column.iter().enumerate() {
                     let seq = match value {
-                        Some(v) => values.get(&v).copied(),
+                        Some(v) => KeySet::long(values, filter, v),
                         None => *null,
                     };
                     if deletes(seq) {
@@ -787,5 +851,19 @@ mod tests {
         set.extend(0..10_000);
         assert!((0..10_000).all(|k| set.contains(&k)));
         assert!(!set.contains(&10_000));
+    }
+
+    #[test]
+    fn long_filter_has_no_false_negatives_and_few_false_positives() {
+        let keys: Vec<i64> = (0..50_000).map(|i| i * 7 - 100_000).collect();
+        let filter = LongFilter::new(keys.iter());
+        assert!(keys.iter().all(|&k| filter.may_contain(k)));
+        let false_positives = (0..100_000i64)
+            .map(|i| i * 7 + 3)
+            .filter(|&k| filter.may_contain(k))
+            .count();
+        assert!(false_positives < 20_000, "{false_positives}");
+        let empty = LongFilter::new([].iter());
+        assert!(!empty.may_contain(0));
     }
 }
