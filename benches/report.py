@@ -125,6 +125,13 @@ def summarise(s):
     return row
 
 
+def layouts_rerun(results):
+    """Layouts measured in this run of a merged results file (their entries come last)."""
+    return {s["layout"] for s in results["scenarios"] if "reads_from" in s} | {
+        s["layout"] for s in results["scenarios"][-1:]
+    }
+
+
 def layout_title(name, layout):
     part = "unpartitioned" if layout["buckets"] == 0 else f"bucket[{layout['buckets']}](k)"
     return (
@@ -357,6 +364,15 @@ def main():
         "(tables reused from the cache when their spec was unchanged). Every number below comes from "
         f"`benches/results/{results['mode']}.json`; `benches/run --report` regenerates this file from it.\n\n"
     )
+    if results.get("merged_from"):
+        rerun = sorted(layouts_rerun(results))
+        md.append(
+            f"Merged results: {', '.join(rerun) or 'some tables'} (and the memory run) were re-run on "
+            f"{results['started']} with `benches/run --only=... --keep-reads` after an engine change; "
+            f"the other tables come from the full run of {results['merged_from']}. Reader runs of "
+            "re-run tables were kept from the earlier run (they read the same snapshots' contents; "
+            "the engine change affects only conversions).\n\n"
+        )
     md.append(
         f"**Machine**: {mach.get('cpu', '?')}, {mach.get('cpus')} cores, {mach.get('mem_gib')} GiB, "
         f"{mach.get('platform')}. The machine is shared: another engineer was compiling Rust on it, so "
@@ -369,7 +385,7 @@ def main():
         "matters more.\n\n"
     )
     md.append("## How to reproduce\n\n```sh\nbenches/run --quick   # minutes: the 2,000 x 1,000-row table, long keys\n"
-              "benches/run           # the full matrix below (about an hour on this machine with warm tables)\n"
+              "benches/run           # the full matrix below (about 40 minutes on this machine, Java reads included)\n"
               "benches/run --report  # rewrite this file from benches/results/*.json\n```\n\n")
     md.append(
         "## What is measured\n\n"
@@ -388,10 +404,12 @@ def main():
         "position) pairs a DV writer needs, not the DVs themselves (no Puffin, no commit), so it is "
         "favoured. It reads every data file; DuckDB's own join-filter pushdown uses the key range "
         "of the delete side to skip row groups.\n"
-        "- **(c) floor**: read the equality delete keys into a `HashSet<i64>` / `HashSet<Box<str>>`, "
-        "then decode only the key column of the data files that truly hold a deleted key (known "
-        "from the generator) and probe every value into a bitmap per file, 2 threads. No planning, "
-        "no manifests, no Puffin, no commit: a lower bound for any converter that reads Parquet.\n"
+        "- **(c) floor**: read the equality delete keys into a `HashSet<i64>` / `HashSet<Box<str>>` "
+        "(with eqdv's key hasher), then decode only the key column of the data files that truly "
+        "hold a deleted key (known from the generator) and probe every value into a bitmap per "
+        "file, 2 threads. No planning, no manifests, no Puffin, no commit: a lower bound on the "
+        "IO and decoding of any converter that reads Parquet with arrow-rs (not on probing: eqdv's "
+        "bit filter for long keys probes faster than this plain set when keys are many).\n"
         "- **files holding a key**: the data files that hold at least one deleted key, computed by "
         "the table builder from its layout. **positions agree**: eqdv, (a), (b) and (c) found the "
         "same number of deleted rows, equal to the number of deleted keys.\n\n"
@@ -518,9 +536,12 @@ def main():
             "unique per row, so equal `rows` and `sum(v)` mean the same rows) at the snapshot with "
             "equality deletes and at eqdv's snapshot with DVs. iceberg-rust 0.10.1 cannot read DVs "
             "and PyIceberg 0.12.0 cannot read equality deletes, so the cross-reader pair is "
-            "iceberg-rust (equality deletes) against PyIceberg (DVs); eqdv's own reference reader "
-            "reads both (it is written to be obviously right, not fast, and holds the table in "
-            "memory, so it runs on the smaller tables only).\n\n"
+            "iceberg-rust (equality deletes) against PyIceberg (DVs). Java's IcebergGenerics (the reference "
+            "implementation, through `bench-read` in tests/interop, on the local files with no catalog) "
+            "reads both, and so does eqdv's own reference reader (written to be obviously right, not "
+            "fast; it holds the table in memory, so it runs on the smaller tables only). Java and "
+            "iceberg-rust are killed at a timeout (60 s on the 2M-row tables, 360 s on the 200M-row "
+            "one); a killed run's time is a lower bound.\n\n"
         )
         md.append(reads_md)
         md.append("\n| table | scenario | iceberg-rust eq / PyIceberg DV | eqdv::read eq / DV | Java eq / DV |\n|---|---|---:|---:|---:|\n")
