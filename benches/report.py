@@ -480,9 +480,14 @@ def main():
             if not vals:
                 continue
             w = min(vals, key=lambda v: v[0])
-            parts.append(f"{label}: worst {'>= ' if w[1] else ''}{fmt_r(w[0])} over {len(vals)}")
-            verdicts.append(w[0] >= 5)
-        met = "yes" if all(verdicts) else ("partly (see the analysis)" if any(verdicts) else "no")
+            n_met = sum(1 for v in vals if v[0] >= 5)
+            parts.append(
+                f"{label}: >= 5x in {n_met} of {len(vals)}, worst {'>= ' if w[1] else ''}{fmt_r(w[0])}"
+            )
+            verdicts.append((w[0] >= 5, n_met > 0))
+        met = ("yes" if all(v[0] for v in verdicts)
+               else "partly: depends on the reader (see the analysis)" if any(v[1] for v in verdicts)
+               else "no")
         md.append(
             f"| reading with DVs >= 5x faster than with equality deletes (200,000-key scenarios) "
             f"| {'; '.join(parts)} | {met} |\n"
