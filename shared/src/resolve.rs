@@ -11,10 +11,12 @@
 //! Nothing here writes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_row::OwnedRow;
 use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::NestedFieldRef;
@@ -99,24 +101,222 @@ pub struct Resolved {
     pub metrics: ResolveMetrics,
 }
 
-/// One key column's distinct non-null values in order-preserving encoding.
+/// One key column's distinct non-null values in order-preserving encoding (arrow-row
+/// bytes, which compare as the values do), sorted, packed in one buffer: two
+/// allocations per column rather than one per key.
+#[derive(Default)]
 struct ColumnValues {
-    sorted: Vec<OwnedRow>,
+    bytes: Vec<u8>,
+    /// End offset of each value in `bytes`.
+    ends: Vec<usize>,
     has_null: bool,
 }
 
 impl ColumnValues {
-    /// Is some value within `[lower, upper]` (either end may be open)?
-    fn any_within(&self, lower: Option<&OwnedRow>, upper: Option<&OwnedRow>) -> bool {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn value(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.bytes[start..self.ends[i]]
+    }
+
+    fn push(&mut self, value: &[u8]) {
+        self.bytes.extend_from_slice(value);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The same values sorted, without duplicates.
+    fn sorted(self) -> Self {
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        order.sort_unstable_by(|&a, &b| self.value(a).cmp(self.value(b)));
+        order.dedup_by(|a, b| self.value(*a) == self.value(*b));
+        let mut out = ColumnValues {
+            bytes: Vec::with_capacity(order.iter().map(|&i| self.value(i).len()).sum()),
+            ends: Vec::with_capacity(order.len()),
+            has_null: self.has_null,
+        };
+        for i in order {
+            out.push(self.value(i));
+        }
+        out
+    }
+
+    /// Is some value within `[lower, upper]` (either end may be open)? Needs `sorted`.
+    fn any_within(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
         let start = match lower {
-            Some(lo) => self.sorted.partition_point(|v| v < lo),
+            Some(lo) => {
+                let (mut a, mut b) = (0, self.len());
+                while a < b {
+                    let mid = a + (b - a) / 2;
+                    if self.value(mid) < lo {
+                        a = mid + 1;
+                    } else {
+                        b = mid;
+                    }
+                }
+                a
+            }
             None => 0,
         };
-        match (self.sorted.get(start), upper) {
-            (None, _) => false,
-            (Some(v), Some(hi)) => v <= hi,
-            (Some(_), None) => true,
+        if start >= self.len() {
+            return false;
         }
+        upper.is_none_or(|hi| self.value(start) <= hi)
+    }
+}
+
+/// SplitMix64's finalizer: a bijection on u64 that scrambles well.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Hashing for the deleted-key sets, probed once per data row read: a multiply-rotate
+/// per 8 bytes and a SplitMix64 finish, several times cheaper than SipHash. The seed is
+/// random per set, so keys cannot be crafted to collide ahead of time.
+#[derive(Clone, Copy)]
+struct KeyHashBuilder {
+    seed: u64,
+}
+
+impl KeyHashBuilder {
+    fn new() -> Self {
+        Self {
+            seed: rand::random(),
+        }
+    }
+}
+
+impl BuildHasher for KeyHashBuilder {
+    type Hasher = KeyHasher;
+
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.seed)
+    }
+}
+
+struct KeyHasher(u64);
+
+impl KeyHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0 ^ word)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        mix64(self.0)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        self.add(word);
+    }
+
+    fn write_i64(&mut self, word: i64) {
+        self.add(word as u64);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+/// A one-hash bit filter over the deleted long keys, 8 bits per key (about 12% false
+/// positives). Most rows the scan probes hold no deleted key, and the filter, unlike the
+/// map, stays in the CPU cache when there are many keys: those rows are rejected without
+/// touching the map. No false negatives: every key's bit is set.
+struct LongFilter {
+    bits: Vec<u64>,
+    mask: u64,
+    seed: u64,
+}
+
+impl LongFilter {
+    fn new<'a>(values: impl ExactSizeIterator<Item = &'a i64>) -> Self {
+        let slots = (values.len().max(8) * 8).next_power_of_two() as u64;
+        let mut filter = Self {
+            bits: vec![0; (slots / 64) as usize],
+            mask: slots - 1,
+            seed: rand::random(),
+        };
+        for &v in values {
+            let slot = filter.slot(v);
+            filter.bits[(slot >> 6) as usize] |= 1 << (slot & 63);
+        }
+        filter
+    }
+
+    fn slot(&self, v: i64) -> u64 {
+        mix64(v as u64 ^ self.seed) & self.mask
+    }
+
+    fn may_contain(&self, v: i64) -> bool {
+        let slot = self.slot(v);
+        self.bits[(slot >> 6) as usize] & (1 << (slot & 63)) != 0
+    }
+}
+
+/// The deleted keys of a group with, per key, the highest sequence number of a delete
+/// file holding it.
+enum KeySet {
+    /// Any key, by its arrow-row encoding.
+    Rows(HashMap<Box<[u8]>, i64, KeyHashBuilder>),
+    /// A single `long` column (the common CDC key): the values themselves, so the scan
+    /// probes without encoding rows; the null key apart.
+    Long {
+        values: HashMap<i64, i64, KeyHashBuilder>,
+        null: Option<i64>,
+        /// Built once every key is loaded ([`KeySet::finish`]); without it, every row
+        /// probes the map.
+        filter: Option<LongFilter>,
+    },
+}
+
+impl KeySet {
+    fn len(&self) -> usize {
+        match self {
+            KeySet::Rows(keys) => keys.len(),
+            KeySet::Long { values, null, .. } => values.len() + usize::from(null.is_some()),
+        }
+    }
+
+    /// Call once every key is in.
+    fn finish(&mut self) {
+        if let KeySet::Long { values, filter, .. } = self {
+            *filter = Some(LongFilter::new(values.keys()));
+        }
+    }
+
+    /// The sequence number a non-null long key was deleted with.
+    fn long(
+        values: &HashMap<i64, i64, KeyHashBuilder>,
+        filter: Option<&LongFilter>,
+        v: i64,
+    ) -> Option<i64> {
+        if filter.is_some_and(|f| !f.may_contain(v)) {
+            return None;
+        }
+        values.get(&v).copied()
     }
 }
 
@@ -146,8 +346,7 @@ impl KeyPass {
 struct GroupKeys {
     group: DeleteGroup,
     key_columns: KeyColumns,
-    /// Encoded key -> the highest sequence number of a delete file holding it.
-    keys: HashMap<Box<[u8]>, i64>,
+    keys: KeySet,
     columns: Vec<ColumnValues>,
 }
 
@@ -160,9 +359,19 @@ async fn load_group_keys(
 ) -> Result<GroupKeys> {
     let schema = table.metadata.current_schema();
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
-    let mut keys: HashMap<Box<[u8]>, i64> = HashMap::new();
-    let mut column_sets: Vec<HashSet<OwnedRow>> = vec![HashSet::new(); key_columns.len()];
-    let mut has_null = vec![false; key_columns.len()];
+    let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
+    let mut keys = if single_long {
+        KeySet::Long {
+            values: HashMap::with_hasher(KeyHashBuilder::new()),
+            null: None,
+            filter: None,
+        }
+    } else {
+        KeySet::Rows(HashMap::with_hasher(KeyHashBuilder::new()))
+    };
+    let mut columns_seen: Vec<ColumnValues> = (0..key_columns.len())
+        .map(|_| ColumnValues::default())
+        .collect();
     for delete in &group.delete_files {
         let file = ParquetFile::open(
             &table.file_io,
@@ -194,9 +403,26 @@ async fn load_group_keys(
             let rows = key_columns.encode(&columns)?;
             // Only this pass's share of the keys is kept.
             let mine: Vec<bool> = rows.iter().map(|row| pass.owns(row.as_ref())).collect();
-            for (row, _) in rows.iter().zip(&mine).filter(|(_, m)| **m) {
-                let seq = keys.entry(row.as_ref().into()).or_insert(i64::MIN);
-                *seq = (*seq).max(delete.data_sequence_number);
+            let seq = delete.data_sequence_number;
+            match &mut keys {
+                KeySet::Rows(keys) => {
+                    for (row, _) in rows.iter().zip(&mine).filter(|(_, m)| **m) {
+                        let max = keys.entry(row.as_ref().into()).or_insert(i64::MIN);
+                        *max = (*max).max(seq);
+                    }
+                }
+                KeySet::Long { values, null, .. } => {
+                    let column = columns[0].as_primitive_opt::<Int64Type>().ok_or_else(|| {
+                        Error::file(delete.path(), "key column is not a long", "type mismatch")
+                    })?;
+                    for (value, _) in column.iter().zip(&mine).filter(|(_, m)| **m) {
+                        let max = match value {
+                            Some(v) => values.entry(v).or_insert(i64::MIN),
+                            None => null.get_or_insert(i64::MIN),
+                        };
+                        *max = (*max).max(seq);
+                    }
+                }
             }
             for (i, column) in columns.iter().enumerate() {
                 let encoded = key_columns.encode_column(i, column)?;
@@ -205,23 +431,16 @@ async fn load_group_keys(
                         continue;
                     }
                     if column.is_valid(row_index) {
-                        column_sets[i].insert(row.owned());
+                        columns_seen[i].push(row.as_ref());
                     } else {
-                        has_null[i] = true;
+                        columns_seen[i].has_null = true;
                     }
                 }
             }
         }
     }
-    let columns = column_sets
-        .into_iter()
-        .zip(has_null)
-        .map(|(set, has_null)| {
-            let mut sorted: Vec<OwnedRow> = set.into_iter().collect();
-            sorted.sort();
-            ColumnValues { sorted, has_null }
-        })
-        .collect();
+    keys.finish();
+    let columns = columns_seen.into_iter().map(ColumnValues::sorted).collect();
     Ok(GroupKeys {
         group: group.clone(),
         key_columns,
@@ -249,7 +468,10 @@ impl GroupKeys {
                     .upper_bounds()
                     .get(&field_id)
                     .and_then(|d| self.key_columns.encode_bound(i, d));
-                values.any_within(lower.as_ref(), upper.as_ref())
+                values.any_within(
+                    lower.as_ref().map(|r| r.row().data()),
+                    upper.as_ref().map(|r| r.row().data()),
+                )
             };
             if !may_match_null && !may_match_value {
                 return false;
@@ -315,9 +537,9 @@ impl GroupKeys {
                 let all_null = null_count == Some(num_rows);
                 let may_match_value = !all_null
                     && (!exact || mins.is_null(rg) || maxes.is_null(rg) || {
-                        let lo = min_rows.row(rg).owned();
-                        let hi = max_rows.row(rg).owned();
-                        self.columns[i].any_within(Some(&lo), Some(&hi))
+                        let lo = min_rows.row(rg);
+                        let hi = max_rows.row(rg);
+                        self.columns[i].any_within(Some(lo.data()), Some(hi.data()))
                     });
                 if !may_match_null && !may_match_value {
                     *keep_rg = false;
@@ -544,18 +766,51 @@ fn match_batch(
     first_position: u64,
     positions: &mut RoaringTreemap,
 ) -> Result<()> {
-    let columns: Vec<ArrayRef> = group
-        .key_columns
-        .field_ids
-        .iter()
-        .map(|id| batch.column(column_of[id]).clone())
-        .collect();
-    let rows = group.key_columns.encode(&columns)?;
-    for (offset, row) in rows.iter().enumerate() {
-        if let Some(&seq) = group.keys.get(row.as_ref())
-            && data.data_sequence_number < seq
-        {
-            positions.insert(first_position + offset as u64);
+    let deletes = |seq: Option<i64>| seq.is_some_and(|seq| data.data_sequence_number < seq);
+    match &group.keys {
+        KeySet::Long {
+            values,
+            null,
+            filter,
+        } => {
+            let filter = filter.as_ref();
+            let column = batch
+                .column(column_of[&group.key_columns.field_ids[0]])
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| {
+                    Error::file(data.path(), "key column is not a long", "type mismatch")
+                })?;
+            if column.null_count() == 0 {
+                for (offset, &value) in column.values().iter().enumerate() {
+                    if deletes(KeySet::long(values, filter, value)) {
+                        positions.insert(first_position + offset as u64);
+                    }
+                }
+            } else {
+                for (offset, value) in column.iter().enumerate() {
+                    let seq = match value {
+                        Some(v) => KeySet::long(values, filter, v),
+                        None => *null,
+                    };
+                    if deletes(seq) {
+                        positions.insert(first_position + offset as u64);
+                    }
+                }
+            }
+        }
+        KeySet::Rows(keys) => {
+            let columns: Vec<ArrayRef> = group
+                .key_columns
+                .field_ids
+                .iter()
+                .map(|id| batch.column(column_of[id]).clone())
+                .collect();
+            let rows = group.key_columns.encode(&columns)?;
+            for (offset, row) in rows.iter().enumerate() {
+                if deletes(keys.get(row.as_ref()).copied()) {
+                    positions.insert(first_position + offset as u64);
+                }
+            }
         }
     }
     Ok(())
@@ -567,5 +822,59 @@ struct AbortOnDrop(tokio::task::AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_values_sort_dedup_and_answer_ranges() {
+        let mut values = ColumnValues::default();
+        for v in [&b"m"[..], b"c", b"x", b"c", b"", b"mm"] {
+            values.push(v);
+        }
+        let values = values.sorted();
+        let all: Vec<&[u8]> = (0..values.len()).map(|i| values.value(i)).collect();
+        assert_eq!(all, vec![&b""[..], b"c", b"m", b"mm", b"x"]);
+        assert!(values.any_within(Some(b"d"), Some(b"m")));
+        assert!(values.any_within(Some(b"mm"), Some(b"mm")));
+        assert!(!values.any_within(Some(b"d"), Some(b"l")));
+        assert!(!values.any_within(Some(b"y"), None));
+        assert!(values.any_within(None, Some(b"")));
+        assert!(values.any_within(Some(b"n"), None));
+        assert!(!ColumnValues::default().any_within(None, None));
+    }
+
+    #[test]
+    fn key_hasher_tells_lengths_and_values_apart() {
+        let build = KeyHashBuilder { seed: 7 };
+        let hash = |bytes: &[u8]| {
+            let mut h = build.build_hasher();
+            h.write(bytes);
+            h.finish()
+        };
+        assert_eq!(hash(b"abc"), hash(b"abc"));
+        assert_ne!(hash(b"abc"), hash(b"abc\0"));
+        assert_ne!(hash(b"12345678"), hash(b"12345679"));
+        let mut set: HashSet<i64, KeyHashBuilder> = HashSet::with_hasher(build);
+        set.extend(0..10_000);
+        assert!((0..10_000).all(|k| set.contains(&k)));
+        assert!(!set.contains(&10_000));
+    }
+
+    #[test]
+    fn long_filter_has_no_false_negatives_and_few_false_positives() {
+        let keys: Vec<i64> = (0..50_000).map(|i| i * 7 - 100_000).collect();
+        let filter = LongFilter::new(keys.iter());
+        assert!(keys.iter().all(|&k| filter.may_contain(k)));
+        let false_positives = (0..100_000i64)
+            .map(|i| i * 7 + 3)
+            .filter(|&k| filter.may_contain(k))
+            .count();
+        assert!(false_positives < 20_000, "{false_positives}");
+        let empty = LongFilter::new([].iter());
+        assert!(!empty.may_contain(0));
     }
 }

@@ -39,6 +39,9 @@ public final class Main {
           "      --seconds S (10) --seed N (1) --rows N (20)",
           "  rewrite            rewrites one data file as compaction does (RewriteFiles)",
           "      --file PATH | --largest  [--new-sequence-number]",
+          "  bench-read         benchmarks: one snapshot of a local table read by the generic reader;",
+          "      --metadata FILE --snapshot ID; prints JSON {rows, sum_v, inner_ms} (no services,",
+          "      no table options)",
           "  selftest           all of the above in one JVM on an in-memory catalog (no services)",
           "      --rows N (300) --commits N (3) --only KEY/PARTITION; takes no table options",
           "",
@@ -87,6 +90,8 @@ public final class Main {
           return Rewrite.run(rest, out);
         case "selftest":
           return SelfTest.run(rest, out, err);
+        case "bench-read":
+          return BenchRead.run(rest, out);
         default:
           throw new Args.UsageException("unknown command '" + command + "'");
       }

@@ -1,0 +1,176 @@
+//! `eqdv-bench`: the Rust side of the benchmark harness (benches/run drives it).
+//!
+//! `build-base` and `build-scenario` make the tables; `reset`, `convert`, `floor`,
+//! `read-iceberg` and `read-eqdv` are the measured runs, one process each, so the
+//! driver measures each one's wall time, CPU time and peak RSS on its own. Every
+//! command prints one JSON object on stdout.
+
+mod runs;
+mod tables;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::runs::{ConvertArgs, read_scenario};
+use crate::tables::{DeleteSpec, Dist, KeyKind, Layout};
+
+#[derive(Parser)]
+#[command(
+    name = "eqdv-bench",
+    about = "eqdv's benchmark harness (see benches/run)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Writes a base table (`bench.base`) of FILES data files x ROWS rows.
+    BuildBase {
+        #[arg(long)]
+        warehouse: PathBuf,
+        #[arg(long)]
+        files: u64,
+        #[arg(long)]
+        rows_per_file: u64,
+        #[arg(long, value_enum)]
+        key: KeyKind,
+        /// bucket[N](k) partitioning; 0 = unpartitioned.
+        #[arg(long, default_value_t = 0)]
+        buckets: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Files written at once.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+    },
+    /// Creates `bench.NAME`: the base's data files plus equality deletes of KEYS rows.
+    BuildScenario {
+        #[arg(long)]
+        warehouse: PathBuf,
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        dist: Dist,
+        #[arg(long)]
+        keys: u64,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// Points a scenario's table back at its state with equality deletes.
+    Reset {
+        #[arg(long)]
+        scenario: PathBuf,
+    },
+    /// eqdv's conversion of a scenario's table (committed; `reset` undoes it).
+    Convert {
+        #[arg(long)]
+        scenario: PathBuf,
+        /// Read every candidate (the #18003 baseline).
+        #[arg(long)]
+        no_pruning: bool,
+        #[arg(long)]
+        key_memory_mb: Option<u64>,
+        #[arg(long)]
+        parallelism: Option<usize>,
+    },
+    /// Times the phases of a conversion (load, manifests, plan, resolve, whole).
+    Phases {
+        #[arg(long)]
+        scenario: PathBuf,
+    },
+    /// The floor: decode only the key column of the files that truly hold a key.
+    Floor {
+        #[arg(long)]
+        scenario: PathBuf,
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// iceberg-rust's scan of a metadata file (optionally one snapshot): rows and sum(v).
+    ReadIceberg {
+        #[arg(long)]
+        metadata: String,
+        #[arg(long)]
+        snapshot: Option<i64>,
+    },
+    /// eqdv's reference reader at the head of a metadata file: rows and sum(v).
+    ReadEqdv {
+        #[arg(long)]
+        metadata: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let out = match cli.command {
+        Command::BuildBase {
+            warehouse,
+            files,
+            rows_per_file,
+            key,
+            buckets,
+            seed,
+            jobs,
+        } => {
+            let layout = Layout {
+                files,
+                rows_per_file,
+                key,
+                buckets,
+                seed,
+            };
+            let base = tables::build_base(&warehouse, &layout, jobs).await?;
+            serde_json::json!({
+                "table": base.table,
+                "files": base.files.len(),
+                "data_bytes": base.data_bytes,
+                "metadata_location": base.metadata_location,
+            })
+        }
+        Command::BuildScenario {
+            warehouse,
+            name,
+            dist,
+            keys,
+            seed,
+        } => {
+            let spec = DeleteSpec { dist, keys, seed };
+            let s = tables::build_scenario(&warehouse, &name, &spec).await?;
+            serde_json::json!({
+                "table": s.table,
+                "delete_files": s.delete_files.len(),
+                "truth_files": s.truth_files.len(),
+                "metadata_before": s.metadata_before,
+            })
+        }
+        Command::Reset { scenario } => runs::reset(&read_scenario(&scenario)?).await?,
+        Command::Convert {
+            scenario,
+            no_pruning,
+            key_memory_mb,
+            parallelism,
+        } => {
+            let args = ConvertArgs {
+                no_pruning,
+                key_memory_mb,
+                parallelism,
+            };
+            runs::run_convert(&read_scenario(&scenario)?, &args).await?
+        }
+        Command::Phases { scenario } => runs::run_phases(&read_scenario(&scenario)?).await?,
+        Command::Floor { scenario, threads } => {
+            let scenario = read_scenario(&scenario)?;
+            tokio::task::spawn_blocking(move || runs::run_floor(&scenario, threads)).await??
+        }
+        Command::ReadIceberg { metadata, snapshot } => {
+            runs::read_iceberg(&metadata, snapshot).await?
+        }
+        Command::ReadEqdv { metadata } => runs::read_eqdv(&metadata).await?,
+    };
+    println!("{out}");
+    Ok(())
+}
