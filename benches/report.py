@@ -384,7 +384,7 @@ def main():
         "runs), so these are CPU-bound numbers; on S3 the IO of opened files dominates and pruning "
         "matters more.\n\n"
     )
-    md.append("## How to reproduce\n\n```sh\nbenches/run --quick   # minutes: the 2,000 x 1,000-row table, long keys\n"
+    md.append("## How to reproduce\n\n```sh\nbenches/run --quick   # about 10 minutes: the 2,000 x 1,000-row table, long keys (rewrites this file)\n"
               "benches/run           # the full matrix below (about 40 minutes on this machine, Java reads included)\n"
               "benches/run --report  # rewrite this file from benches/results/*.json\n```\n\n")
     md.append(
