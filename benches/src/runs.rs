@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -16,6 +15,7 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, convert};
+use eqdv::resolve::KeyHashBuilder;
 use eqdv::table::LoadedTable;
 use futures::TryStreamExt;
 use iceberg::TableIdent;
@@ -75,65 +75,6 @@ pub async fn run_convert(scenario: &Scenario, args: &ConvertArgs) -> Result<Valu
     Ok(out)
 }
 
-/// The same hashing as eqdv's key sets (shared/src/resolve.rs), so the floor is not
-/// slower than eqdv for want of a fast hash.
-#[derive(Clone, Copy)]
-struct FastHash(u64);
-
-impl BuildHasher for FastHash {
-    type Hasher = FastHasher;
-
-    fn build_hasher(&self) -> FastHasher {
-        FastHasher(self.0)
-    }
-}
-
-struct FastHasher(u64);
-
-impl FastHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0 ^ word)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(29);
-    }
-}
-
-impl Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_u64(&mut self, word: u64) {
-        self.add(word);
-    }
-
-    fn write_i64(&mut self, word: i64) {
-        self.add(word as u64);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-}
-
 /// Where a conversion's time goes: the phases of `eqdv::convert` run one by one (load,
 /// manifests, plan, resolve) on the scenario's table, then a whole conversion.
 pub async fn run_phases(scenario: &Scenario) -> Result<Value> {
@@ -169,8 +110,8 @@ pub async fn run_phases(scenario: &Scenario) -> Result<Value> {
 }
 
 enum Keys {
-    Long(HashSet<i64, FastHash>),
-    Str(HashSet<Box<str>, FastHash>),
+    Long(HashSet<i64, KeyHashBuilder>),
+    Str(HashSet<Box<str>, KeyHashBuilder>),
 }
 
 fn key_reader(
@@ -205,8 +146,8 @@ fn key_reader(
 pub fn run_floor(scenario: &Scenario, threads: usize) -> Result<Value> {
     let started = Instant::now();
     let mut keys = match scenario.layout.key {
-        KeyKind::Long => Keys::Long(HashSet::with_hasher(FastHash(0x05ee_d0ff_100d))),
-        KeyKind::String => Keys::Str(HashSet::with_hasher(FastHash(0x05ee_d0ff_100d))),
+        KeyKind::Long => Keys::Long(HashSet::with_hasher(KeyHashBuilder::new())),
+        KeyKind::String => Keys::Str(HashSet::with_hasher(KeyHashBuilder::new())),
     };
     let mut bytes_read = 0;
     for path in &scenario.delete_files {

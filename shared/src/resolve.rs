@@ -176,14 +176,21 @@ fn mix64(mut z: u64) -> u64 {
 
 /// Hashing for the deleted-key sets, probed once per data row read: a multiply-rotate
 /// per 8 bytes and a SplitMix64 finish, several times cheaper than SipHash. The seed is
-/// random per set, so keys cannot be crafted to collide ahead of time.
+/// random per set, so keys cannot be crafted to collide ahead of time. Public so that
+/// the benchmarks' floor hashes exactly as the engine does.
 #[derive(Clone, Copy)]
-struct KeyHashBuilder {
+pub struct KeyHashBuilder {
     seed: u64,
 }
 
+impl Default for KeyHashBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl KeyHashBuilder {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             seed: rand::random(),
         }
@@ -198,7 +205,7 @@ impl BuildHasher for KeyHashBuilder {
     }
 }
 
-struct KeyHasher(u64);
+pub struct KeyHasher(u64);
 
 impl KeyHasher {
     fn add(&mut self, word: u64) {
