@@ -87,6 +87,22 @@ pub async fn run_phases(scenario: &Scenario) -> Result<Value> {
     let t = Instant::now();
     let files = eqdv::table::TableFiles::read(&table, table.head("main")?.as_ref()).await?;
     ms.push(("manifests", t.elapsed()));
+    // The manifests' bytes decoded alone (no IO): the fast decoder, then iceberg-rust's.
+    let mut manifest_bytes = Vec::new();
+    for m in &files.manifests {
+        manifest_bytes.push(eqdv::storage::read_all(&table.file_io, &m.manifest_path).await?);
+    }
+    let t = Instant::now();
+    for bytes in &manifest_bytes {
+        eqdv::manifest_decode::decode_manifest(bytes)
+            .map_err(|e| anyhow!("fast decoder declined a manifest: {e}"))?;
+    }
+    ms.push(("decode fast", t.elapsed()));
+    let t = Instant::now();
+    for bytes in &manifest_bytes {
+        iceberg::spec::Manifest::parse_avro(bytes)?;
+    }
+    ms.push(("decode iceberg", t.elapsed()));
     let t = Instant::now();
     let groups = eqdv::plan::group_equality_deletes(&table, &files)?;
     ms.push(("plan", t.elapsed()));

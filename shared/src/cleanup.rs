@@ -425,16 +425,12 @@ pub async fn reachable_files(table: &LoadedTable) -> Result<Reachable> {
             if !required && !exists(io, &m.manifest_path).await? {
                 return Ok::<_, Error>(Found::Missing(m.manifest_path));
             }
-            let manifest = m
-                .load_manifest(io)
-                .await
-                .map_err(|e| Error::file(&m.manifest_path, "cannot read manifest", e))?;
+            let (_, entries) = crate::manifest_decode::load_manifest(io, &m).await?;
             // Live and DELETED entries alike: some snapshot references each.
             Ok(Found::Read(
-                manifest
-                    .entries()
-                    .iter()
-                    .map(|e| e.file_path().to_string())
+                entries
+                    .into_iter()
+                    .map(|e| e.data_file.file_path().to_string())
                     .collect(),
             ))
         }))

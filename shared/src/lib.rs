@@ -2,7 +2,7 @@
 //! deletion vectors (DVs) and commits the result as a row-delta snapshot.
 //!
 //! One module per concern (see DESIGN.md): `catalog` (load + compare-and-swap),
-//! `table` (manifests and live files), `plan` (groups and shards), `resolve` (keys to
+//! `table` (manifests and live files, decoded by `manifest_decode`), `plan` (groups and shards), `resolve` (keys to
 //! positions), `dv`/`puffin` (the blob codec and Puffin files), `snapshot` (building a
 //! new snapshot), `convert` (the commit protocol with validation and retries),
 //! `generate` (CDC workloads for tests and demos), `read` (a DV-aware reader used to
@@ -20,6 +20,7 @@ pub mod events;
 pub mod generate;
 pub mod inspect;
 pub mod keys;
+pub mod manifest_decode;
 pub mod parquet_io;
 pub mod plan;
 pub mod planner;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestFile,
-    ManifestList, ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
+    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestEntry,
+    ManifestFile, ManifestList, ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
@@ -149,15 +149,12 @@ impl TableFiles {
             )
         })?;
         let manifests: Vec<ManifestFile> = list.entries().to_vec();
-        let loaded: Vec<(ManifestFile, iceberg::spec::Manifest)> =
+        let loaded: Vec<(ManifestFile, Vec<ManifestEntry>)> =
             futures::stream::iter(manifests.iter().cloned().map(|m| {
                 let file_io = table.file_io.clone();
                 async move {
-                    let manifest = m
-                        .load_manifest(&file_io)
-                        .await
-                        .map_err(|e| Error::file(&m.manifest_path, "cannot read manifest", e))?;
-                    Ok::<_, Error>((m, manifest))
+                    let (_, entries) = crate::manifest_decode::load_manifest(&file_io, &m).await?;
+                    Ok::<_, Error>((m, entries))
                 }
             }))
             .buffered(8)
@@ -169,8 +166,8 @@ impl TableFiles {
             manifests,
             ..Default::default()
         };
-        for (manifest_file, manifest) in loaded {
-            for entry in manifest.entries() {
+        for (manifest_file, entries) in loaded {
+            for entry in entries {
                 if entry.status() == ManifestStatus::Deleted {
                     continue;
                 }
@@ -186,15 +183,17 @@ impl TableFiles {
                         "missing inherited value",
                     ));
                 };
+                let file_sequence_number = entry.file_sequence_number.unwrap_or(data_seq);
+                let content_type = entry.content_type();
                 let live = LiveFile {
-                    file: entry.data_file().clone(),
+                    file: entry.data_file,
                     spec_id: manifest_file.partition_spec_id,
                     data_sequence_number: data_seq,
-                    file_sequence_number: entry.file_sequence_number.unwrap_or(data_seq),
+                    file_sequence_number,
                     snapshot_id,
                     manifest_path: manifest_file.manifest_path.clone(),
                 };
-                match (manifest_file.content, entry.content_type()) {
+                match (manifest_file.content, content_type) {
                     (ManifestContentType::Data, DataContentType::Data) => {
                         files.data_files.push(live)
                     }
@@ -229,7 +228,7 @@ impl TableFiles {
                             &manifest_file.manifest_path,
                             format!(
                                 "{file_content:?} entry {} in a {content} manifest",
-                                entry.file_path()
+                                live.path()
                             ),
                             "invalid manifest",
                         ));

@@ -10,6 +10,8 @@ use eqdv::generate::{GenerateReport, WorkloadSpec, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
 
+pub mod manifests;
+
 pub struct Warehouse {
     pub dir: tempfile::TempDir,
     pub catalog: SqliteCatalog,
@@ -140,4 +142,10 @@ pub async fn orphan_files(catalog: &dyn Catalog) -> Vec<PathBuf> {
 pub async fn assert_no_orphans(catalog: &dyn Catalog) {
     let orphans = orphan_files(catalog).await;
     assert!(orphans.is_empty(), "orphan files left behind: {orphans:#?}");
+}
+
+/// Every manifest of the table decodes alike through eqdv's fast decoder and
+/// iceberg-rust's (see `manifests.rs`).
+pub async fn assert_manifests_decode_alike(catalog: &dyn Catalog) -> usize {
+    manifests::assert_manifests_decode_alike(&load(catalog).await).await
 }
