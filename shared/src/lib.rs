@@ -21,6 +21,7 @@ pub mod generate;
 pub mod inspect;
 pub mod keys;
 pub mod parquet_io;
+pub mod parquet_reader;
 pub mod plan;
 pub mod planner;
 pub mod position_deletes;
