@@ -22,6 +22,7 @@ pub mod inspect;
 pub mod keys;
 pub mod manifest_decode;
 pub mod parquet_io;
+pub mod parquet_reader;
 pub mod plan;
 pub mod planner;
 pub mod position_deletes;

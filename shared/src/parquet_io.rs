@@ -11,13 +11,13 @@ use std::sync::Arc;
 use arrow_array::{ArrayRef, RecordBatch, new_null_array};
 use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use futures::{Stream, StreamExt};
-use iceberg::arrow::ArrowFileReader;
 use iceberg::io::FileIO;
 use iceberg::spec::NestedFieldRef;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::{PARQUET_FIELD_ID_META_KEY, ProjectionMask};
 use parquet::file::metadata::ParquetMetaData;
 
+use crate::parquet_reader::FileReader;
 use crate::{Error, Result};
 
 /// The Arrow schema eqdv reads `fields` into (field ids kept in the metadata).
@@ -32,26 +32,34 @@ pub fn target_schema(fields: &[NestedFieldRef]) -> Result<ArrowSchemaRef> {
 /// An open Parquet file with its footer read.
 pub struct ParquetFile {
     path: String,
-    builder: ParquetRecordBatchStreamBuilder<ArrowFileReader>,
+    builder: ParquetRecordBatchStreamBuilder<FileReader>,
 }
 
 impl ParquetFile {
-    /// Opens `path` and reads its footer. `file_size` comes from the manifest, which
-    /// saves a HEAD request.
+    /// Opens `path` and reads its footer (without page indexes: see
+    /// [`crate::parquet_reader`]). `file_size` comes from the manifest, which saves a
+    /// HEAD request.
     pub async fn open(file_io: &FileIO, path: &str, file_size: Option<u64>) -> Result<Self> {
         let input = file_io.new_input(path)?;
-        let meta = match file_size {
-            Some(size) => iceberg::io::FileMetadata { size },
-            None => input
-                .metadata()
-                .await
-                .map_err(|e| Error::file(path, "cannot stat data file (missing?)", e))?,
+        let size = match file_size {
+            Some(size) => size,
+            None => {
+                input
+                    .metadata()
+                    .await
+                    .map_err(|e| Error::file(path, "cannot stat data file (missing?)", e))?
+                    .size
+            }
         };
         let reader = input
             .reader()
             .await
             .map_err(|e| Error::file(path, "cannot open data file (missing?)", e))?;
-        let reader = ArrowFileReader::new(meta, reader);
+        Self::open_reader(path, FileReader::new(path, size, reader)).await
+    }
+
+    /// Opens `path` through `reader` (a [`FileReader`] of it) and reads its footer.
+    pub async fn open_reader(path: &str, reader: FileReader) -> Result<Self> {
         let builder = ParquetRecordBatchStreamBuilder::new(reader)
             .await
             .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;

@@ -1,0 +1,494 @@
+//! eqdv's Parquet byte source: parquet's [`AsyncFileReader`] over an Iceberg
+//! [`FileRead`], tuned for opening many small files.
+//!
+//! iceberg-rust's `ArrowFileReader` prefetches a 512 KiB footer and always preloads the
+//! page indexes (column and offset indexes), which costs CPU on every opened file;
+//! eqdv prunes by row-group statistics only and never uses them. This reader:
+//!
+//! - loads the footer with parquet's own [`ParquetMetaDataReader::load_and_finish`]:
+//!   one suffix read of [`DEFAULT_FOOTER_HINT`] bytes (the whole file when smaller),
+//!   plus one more read only when the footer is longer than that; page indexes skipped;
+//! - keeps that suffix and serves later reads falling inside it from memory, so a file
+//!   smaller than the hint is read once;
+//! - coalesces the column-chunk ranges of a read that are adjacent or closer than
+//!   [`DEFAULT_COALESCE_GAP`] into one read each, then slices them.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use iceberg::io::FileRead;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+
+use crate::Error;
+
+/// Bytes read from the end of a file to find its footer (the whole file when smaller).
+pub const DEFAULT_FOOTER_HINT: usize = 64 * 1024;
+
+/// Ranges of one read closer than this are fetched as one range.
+pub const DEFAULT_COALESCE_GAP: u64 = 1024 * 1024;
+
+/// Merged ranges of one read fetched at once (matters on object stores); iceberg-rust's
+/// `ArrowFileReader` default.
+const FETCH_CONCURRENCY: usize = 10;
+
+/// An [`AsyncFileReader`] over an Iceberg [`FileRead`] of a file of known size.
+pub struct FileReader {
+    path: Arc<str>,
+    size: u64,
+    inner: Box<dyn FileRead>,
+    footer_hint: usize,
+    coalesce_gap: u64,
+    /// The file's last bytes as read for the footer: `(offset, bytes)`.
+    tail: Option<(u64, Bytes)>,
+    /// Reads issued to `inner` (for tests and diagnostics).
+    reads: u64,
+}
+
+impl FileReader {
+    /// A reader of `path` (used in error messages), `size` bytes long, with the default
+    /// footer hint and coalescing gap.
+    pub fn new(path: &str, size: u64, inner: Box<dyn FileRead>) -> Self {
+        Self {
+            path: Arc::from(path),
+            size,
+            inner,
+            footer_hint: DEFAULT_FOOTER_HINT,
+            coalesce_gap: DEFAULT_COALESCE_GAP,
+            tail: None,
+            reads: 0,
+        }
+    }
+
+    /// Bytes to read from the end of the file for its footer (at least the 8-byte tail).
+    pub fn with_footer_hint(mut self, bytes: usize) -> Self {
+        self.footer_hint = bytes;
+        self
+    }
+
+    /// Ranges of one read closer than `bytes` are fetched as one.
+    pub fn with_coalesce_gap(mut self, bytes: u64) -> Self {
+        self.coalesce_gap = bytes;
+        self
+    }
+
+    /// Reads issued to the underlying [`FileRead`] so far.
+    pub fn reads(&self) -> u64 {
+        self.reads
+    }
+
+    /// `range` from the kept tail, if it lies wholly inside it.
+    fn cached(&self, range: &Range<u64>) -> Option<Bytes> {
+        let (offset, bytes) = self.tail.as_ref()?;
+        let start = usize::try_from(range.start.checked_sub(*offset)?).ok()?;
+        let end = usize::try_from(range.end.checked_sub(*offset)?).ok()?;
+        (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
+    }
+
+    /// Reads `range` from the file, failing on a short read (a truncated file).
+    async fn fetch_range(
+        inner: &dyn FileRead,
+        path: &str,
+        range: Range<u64>,
+    ) -> parquet::errors::Result<Bytes> {
+        let bytes = inner.read(range.clone()).await.map_err(|e| {
+            external(
+                path,
+                format!("cannot read bytes {}..{}", range.start, range.end),
+                e,
+            )
+        })?;
+        let wanted = range.end.saturating_sub(range.start);
+        if bytes.len() as u64 != wanted {
+            return Err(external(
+                path,
+                format!(
+                    "read of bytes {}..{} returned {} bytes",
+                    range.start,
+                    range.end,
+                    bytes.len()
+                ),
+                "file shorter than its recorded size (truncated?)",
+            ));
+        }
+        Ok(bytes)
+    }
+
+    fn check_range(&self, range: &Range<u64>) -> parquet::errors::Result<()> {
+        if range.start > range.end || range.end > self.size {
+            return Err(external(
+                &self.path,
+                format!(
+                    "byte range {}..{} outside the file's {} bytes",
+                    range.start, range.end, self.size
+                ),
+                "corrupt file or wrong file size",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A parquet error carrying eqdv's file error (which names the path).
+fn external(
+    path: &str,
+    message: impl Into<String>,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> ParquetError {
+    ParquetError::External(Box::new(Error::file(path, message, source)))
+}
+
+/// Serves the footer reads of [`ParquetMetaDataReader`] and keeps the first suffix read.
+struct FooterFetch<'a>(&'a mut FileReader);
+
+impl MetadataFetch for FooterFetch<'_> {
+    fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            let reader = &mut *self.0;
+            if let Some(bytes) = reader.cached(&range) {
+                return Ok(bytes);
+            }
+            reader.check_range(&range)?;
+            reader.reads += 1;
+            let bytes =
+                FileReader::fetch_range(reader.inner.as_ref(), &reader.path, range.clone()).await?;
+            if reader.tail.is_none() && range.end == reader.size {
+                reader.tail = Some((range.start, bytes.clone()));
+            }
+            Ok(bytes)
+        }
+        .boxed()
+    }
+}
+
+impl AsyncFileReader for FileReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            if let Some(bytes) = self.cached(&range) {
+                return Ok(bytes);
+            }
+            self.check_range(&range)?;
+            self.reads += 1;
+            Self::fetch_range(self.inner.as_ref(), &self.path, range).await
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.cached(r)).collect();
+            let missing: Vec<Range<u64>> = ranges
+                .iter()
+                .zip(&out)
+                .filter(|(_, b)| b.is_none())
+                .map(|(r, _)| r.clone())
+                .collect();
+            if missing.is_empty() {
+                return Ok(out.into_iter().flatten().collect());
+            }
+            for range in &missing {
+                self.check_range(range)?;
+            }
+            let merged = coalesce_ranges(&missing, self.coalesce_gap);
+            self.reads += merged.len() as u64;
+            let (inner, path) = (self.inner.as_ref(), &*self.path);
+            let fetched: Vec<Bytes> = futures::stream::iter(merged.iter().cloned())
+                .map(|range| Self::fetch_range(inner, path, range))
+                .buffered(FETCH_CONCURRENCY)
+                .try_collect()
+                .await?;
+            for (slot, range) in out.iter_mut().zip(&ranges) {
+                if slot.is_some() {
+                    continue;
+                }
+                // The merged range holding `range`: the last one starting at or before it.
+                let i = merged
+                    .partition_point(|m| m.start <= range.start)
+                    .checked_sub(1)
+                    .ok_or_else(|| external(path, "range coalescing lost a range", "bug"))?;
+                let start = usize::try_from(range.start - merged[i].start)
+                    .map_err(|e| external(path, "range too large", e))?;
+                let end = usize::try_from(range.end - merged[i].start)
+                    .map_err(|e| external(path, "range too large", e))?;
+                *slot = Some(fetched[i].slice(start..end));
+            }
+            Ok(out.into_iter().flatten().collect())
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_metadata_options(options.map(|o| o.metadata_options().clone()))
+                .with_page_index_policy(PageIndexPolicy::Skip)
+                .with_prefetch_hint(Some(self.footer_hint))
+                .load_and_finish(FooterFetch(self), size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// Sorted, disjoint ranges covering `ranges`, merging those that overlap, touch or are
+/// at most `gap` bytes apart.
+pub fn coalesce_ranges(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+    let mut sorted = ranges.to_vec();
+    sorted.sort_unstable_by_key(|r| (r.start, r.end));
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for range in sorted {
+        match merged.last_mut() {
+            Some(last) if range.start <= last.end.saturating_add(gap) => {
+                last.end = last.end.max(range.end);
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use arrow_array::{Array, Int64Array, RecordBatch};
+    use arrow_schema::{DataType, Field, Schema};
+    use futures::TryStreamExt;
+    use iceberg::io::FileIO;
+    use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
+    use parquet::file::properties::WriterProperties;
+
+    use super::*;
+    use crate::parquet_io::ParquetFile;
+
+    /// Writes `columns` long columns (field ids 1..) of `rows` rows each, in row groups
+    /// of `group_rows`; column `c` holds `c * 1_000_000 + row`.
+    fn write_parquet(path: &Path, columns: usize, rows: usize, group_rows: usize) {
+        let fields: Vec<Field> = (0..columns)
+            .map(|c| {
+                Field::new(format!("c{c}"), DataType::Int64, false).with_metadata(HashMap::from([
+                    (PARQUET_FIELD_ID_META_KEY.to_string(), (c + 1).to_string()),
+                ]))
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(fields));
+        let arrays: Vec<Arc<dyn Array>> = (0..columns)
+            .map(|c| {
+                Arc::new(Int64Array::from_iter_values(
+                    (0..rows as i64).map(|r| c as i64 * 1_000_000 + r),
+                )) as Arc<dyn Array>
+            })
+            .collect();
+        let batch = RecordBatch::try_new(schema.clone(), arrays).unwrap();
+        let props = WriterProperties::builder()
+            .set_max_row_group_row_count(Some(group_rows))
+            .build();
+        let file = std::fs::File::create(path).unwrap();
+        let mut writer = ArrowWriter::try_new(file, schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
+
+    async fn reader_of(path: &Path, size: Option<u64>) -> FileReader {
+        let path = path.to_str().unwrap();
+        let size = size.unwrap_or_else(|| std::fs::metadata(path).unwrap().len());
+        let inner = FileIO::new_with_fs()
+            .new_input(path)
+            .unwrap()
+            .reader()
+            .await
+            .unwrap();
+        FileReader::new(path, size, inner)
+    }
+
+    #[tokio::test]
+    async fn small_file_is_read_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("small.parquet");
+        write_parquet(&path, 3, 1000, 1000);
+        assert!(std::fs::metadata(&path).unwrap().len() < DEFAULT_FOOTER_HINT as u64);
+        let mut reader = reader_of(&path, None).await;
+        let meta = reader.get_metadata(None).await.unwrap();
+        assert_eq!(reader.reads(), 1);
+        assert_eq!(meta.num_row_groups(), 1);
+        assert!(meta.column_index().is_none() && meta.offset_index().is_none());
+        // Every column chunk comes from the kept tail.
+        let ranges: Vec<Range<u64>> = meta
+            .row_group(0)
+            .columns()
+            .iter()
+            .map(|c| {
+                let (start, len) = c.byte_range();
+                start..start + len
+            })
+            .collect();
+        let chunks = reader.get_byte_ranges(ranges.clone()).await.unwrap();
+        assert_eq!(reader.reads(), 1);
+        let file = std::fs::read(&path).unwrap();
+        for (range, chunk) in ranges.iter().zip(&chunks) {
+            assert_eq!(&chunk[..], &file[range.start as usize..range.end as usize]);
+        }
+    }
+
+    #[tokio::test]
+    async fn footer_longer_than_the_suffix_takes_a_second_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wide.parquet");
+        // 300 columns x 4 row groups: a footer of tens of KiB.
+        write_parquet(&path, 300, 400, 100);
+        for hint in [0, 64, 4096] {
+            let mut reader = reader_of(&path, None).await.with_footer_hint(hint);
+            let meta = reader.get_metadata(None).await.unwrap();
+            assert_eq!(reader.reads(), 2, "hint {hint}");
+            assert_eq!(meta.num_row_groups(), 4);
+            assert_eq!(meta.file_metadata().schema_descr().num_columns(), 300);
+        }
+        // And the file reads correctly by field id through ParquetFile.
+        let reader = reader_of(&path, None).await.with_footer_hint(64);
+        let file = ParquetFile::open_reader(path.to_str().unwrap(), reader)
+            .await
+            .unwrap();
+        assert_eq!(file.leaf_index(250), Some(249));
+        let target = Arc::new(Schema::new(vec![file.field_by_id(250).unwrap().clone()]));
+        let batches: Vec<(u64, RecordBatch)> = file
+            .read(target, Some(vec![1, 3]), 1024)
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let firsts: Vec<u64> = batches.iter().map(|(p, _)| *p).collect();
+        assert_eq!(firsts, vec![100, 300]);
+        let values: Vec<i64> = batches
+            .iter()
+            .flat_map(|(_, b)| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect();
+        let expected: Vec<i64> = (100..200)
+            .chain(300..400)
+            .map(|r| 249_000_000 + r)
+            .collect();
+        assert_eq!(values, expected);
+    }
+
+    #[test]
+    fn ranges_coalesce_when_close() {
+        assert!(coalesce_ranges(&[], 10).is_empty());
+        // Adjacent, overlapping, contained, unsorted.
+        assert_eq!(
+            coalesce_ranges(&[20..30, 0..10, 10..15, 5..12, 22..25], 0),
+            vec![0..15, 20..30]
+        );
+        // Gaps up to `gap` merge, larger ones do not.
+        assert_eq!(
+            coalesce_ranges(&[0..10, 15..20, 31..40], 5),
+            vec![0..20, 31..40]
+        );
+        assert_eq!(coalesce_ranges(&[0..10, 16..20], 5), vec![0..10, 16..20]);
+    }
+
+    #[tokio::test]
+    async fn byte_ranges_are_coalesced_then_sliced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("blob.bin");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let mut reader = reader_of(&path, None).await;
+        let ranges = vec![
+            500..900,
+            0..100,
+            100..300, // adjacent to 0..100
+            250..260, // overlapping
+            600_000..600_010,
+            2_900_000..2_900_100, // more than 1 MiB after the previous one
+        ];
+        let got = reader.get_byte_ranges(ranges.clone()).await.unwrap();
+        assert_eq!(reader.reads(), 2);
+        for (range, bytes) in ranges.iter().zip(&got) {
+            assert_eq!(&bytes[..], &data[range.start as usize..range.end as usize]);
+        }
+        // With no gap allowed, only touching or overlapping ranges merge.
+        let mut reader = reader_of(&path, None).await.with_coalesce_gap(0);
+        let got = reader.get_byte_ranges(ranges.clone()).await.unwrap();
+        assert_eq!(reader.reads(), 4);
+        for (range, bytes) in ranges.iter().zip(&got) {
+            assert_eq!(&bytes[..], &data[range.start as usize..range.end as usize]);
+        }
+        // A range past the end is an error naming the file.
+        let err = reader.get_bytes(2_999_990..3_000_010).await.unwrap_err();
+        assert!(err.to_string().contains("blob.bin"), "{err}");
+    }
+
+    async fn open_error(path: &Path, size: Option<u64>) -> String {
+        let reader = reader_of(path, size).await;
+        match ParquetFile::open_reader(path.to_str().unwrap(), reader).await {
+            Ok(_) => panic!("{} opened", path.display()),
+            Err(e) => {
+                assert!(matches!(e, Error::File { .. }), "{e:?}");
+                e.to_string()
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn unreadable_files_give_errors_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("not-parquet.parquet");
+        std::fs::write(&text, b"hello, this is not a parquet file at all").unwrap();
+        let message = open_error(&text, None).await;
+        assert!(message.contains("not-parquet.parquet"), "{message}");
+
+        let tiny = dir.path().join("tiny.parquet");
+        std::fs::write(&tiny, b"PAR1").unwrap();
+        let message = open_error(&tiny, None).await;
+        assert!(message.contains("tiny.parquet"), "{message}");
+
+        // A truncated file, opened with its size before truncation (as a manifest
+        // would record it) and with its actual size.
+        let good = dir.path().join("truncated.parquet");
+        write_parquet(&good, 2, 1000, 1000);
+        let full = std::fs::read(&good).unwrap();
+        std::fs::write(&good, &full[..full.len() / 2]).unwrap();
+        let message = open_error(&good, Some(full.len() as u64)).await;
+        assert!(message.contains("truncated.parquet"), "{message}");
+        let message = open_error(&good, None).await;
+        assert!(message.contains("truncated.parquet"), "{message}");
+
+        // A file that opens but whose data is cut is reported when read.
+        let (path, file_len) = (dir.path().join("cut.parquet"), full.len());
+        let mut cut = full.clone();
+        // Overwrite the first page's bytes (after "PAR1") with garbage.
+        for b in &mut cut[4..file_len / 2] {
+            *b = 0xff;
+        }
+        std::fs::write(&path, &cut).unwrap();
+        let reader = reader_of(&path, None).await;
+        let file = ParquetFile::open_reader(path.to_str().unwrap(), reader)
+            .await
+            .unwrap();
+        let target = Arc::new(Schema::new(vec![file.field_by_id(1).unwrap().clone()]));
+        let result: Result<Vec<_>, Error> =
+            file.read(target, None, 1024).unwrap().try_collect().await;
+        let message = result.unwrap_err().to_string();
+        assert!(message.contains("cut.parquet"), "{message}");
+    }
+}
