@@ -169,12 +169,21 @@ impl Shard {
 pub struct PlanOptions {
     /// Bin-pack partitions into shards of about this many bytes of candidate data.
     pub target_shard_bytes: u64,
+    /// The most bytes a shard may take as JSON (a queue message). A partition with more
+    /// delete files than that holds is split into several shards of the same partitions,
+    /// each converting some of its delete files: every equality delete file converts on
+    /// its own, and the queue's message group (table + partitions) runs them in order.
+    pub max_shard_json_bytes: usize,
 }
+
+/// SQS's limit is 256 KiB per message; this leaves room for the message attributes.
+pub const DEFAULT_MAX_SHARD_JSON_BYTES: usize = 240 * 1024;
 
 impl Default for PlanOptions {
     fn default() -> Self {
         Self {
             target_shard_bytes: 512 * 1024 * 1024,
+            max_shard_json_bytes: DEFAULT_MAX_SHARD_JSON_BYTES,
         }
     }
 }
@@ -279,22 +288,149 @@ pub fn plan(
                 }
             })
             .collect();
-        let mut all_files: Vec<&str> = shard_groups
+        let shard = Shard::new(
+            table.name.clone(),
+            branch,
+            base_snapshot_id,
+            labels,
+            shard_groups,
+            bytes,
+        );
+        plan.shards
+            .extend(split_to_fit(shard, options.max_shard_json_bytes)?);
+    }
+    Ok(plan)
+}
+
+impl Shard {
+    fn new(
+        table: TableName,
+        branch: &str,
+        base_snapshot_id: i64,
+        partitions: Vec<String>,
+        groups: Vec<ShardGroup>,
+        estimated_bytes: u64,
+    ) -> Self {
+        let mut all_files: Vec<&str> = groups
             .iter()
             .flat_map(|g| g.delete_files.iter().map(String::as_str))
             .collect();
         all_files.sort_unstable();
-        plan.shards.push(Shard {
+        Self {
             id: stable_hash(&all_files),
-            table: table.name.clone(),
+            table,
             branch: branch.to_string(),
             base_snapshot_id,
-            partitions: labels,
-            groups: shard_groups,
-            estimated_bytes: bytes,
-        });
+            partitions,
+            groups,
+            estimated_bytes,
+        }
     }
-    Ok(plan)
+
+    /// The shard as the JSON a queue message carries.
+    pub fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self)
+            .map_err(|e| Error::InvalidInput(format!("shard {} does not serialize: {e}", self.id)))
+    }
+}
+
+/// Splits `shard` into shards of the same partitions whose JSON fits `max_bytes`, by
+/// dealing its delete files out in order (the estimated bytes are shared in proportion).
+fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
+    if shard.to_json()?.len() <= max_bytes {
+        return Ok(vec![shard]);
+    }
+    let total_files = shard.delete_files().count().max(1) as u64;
+    // What a shard costs without any file path: the frame plus each group's fields.
+    let frame = Shard {
+        groups: Vec::new(),
+        ..shard.clone()
+    }
+    .to_json()?
+    .len();
+    let group_frame = |g: &ShardGroup| {
+        serde_json::to_string(&ShardGroup {
+            delete_files: Vec::new(),
+            ..g.clone()
+        })
+        .map(|j| j.len() + 1)
+        .unwrap_or(usize::MAX / 4)
+    };
+    // A JSON string may grow when escaped; budget each path at its escaped length.
+    let path_cost = |p: &str| {
+        serde_json::to_string(p)
+            .map(|j| j.len() + 1)
+            .unwrap_or(usize::MAX / 4)
+    };
+
+    let mut chunks: Vec<Vec<ShardGroup>> = Vec::new();
+    let mut current: Vec<ShardGroup> = Vec::new();
+    // The index (in `shard.groups`) of the group `current`'s last entry was cut from.
+    let mut open_group: Option<usize> = None;
+    let mut size = frame;
+    for (index, group) in shard.groups.iter().enumerate() {
+        for path in &group.delete_files {
+            let fresh = path_cost(path) + group_frame(group);
+            if frame + fresh > max_bytes {
+                return Err(Error::InvalidInput(format!(
+                    "delete file {path} of table {} does not fit a shard message of {max_bytes} bytes",
+                    shard.table
+                )));
+            }
+            let mut cost = if open_group == Some(index) {
+                path_cost(path)
+            } else {
+                fresh
+            };
+            if size + cost > max_bytes {
+                chunks.push(std::mem::take(&mut current));
+                size = frame;
+                open_group = None;
+                cost = fresh;
+            }
+            if open_group != Some(index) {
+                current.push(ShardGroup {
+                    delete_files: Vec::new(),
+                    ..group.clone()
+                });
+                open_group = Some(index);
+            }
+            size += cost;
+            if let Some(last) = current.last_mut() {
+                last.delete_files.push(path.clone());
+            }
+        }
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    let shards: Vec<Shard> = chunks
+        .into_iter()
+        .map(|groups| {
+            let files = groups
+                .iter()
+                .map(|g| g.delete_files.len() as u64)
+                .sum::<u64>();
+            Shard::new(
+                shard.table.clone(),
+                &shard.branch,
+                shard.base_snapshot_id,
+                shard.partitions.clone(),
+                groups,
+                shard.estimated_bytes.saturating_mul(files) / total_files,
+            )
+        })
+        .collect();
+    for s in &shards {
+        let len = s.to_json()?.len();
+        if len > max_bytes {
+            return Err(Error::InvalidInput(format!(
+                "shard {} of table {} is {len} bytes after splitting, over {max_bytes}",
+                s.id, s.table
+            )));
+        }
+    }
+    Ok(shards)
 }
 
 /// FNV-1a over the sorted file list: stable across processes and releases.

@@ -223,6 +223,7 @@ async fn shards_convert_independently() {
         &f,
         &eqdv::plan::PlanOptions {
             target_shard_bytes: 1,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -251,6 +252,103 @@ async fn shards_convert_independently() {
     }
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
+}
+
+/// A partition whose delete files do not fit one queue message is split into shards of
+/// the same partition; converted one after another they give the whole conversion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_too_big_for_a_message_are_split() {
+    for (seed, partition, global_deletes) in [
+        (31, PartitionKind::None, false),
+        // One shard of many groups (global deletes make the table one shard).
+        (32, PartitionKind::Bucket(3), true),
+    ] {
+        let w = warehouse();
+        let spec = WorkloadSpec {
+            commits: 8,
+            changes_per_commit: 40,
+            global_deletes,
+            ..spec(seed, vec![KeyType::String], partition)
+        };
+        let report = generate_table(&w.catalog, &spec).await;
+        let expected = expected_rows(&report.state).unwrap();
+        let t = load(&w.catalog).await;
+        let f = files(&w.catalog).await;
+        let whole = eqdv::plan::plan(&t, "main", &f, &Default::default()).unwrap();
+        assert_eq!(whole.shards.len(), 1, "{partition}: one shard unsplit");
+        let whole_json = whole.shards[0].to_json().unwrap().len();
+        let max = whole_json / 3;
+        let split = eqdv::plan::plan(
+            &t,
+            "main",
+            &f,
+            &eqdv::plan::PlanOptions {
+                max_shard_json_bytes: max,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            split.shards.len() >= 3,
+            "{partition}: {whole_json} bytes in shards of {max} gave {} shards",
+            split.shards.len()
+        );
+        let mut listed: Vec<String> = Vec::new();
+        for shard in &split.shards {
+            assert!(
+                shard.to_json().unwrap().len() <= max,
+                "shard {} too big",
+                shard.id
+            );
+            assert_eq!(shard.partitions, whole.shards[0].partitions);
+            listed.extend(shard.delete_files().map(str::to_string));
+        }
+        let mut live: Vec<String> = f
+            .equality_deletes
+            .iter()
+            .map(|d| d.path().to_string())
+            .collect();
+        live.sort();
+        listed.sort();
+        assert_eq!(
+            listed, live,
+            "{partition}: every delete file in exactly one shard"
+        );
+        let ids: std::collections::HashSet<_> = split.shards.iter().map(|s| &s.id).collect();
+        assert_eq!(ids.len(), split.shards.len(), "shard ids are distinct");
+
+        for shard in &split.shards {
+            let options = ConvertOptions {
+                shard: Some(shard.clone()),
+                ..Default::default()
+            };
+            let r = convert(&w.catalog, &table(), &options).await.unwrap();
+            assert_eq!(r.outcome, Outcome::Converted, "shard {}", shard.id);
+        }
+        assert_converted(&w.catalog, &expected).await;
+        assert_no_orphans(&w.catalog).await;
+    }
+
+    // One path longer than the whole budget is an error naming it, not a lost file.
+    let w = warehouse();
+    generate_table(
+        &w.catalog,
+        &spec(33, vec![KeyType::Long], PartitionKind::None),
+    )
+    .await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let err = eqdv::plan::plan(
+        &t,
+        "main",
+        &f,
+        &eqdv::plan::PlanOptions {
+            max_shard_json_bytes: 300,
+            ..Default::default()
+        },
+    )
+    .expect_err("nothing fits 300 bytes");
+    assert!(err.to_string().contains(".parquet"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

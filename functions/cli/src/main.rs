@@ -622,7 +622,10 @@ async fn make_plan(
         &table,
         branch,
         &files,
-        &PlanOptions { target_shard_bytes },
+        &PlanOptions {
+            target_shard_bytes,
+            ..Default::default()
+        },
     )?)
 }
 

@@ -93,7 +93,7 @@ impl ShardQueue for Sqs {
         let body = serde_json::to_string(shard).map_err(eqdv::Error::from)?;
         if body.len() > MAX_MESSAGE_BYTES {
             return Err(self.error(format!(
-                "shard {} of {} is {} bytes, over SQS's {MAX_MESSAGE_BYTES}: lower EQDV_SHARD_TARGET_MB",
+                "shard {} of {} is {} bytes, over SQS's {MAX_MESSAGE_BYTES} (the plan splits shards to fit; this is a bug)",
                 shard.id,
                 shard.table,
                 body.len()
