@@ -8,7 +8,7 @@ mod services;
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
+use eqdv::generate::{WorkloadSpec, expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
@@ -22,20 +22,6 @@ async fn catalog(test: &str) -> (GlueCatalog, String) {
     (catalog, format!("eqdv_{unique}"))
 }
 
-fn spec(seed: u64) -> WorkloadSpec {
-    WorkloadSpec {
-        seed,
-        rows: 1_000,
-        commits: 3,
-        keys: vec![KeyType::Long, KeyType::String],
-        partition: PartitionKind::Identity,
-        changes_per_commit: 100,
-        rows_per_file: 250,
-        rows_per_row_group: 100,
-        ..Default::default()
-    }
-}
-
 async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
     let t = LoadedTable::load(catalog, name).await.expect("load");
     let head = t.head("main").expect("head");
@@ -46,7 +32,7 @@ async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
 async fn generated_table_on_glue_and_minio_converts() {
     let (catalog, db) = catalog("gen").await;
     let name = TableName::new(db, "orders");
-    let report = generate(&catalog, &name, &spec(1))
+    let report = generate(&catalog, &name, &services::glue_spec(1))
         .await
         .expect("generate on Glue/S3");
     let expected = expected_rows(&report.state).unwrap();
@@ -94,7 +80,7 @@ async fn stale_version_is_a_conflict_and_changes_nothing() {
         &name,
         &WorkloadSpec {
             commits: 1,
-            ..spec(2)
+            ..services::glue_spec(2)
         },
     )
     .await
@@ -106,7 +92,7 @@ async fn stale_version_is_a_conflict_and_changes_nothing() {
         &name,
         &WorkloadSpec {
             commits: 1,
-            ..spec(2)
+            ..services::glue_spec(2)
         },
     )
     .await

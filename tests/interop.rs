@@ -15,14 +15,16 @@ mod java;
 #[path = "../shared/tests/support/manifests.rs"]
 mod manifests;
 
+#[path = "../shared/tests/support/before_swap.rs"]
+mod before_swap;
+
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
-use eqdv::catalog::{Catalog, GlueCatalog, TableName, TablePointer};
+use before_swap::{BeforeSwap, BoxFuture, Swap, Then};
+use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use iceberg::io::FileIO;
 use java::JavaTable;
 use serde_json::Value;
 
@@ -199,10 +201,9 @@ enum JavaFirst {
     WriteCdc,
 }
 
-/// A Glue catalog that lets Java commit right before eqdv's first swap.
+/// What Java commits before eqdv's first swap, on which table.
 #[derive(Debug)]
-struct JavaBeforeSwap {
-    inner: GlueCatalog,
+struct JavaCommit {
     table: String,
     warehouse: String,
     database: String,
@@ -211,46 +212,48 @@ struct JavaBeforeSwap {
     done: AtomicBool,
 }
 
-#[async_trait]
-impl Catalog for JavaBeforeSwap {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
-    }
-    fn default_table_location(&self, table: &TableName) -> String {
-        self.inner.default_table_location(table)
-    }
-    async fn load_pointer(&self, table: &TableName) -> eqdv::Result<TablePointer> {
-        self.inner.load_pointer(table).await
-    }
-    async fn swap_pointer(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        new_metadata_location: &str,
-    ) -> eqdv::Result<()> {
-        if !self.done.swap(true, Ordering::SeqCst) {
+/// A Glue catalog that lets Java commit right before eqdv's first swap.
+type JavaBeforeSwap = BeforeSwap<GlueCatalog, JavaCommit>;
+
+fn java_before_swap(
+    inner: GlueCatalog,
+    t: &JavaTable,
+    action: JavaFirst,
+    cdc_args: Vec<String>,
+) -> JavaBeforeSwap {
+    let state = JavaCommit {
+        table: t.table.clone(),
+        warehouse: t.warehouse.clone(),
+        database: t.database.clone(),
+        action,
+        cdc_args,
+        done: AtomicBool::new(false),
+    };
+    BeforeSwap::new(inner, state, java_commit)
+}
+
+fn java_commit(swap: Swap<'_, JavaCommit, GlueCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        if !swap.state.done.swap(true, Ordering::SeqCst) {
             let jt = JavaTable {
-                warehouse: self.warehouse.clone(),
-                database: self.database.clone(),
-                table: self.table.clone(),
+                warehouse: swap.state.warehouse.clone(),
+                database: swap.state.database.clone(),
+                table: swap.state.table.clone(),
             };
-            let args: Vec<String> = match self.action {
+            let args: Vec<String> = match swap.state.action {
                 JavaFirst::Compact => {
                     // Which data files does the pending snapshot add DVs for?
                     let pending = iceberg::spec::TableMetadata::read_from(
-                        self.inner.file_io(),
-                        new_metadata_location,
+                        swap.inner.file_io(),
+                        swap.new_metadata_location,
                     )
                     .await
                     .expect("pending metadata");
                     let t = LoadedTable {
-                        name: table.clone(),
-                        pointer: expected.clone(),
+                        name: swap.table.clone(),
+                        pointer: swap.expected.clone(),
                         metadata: std::sync::Arc::new(pending),
-                        file_io: self.inner.file_io().clone(),
+                        file_io: swap.inner.file_io().clone(),
                     };
                     let head = t.head("main").unwrap();
                     let files = TableFiles::read(&t, head.as_ref()).await.unwrap();
@@ -263,7 +266,7 @@ impl Catalog for JavaBeforeSwap {
                 }
                 JavaFirst::WriteCdc => {
                     let mut a = vec!["write-cdc".to_string()];
-                    a.extend(self.cdc_args.iter().cloned());
+                    a.extend(swap.state.cdc_args.iter().cloned());
                     a
                 }
             };
@@ -275,16 +278,8 @@ impl Catalog for JavaBeforeSwap {
             .expect("java task");
             eprintln!("Java commit before eqdv's swap: {out}");
         }
-        self.inner
-            .swap_pointer(table, expected, new_metadata_location)
-            .await
-    }
-    async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {
-        self.inner.create_table(table, location).await
-    }
-    async fn list_tables(&self, namespace: Option<&str>) -> eqdv::Result<Vec<TableName>> {
-        self.inner.list_tables(namespace).await
-    }
+        Then::Swap
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,15 +301,7 @@ async fn compaction_of_a_dv_target_forces_a_replan() {
         ],
     );
     let before = t.dump();
-    let catalog = JavaBeforeSwap {
-        inner: t.catalog().await,
-        table: t.table.clone(),
-        warehouse: t.warehouse.clone(),
-        database: t.database.clone(),
-        action: JavaFirst::Compact,
-        cdc_args: Vec::new(),
-        done: AtomicBool::new(false),
-    };
+    let catalog = java_before_swap(t.catalog().await, &t, JavaFirst::Compact, Vec::new());
     let r = convert(&catalog, &t.name(), &ConvertOptions::default())
         .await
         .expect("conversion after a concurrent compaction");
@@ -389,15 +376,7 @@ async fn java_commit_before_the_swap_is_rebased_over() {
     t.java("write-cdc", &first);
     let mut more = cdc.clone();
     more.extend(["--commits".to_string(), "1".to_string()]);
-    let catalog = JavaBeforeSwap {
-        inner: t.catalog().await,
-        table: t.table.clone(),
-        warehouse: t.warehouse.clone(),
-        database: t.database.clone(),
-        action: JavaFirst::WriteCdc,
-        cdc_args: more,
-        done: AtomicBool::new(false),
-    };
+    let catalog = java_before_swap(t.catalog().await, &t, JavaFirst::WriteCdc, more);
     let r = convert(&catalog, &t.name(), &ConvertOptions::default())
         .await
         .expect("conversion with a Java commit in between");

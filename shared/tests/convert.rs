@@ -4,16 +4,14 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use eqdv::Error;
-use eqdv::catalog::{Catalog, SqliteCatalog, TableName, TablePointer};
+use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use iceberg::io::FileIO;
+use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use support::*;
 
 fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpec {
@@ -398,57 +396,48 @@ async fn racing_converters_both_end_cleanly() {
     assert!(raced > 0, "the converters never overlapped");
 }
 
-/// A catalog that lets another writer commit right before each of eqdv's swaps.
+/// Another writer that commits right before each of eqdv's swaps.
 #[derive(Debug)]
-struct Interfering {
-    inner: SqliteCatalog,
+struct Interference {
     other: SqliteCatalog,
     spec: WorkloadSpec,
     /// How many swaps to interfere with.
     remaining: AtomicU32,
-    swaps: Arc<AtomicU32>,
+    swaps: AtomicU32,
 }
 
-#[async_trait]
-impl Catalog for Interfering {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
-    }
-    fn default_table_location(&self, table: &TableName) -> String {
-        self.inner.default_table_location(table)
-    }
-    async fn load_pointer(&self, table: &TableName) -> eqdv::Result<TablePointer> {
-        self.inner.load_pointer(table).await
-    }
-    async fn swap_pointer(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        new_metadata_location: &str,
-    ) -> eqdv::Result<()> {
-        self.swaps.fetch_add(1, Ordering::SeqCst);
-        if self
+/// A catalog that lets another writer commit right before each of eqdv's swaps.
+type Interfering = BeforeSwap<SqliteCatalog, Interference>;
+
+fn interfering(w: &Warehouse, s: &WorkloadSpec, remaining: u32) -> Interfering {
+    let inner = w.another_handle();
+    let state = Interference {
+        other: w.another_handle(),
+        spec: WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+        remaining: AtomicU32::new(remaining),
+        swaps: AtomicU32::new(0),
+    };
+    BeforeSwap::new(inner, state, interfere)
+}
+
+fn interfere(swap: Swap<'_, Interference, SqliteCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        swap.state.swaps.fetch_add(1, Ordering::SeqCst);
+        if swap
+            .state
             .remaining
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            eqdv::generate::generate(&self.other, table, &self.spec)
+            eqdv::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
                 .await
                 .expect("interfering writer");
         }
-        self.inner
-            .swap_pointer(table, expected, new_metadata_location)
-            .await
-    }
-    async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {
-        self.inner.create_table(table, location).await
-    }
-    async fn list_tables(&self, namespace: Option<&str>) -> eqdv::Result<Vec<TableName>> {
-        self.inner.list_tables(namespace).await
-    }
+        Then::Swap
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,16 +445,7 @@ async fn pointer_moved_mid_commit_rebases() {
     let w = warehouse();
     let s = spec(30, vec![KeyType::Long], PartitionKind::Identity);
     generate_table(&w.catalog, &s).await;
-    let catalog = Interfering {
-        inner: w.another_handle(),
-        other: w.another_handle(),
-        spec: WorkloadSpec {
-            commits: 1,
-            ..s.clone()
-        },
-        remaining: AtomicU32::new(1),
-        swaps: Arc::new(AtomicU32::new(0)),
-    };
+    let catalog = interfering(&w, &s, 1);
     let report = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect("conversion with a concurrent writer");
@@ -494,16 +474,7 @@ async fn endless_conflicts_give_up_and_clean_up() {
     let w = warehouse();
     let s = spec(31, vec![KeyType::Long], PartitionKind::None);
     generate_table(&w.catalog, &s).await;
-    let catalog = Interfering {
-        inner: w.another_handle(),
-        other: w.another_handle(),
-        spec: WorkloadSpec {
-            commits: 1,
-            ..s.clone()
-        },
-        remaining: AtomicU32::new(u32::MAX),
-        swaps: Arc::new(AtomicU32::new(0)),
-    };
+    let catalog = interfering(&w, &s, u32::MAX);
     let options = ConvertOptions {
         retry: Some(RetryPolicy {
             num_retries: 2,
@@ -521,7 +492,7 @@ async fn endless_conflicts_give_up_and_clean_up() {
         "{err}"
     );
     assert!(err.to_string().contains("db.events"), "{err}");
-    assert_eq!(catalog.swaps.load(Ordering::SeqCst), 3);
+    assert_eq!(catalog.state.swaps.load(Ordering::SeqCst), 3);
     // Only the interfering writer's snapshots landed; eqdv left nothing behind.
     let t = load(&w.catalog).await;
     for s in t.metadata.snapshots() {

@@ -14,13 +14,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
 use eqdv::Error;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName, TablePointer};
 use eqdv::cleanup::{CleanupOptions, CleanupReport, cleanup, list_files, reachable_files};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use iceberg::io::FileIO;
+use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use support::*;
 
 fn spec(seed: u64) -> WorkloadSpec {
@@ -54,22 +53,6 @@ fn paths(list: &[String]) -> BTreeSet<PathBuf> {
 
 fn table_dir(w: &Warehouse) -> PathBuf {
     w.path().join("db.db").join("events")
-}
-
-fn all_files(dir: &Path) -> BTreeSet<PathBuf> {
-    fn walk(dir: &Path, out: &mut BTreeSet<PathBuf>) {
-        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else {
-                out.insert(p);
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, &mut out);
-    out
 }
 
 fn plant(path: &Path, age: Option<Duration>) {
@@ -348,11 +331,9 @@ enum SwapFault {
     LostAfterApply,
 }
 
-/// A catalog whose swaps end with an unknown outcome, and whose pointer cannot be read
-/// back for a while afterwards (the network is down).
+/// The fault of [`UnknownOutcome`] and what is left of it.
 #[derive(Debug)]
-struct UnknownOutcome {
-    inner: SqliteCatalog,
+struct Fault {
     fault: SwapFault,
     /// Pointer reads that fail after a faulty swap.
     failing_reads: AtomicU32,
@@ -360,73 +341,66 @@ struct UnknownOutcome {
     faults: AtomicU32,
 }
 
-#[async_trait]
-impl Catalog for UnknownOutcome {
-    fn name(&self) -> &str {
-        self.inner.name()
+/// A catalog whose swaps end with an unknown outcome, and whose pointer cannot be read
+/// back for a while afterwards (the network is down).
+type UnknownOutcome = BeforeSwap<SqliteCatalog, Fault>;
+
+fn unknown_outcome(w: &Warehouse, fault: SwapFault) -> UnknownOutcome {
+    readable_unknown_outcome(w, fault).before_load(fail_read_back)
+}
+
+/// `unknown_outcome` without the failing read-back.
+fn readable_unknown_outcome(w: &Warehouse, fault: SwapFault) -> UnknownOutcome {
+    let state = Fault {
+        fault,
+        failing_reads: AtomicU32::new(0),
+        faults: AtomicU32::new(1),
+    };
+    BeforeSwap::new(w.another_handle(), state, lose_the_answer)
+}
+
+fn fail_read_back<'a>(
+    s: &'a Fault,
+    inner: &'a SqliteCatalog,
+    _table: &'a TableName,
+) -> Option<eqdv::Result<TablePointer>> {
+    if s.failing_reads
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+    {
+        return Some(Err(Error::Catalog {
+            catalog: inner.name().into(),
+            message: "injected: connection reset".into(),
+            source: None,
+        }));
     }
-    fn file_io(&self) -> &FileIO {
-        self.inner.file_io()
-    }
-    fn default_table_location(&self, table: &TableName) -> String {
-        self.inner.default_table_location(table)
-    }
-    async fn load_pointer(&self, table: &TableName) -> eqdv::Result<TablePointer> {
-        if self
-            .failing_reads
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            return Err(Error::Catalog {
-                catalog: self.inner.name().into(),
-                message: "injected: connection reset".into(),
-                source: None,
-            });
-        }
-        self.inner.load_pointer(table).await
-    }
-    async fn swap_pointer(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        new_metadata_location: &str,
-    ) -> eqdv::Result<()> {
-        if self
+    None
+}
+
+fn lose_the_answer(swap: Swap<'_, Fault, SqliteCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        if swap
+            .state
             .faults
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_err()
         {
-            return self
+            return Then::Swap;
+        }
+        if swap.state.fault == SwapFault::LostAfterApply
+            && let Err(e) = swap
                 .inner
-                .swap_pointer(table, expected, new_metadata_location)
-                .await;
+                .swap_pointer(swap.table, swap.expected, swap.new_metadata_location)
+                .await
+        {
+            return Then::Answer(Err(e));
         }
-        if self.fault == SwapFault::LostAfterApply {
-            self.inner
-                .swap_pointer(table, expected, new_metadata_location)
-                .await?;
-        }
-        self.failing_reads.store(1, Ordering::SeqCst);
-        Err(Error::CommitStateUnknown {
-            table: table.to_string(),
+        swap.state.failing_reads.store(1, Ordering::SeqCst);
+        Then::Answer(Err(Error::CommitStateUnknown {
+            table: swap.table.to_string(),
             message: "injected: timeout after the request was sent".into(),
-        })
-    }
-    async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {
-        self.inner.create_table(table, location).await
-    }
-    async fn list_tables(&self, namespace: Option<&str>) -> eqdv::Result<Vec<TableName>> {
-        self.inner.list_tables(namespace).await
-    }
-}
-
-fn unknown_outcome(w: &Warehouse, fault: SwapFault) -> UnknownOutcome {
-    UnknownOutcome {
-        inner: w.another_handle(),
-        fault,
-        failing_reads: AtomicU32::new(0),
-        faults: AtomicU32::new(1),
-    }
+        }))
+    })
 }
 
 fn deleted_set(r: &CleanupReport) -> BTreeSet<PathBuf> {
@@ -517,49 +491,13 @@ async fn lost_answer_with_a_readable_pointer_is_a_success() {
     let report = generate_table(&w.catalog, &spec(7)).await;
     let expected = expected_rows(&report.state).unwrap();
     // The read after the swap succeeds.
-    let catalog = NoReadFailures(unknown_outcome(&w, SwapFault::LostAfterApply));
+    let catalog = readable_unknown_outcome(&w, SwapFault::LostAfterApply);
     let r = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect("the read-back shows the commit landed");
     assert_eq!(r.outcome, Outcome::Converted);
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
-}
-
-/// `UnknownOutcome` without the failing read-back.
-#[derive(Debug)]
-struct NoReadFailures(UnknownOutcome);
-
-#[async_trait]
-impl Catalog for NoReadFailures {
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    fn file_io(&self) -> &FileIO {
-        self.0.file_io()
-    }
-    fn default_table_location(&self, table: &TableName) -> String {
-        self.0.default_table_location(table)
-    }
-    async fn load_pointer(&self, table: &TableName) -> eqdv::Result<TablePointer> {
-        self.0.inner.load_pointer(table).await
-    }
-    async fn swap_pointer(
-        &self,
-        table: &TableName,
-        expected: &TablePointer,
-        new_metadata_location: &str,
-    ) -> eqdv::Result<()> {
-        self.0
-            .swap_pointer(table, expected, new_metadata_location)
-            .await
-    }
-    async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {
-        self.0.create_table(table, location).await
-    }
-    async fn list_tables(&self, namespace: Option<&str>) -> eqdv::Result<Vec<TableName>> {
-        self.0.list_tables(namespace).await
-    }
 }
 
 /// A table next to ours whose name starts with ours is not ours to clean.

@@ -1,24 +1,11 @@
 //! The `eqdv` binary as scripts use it: exit codes, JSON output, plans and shards.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn eqdv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_eqdv"))
-        .args(args)
-        .output()
-        .expect("run eqdv")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
+use common::{eqdv, json};
 
 fn table_args(dir: &Path) -> Vec<String> {
     vec![

@@ -12,15 +12,17 @@
 #[path = "../../../shared/tests/support/mod.rs"]
 mod support;
 
+mod common;
 mod kill;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Output;
 use std::time::Instant;
 
+use common::{eqdv_command, eqdv_json, json};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV};
+use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
 use support::*;
 
 fn spec(seed: u64) -> WorkloadSpec {
@@ -47,24 +49,7 @@ fn table_args(w: &Warehouse) -> Vec<String> {
 }
 
 fn eqdv(w: &Warehouse, command: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_eqdv"))
-        .arg(command)
-        .arg("--json")
-        .args(table_args(w))
-        .args(extra)
-        .env_remove(PAUSE_AT_ENV)
-        .output()
-        .expect("run eqdv")
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    eqdv_json(command, &table_args(w), extra)
 }
 
 fn path_set(value: &serde_json::Value) -> BTreeSet<PathBuf> {
@@ -76,25 +61,9 @@ fn path_set(value: &serde_json::Value) -> BTreeSet<PathBuf> {
         .collect()
 }
 
-fn all_files(dir: &Path) -> BTreeSet<PathBuf> {
-    fn walk(dir: &Path, out: &mut BTreeSet<PathBuf>) {
-        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else {
-                out.insert(p);
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(dir, &mut out);
-    out
-}
-
 /// Runs `eqdv convert` until it reports pausing at `point`, then SIGKILLs it.
 fn convert_killed_at(w: &Warehouse, point: &str) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_eqdv"));
+    let mut command = eqdv_command();
     command.arg("convert").args(table_args(w));
     kill::kill_when_paused(command, point);
 }
@@ -216,7 +185,7 @@ async fn sigkill_between_metadata_write_and_pointer_swap() {
 #[test]
 fn cleanup_rejects_an_age_without_a_unit() {
     let w = warehouse();
-    let out = Command::new(env!("CARGO_BIN_EXE_eqdv"))
+    let out = eqdv_command()
         .arg("cleanup")
         .args(table_args(&w))
         .args(["--older-than", "72"])

@@ -16,17 +16,19 @@
 #[path = "../../../shared/tests/support/services.rs"]
 mod services;
 
+mod common;
 mod kill;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Instant;
 
+use common::{assert_exit, eqdv_command, eqdv_json, json};
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::normalize_location;
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
+use eqdv::generate::{expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP, PAUSE_AT_ENV};
+use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn glue_catalog(test: &str) -> (GlueCatalog, String) {
@@ -51,50 +53,10 @@ async fn connect(warehouse: Option<String>) -> GlueCatalog {
     .expect("glue catalog")
 }
 
-fn spec(seed: u64) -> WorkloadSpec {
-    WorkloadSpec {
-        seed,
-        rows: 1_000,
-        commits: 3,
-        keys: vec![KeyType::Long, KeyType::String],
-        partition: PartitionKind::Identity,
-        changes_per_commit: 100,
-        rows_per_file: 250,
-        rows_per_row_group: 100,
-        ..Default::default()
-    }
-}
-
 /// `eqdv COMMAND --json --catalog glue --table DB.NAME EXTRA...`, never paused.
 fn eqdv(name: &TableName, command: &str, extra: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_eqdv"))
-        .arg(command)
-        .arg("--json")
-        .args(["--catalog", "glue", "--table", &name.to_string()])
-        .args(extra)
-        .env_remove(PAUSE_AT_ENV)
-        .output()
-        .expect("run eqdv")
-}
-
-fn assert_exit(out: &Output, code: i32, what: &str) {
-    assert_eq!(
-        out.status.code(),
-        Some(code),
-        "{what}\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}\nstderr: {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
+    let table_args = ["--catalog", "glue", "--table", &name.to_string()].map(String::from);
+    eqdv_json(command, &table_args, extra)
 }
 
 fn path_set(value: &serde_json::Value) -> BTreeSet<String> {
@@ -159,7 +121,7 @@ async fn assert_converted(catalog: &dyn Catalog, name: &TableName, expected: &[S
 /// Runs `eqdv convert --catalog glue` until it reports pausing at `point`, then
 /// SIGKILLs it.
 fn convert_killed_at(name: &TableName, point: &str) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_eqdv"));
+    let mut command = eqdv_command();
     command
         .args(["convert", "--json", "--catalog", "glue", "--table"])
         .arg(name.to_string());
@@ -227,7 +189,7 @@ async fn killed_at(point: &str, test: &str, seed: u64) {
     let started = Instant::now();
     let (catalog, db) = glue_catalog(test).await;
     let name = TableName::new(db, "events");
-    let report = generate(&catalog, &name, &spec(seed))
+    let report = generate(&catalog, &name, &services::glue_spec(seed))
         .await
         .expect("generate on Glue/S3");
     let expected = expected_rows(&report.state).unwrap();

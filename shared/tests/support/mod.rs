@@ -2,7 +2,7 @@
 //! keep (rows, no equality deletes, DVs the Java reader would accept, no orphan files).
 #![allow(dead_code)]
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
@@ -10,6 +10,7 @@ use eqdv::generate::{GenerateReport, WorkloadSpec, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
 
+pub mod before_swap;
 pub mod manifests;
 
 pub struct Warehouse {
@@ -137,6 +138,23 @@ pub async fn orphan_files(catalog: &dyn Catalog) -> Vec<PathBuf> {
     let mut orphans: Vec<PathBuf> = all.into_iter().filter(|p| !reachable.contains(p)).collect();
     orphans.sort();
     orphans
+}
+
+/// Every file under `dir`, recursively (panics on an unreadable directory).
+pub fn all_files(dir: &Path) -> BTreeSet<PathBuf> {
+    fn walk(dir: &Path, out: &mut BTreeSet<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.insert(p);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(dir, &mut out);
+    out
 }
 
 pub async fn assert_no_orphans(catalog: &dyn Catalog) {

@@ -36,3 +36,19 @@ pub fn unique_name(test: &str) -> String {
 pub fn unique_warehouse(unique: &str) -> String {
     format!("{}/{unique}", require_services().trim_end_matches('/'))
 }
+
+/// The workload the Glue/S3 tests generate: small, identity-partitioned, a two-column key.
+pub fn glue_spec(seed: u64) -> eqdv::generate::WorkloadSpec {
+    use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec};
+    WorkloadSpec {
+        seed,
+        rows: 1_000,
+        commits: 3,
+        keys: vec![KeyType::Long, KeyType::String],
+        partition: PartitionKind::Identity,
+        changes_per_commit: 100,
+        rows_per_file: 250,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
+}
