@@ -331,6 +331,11 @@ def machine():
             info["mem_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
     except OSError:
         pass
+    try:
+        info["rustc"] = subprocess.run(["rustc", "--version"], capture_output=True, text=True,
+                                       check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
     info["loadavg_start"] = os.getloadavg()
     return info
 

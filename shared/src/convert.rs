@@ -166,7 +166,26 @@ pub struct ConvertReport {
     pub rebases: u32,
     pub replans: u32,
     pub duration_ms: u64,
+    /// Where the last attempt's time went.
+    pub phases: PhaseTimes,
     pub resolve: ResolveMetrics,
+}
+
+/// Milliseconds spent per phase of the last attempt (plan again after a conflict: the
+/// phases restart).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PhaseTimes {
+    /// Loading the table, its manifest list and manifests, and grouping the deletes.
+    pub read_table_ms: f64,
+    /// Reading the deleted keys and resolving them to positions (merging with
+    /// existing DVs and position deletes included).
+    pub resolve_ms: f64,
+    /// Writing the Puffin file and the metadata, and committing (retries included).
+    pub write_commit_ms: f64,
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// The DV to write for one data file.
@@ -212,12 +231,14 @@ pub async fn convert(
         rebases: 0,
         replans: 0,
         duration_ms: 0,
+        phases: PhaseTimes::default(),
         resolve: ResolveMetrics::default(),
     };
     let mut policy: Option<RetryPolicy> = options.retry.clone();
 
     'plan: loop {
         options.check_deadline(name, "planning")?;
+        let phase = Instant::now();
         let table = LoadedTable::load(catalog, name).await?;
         table.require_v3()?;
         let policy = policy
@@ -234,6 +255,10 @@ pub async fn convert(
         let groups = select_groups(&table, &files, options.shard.as_ref())?;
         report.base_snapshot_id = files.snapshot_id;
         report.groups = groups.len();
+        report.phases = PhaseTimes {
+            read_table_ms: ms_since(phase),
+            ..Default::default()
+        };
         if groups.is_empty() {
             report.outcome = Outcome::NothingToDo;
             report.duration_ms = started.elapsed().as_millis() as u64;
@@ -241,6 +266,7 @@ pub async fn convert(
         }
 
         options.check_deadline(name, "resolving keys to positions")?;
+        let phase = Instant::now();
         let resolving = resolve(&table, &files, &groups, &options.resolve);
         let resolved = match options.deadline {
             // Dropping the scan cancels it (its tasks abort on drop).
@@ -261,6 +287,7 @@ pub async fn convert(
             merge_with_existing(&table, &files, &position_deletes, resolved.positions).await?;
         let removed_position_deletes =
             covered_position_deletes(&files, &position_deletes, &dv_plans);
+        report.phases.resolve_ms = ms_since(phase);
 
         let mut removed: Vec<LiveFile> = groups
             .iter()
@@ -284,6 +311,7 @@ pub async fn convert(
         // From the first file written on, every error but an unknown commit outcome
         // removes what this attempt wrote.
         let file_io = table.file_io.clone();
+        let phase = Instant::now();
         let mut attempt_files: Vec<String> = Vec::new();
         let attempt = Attempt {
             catalog,
@@ -303,6 +331,7 @@ pub async fn convert(
                 &mut attempt_files,
             )
             .await;
+        report.phases.write_commit_ms = ms_since(phase);
         match result {
             Ok(AttemptEnd::Committed) => return Ok(report),
             Ok(AttemptEnd::Replan) => {
