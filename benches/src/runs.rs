@@ -60,6 +60,7 @@ pub async fn run_convert(scenario: &Scenario, args: &ConvertArgs) -> Result<Valu
     if args.no_pruning {
         options.resolve.bound_pruning = false;
         options.resolve.row_group_pruning = false;
+        options.resolve.bloom_pruning = false;
     }
     if let Some(mb) = args.key_memory_mb {
         options.resolve.key_memory_budget = mb << 20;

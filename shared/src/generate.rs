@@ -265,6 +265,9 @@ pub struct WorkloadSpec {
     pub rows_per_file: u32,
     /// Most rows per Parquet row group.
     pub rows_per_row_group: u32,
+    /// Write Parquet bloom filters on the key columns of data files (as Java does with
+    /// `write.parquet.bloom-filter-enabled.column.<k>`).
+    pub bloom_filters: bool,
 }
 
 impl Default for WorkloadSpec {
@@ -281,6 +284,7 @@ impl Default for WorkloadSpec {
             changes_per_commit: 200,
             rows_per_file: 500,
             rows_per_row_group: 200,
+            bloom_filters: false,
         }
     }
 }
@@ -1638,11 +1642,20 @@ async fn write_plan(
     let metadata = table.metadata.as_ref();
     let schema = metadata.current_schema().clone();
     let spec = &state.spec;
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder()
         // Exact Parquet statistics; the bounds are then truncated like Java's.
         .set_statistics_truncate_length(None)
-        .set_max_row_group_row_count(Some(spec.rows_per_row_group as usize))
-        .build();
+        .set_max_row_group_row_count(Some(spec.rows_per_row_group as usize));
+    if spec.bloom_filters {
+        for j in 0..spec.keys.len() {
+            let column = parquet::schema::types::ColumnPath::from(format!("k{j}"));
+            props = props
+                .set_column_bloom_filter_enabled(column.clone(), true)
+                .set_column_bloom_filter_fpp(column.clone(), 0.01)
+                .set_column_bloom_filter_ndv(column, u64::from(spec.rows_per_row_group));
+        }
+    }
+    let props = props.build();
     let location = table.location().to_string();
     let default_spec_id = metadata.default_partition_spec_id();
     let global_spec_id = metadata

@@ -127,6 +127,22 @@ impl KeyColumns {
         Ok(self.column_converters[index].convert_columns(std::slice::from_ref(column))?)
     }
 
+    /// The values of key column `index` back from their order-preserving encodings
+    /// (as `encode_column` made them).
+    pub fn decode_column<'a>(
+        &self,
+        index: usize,
+        encoded: impl Iterator<Item = &'a [u8]>,
+    ) -> Result<ArrayRef> {
+        let converter = &self.column_converters[index];
+        let parser = converter.parser();
+        let rows: Vec<_> = encoded.map(|bytes| parser.parse(bytes)).collect();
+        let mut columns = converter.convert_rows(rows)?;
+        columns
+            .pop()
+            .ok_or_else(|| Error::InvalidInput("decoding key values gave no column".into()))
+    }
+
     /// Order-preserving encoding of a manifest bound for key column `index`, or `None`
     /// when the bound cannot be represented (then it must not be used for pruning).
     pub fn encode_bound(&self, index: usize, bound: &Datum) -> Option<OwnedRow> {

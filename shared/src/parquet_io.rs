@@ -73,6 +73,18 @@ impl ParquetFile {
         self.builder.metadata()
     }
 
+    /// The bloom filter of column `leaf` in `row_group`, if the writer wrote one.
+    pub async fn bloom_filter(
+        &mut self,
+        row_group: usize,
+        leaf: usize,
+    ) -> Result<Option<parquet::bloom_filter::Sbbf>> {
+        self.builder
+            .get_row_group_column_bloom_filter(row_group, leaf)
+            .await
+            .map_err(|e| Error::file(&self.path, "cannot read a bloom filter", e))
+    }
+
     /// The file's Arrow schema (as the Parquet reader sees it).
     pub fn arrow_schema(&self) -> &ArrowSchemaRef {
         self.builder.schema()

@@ -39,6 +39,10 @@ pub struct ResolveOptions {
     pub batch_size: usize,
     /// Use Parquet row-group statistics to skip row groups.
     pub row_group_pruning: bool,
+    /// Use Parquet bloom filters (where the writer wrote them) to skip row groups whose
+    /// range holds a few deleted keys that the filter says are absent: files whose
+    /// bounds were widened by upserts, random keys, deletes of keys never written.
+    pub bloom_pruning: bool,
     /// Use manifest column bounds to skip data files. Turn off for tables whose
     /// writers recorded bounds that are too narrow (iceberg-rust <= 0.10.1 could, for
     /// strings over 64 bytes spread over several row groups).
@@ -60,6 +64,7 @@ impl Default for ResolveOptions {
             parallelism: (cores * 2).max(2),
             batch_size: 8192,
             row_group_pruning: true,
+            bloom_pruning: true,
             bound_pruning: true,
             key_memory_budget: 1 << 30,
         }
@@ -83,6 +88,10 @@ pub struct ResolveMetrics {
     pub files_opened: u64,
     pub row_groups_read: u64,
     pub row_groups_pruned: u64,
+    /// Of the row groups pruned, those a bloom filter ruled out.
+    pub row_groups_pruned_by_bloom: u64,
+    /// Files opened whose key columns were not read at all (every row group pruned).
+    pub files_pruned_by_footer: u64,
     pub rows_scanned: u64,
     /// Compressed bytes of the column chunks read (data and delete files).
     pub bytes_read: u64,
@@ -145,27 +154,44 @@ impl ColumnValues {
 
     /// Is some value within `[lower, upper]` (either end may be open)? Needs `sorted`.
     fn any_within(&self, lower: Option<&[u8]>, upper: Option<&[u8]>) -> bool {
-        let start = match lower {
-            Some(lo) => {
-                let (mut a, mut b) = (0, self.len());
-                while a < b {
-                    let mid = a + (b - a) / 2;
-                    if self.value(mid) < lo {
-                        a = mid + 1;
-                    } else {
-                        b = mid;
-                    }
-                }
-                a
-            }
-            None => 0,
-        };
+        let start = lower.map_or(0, |lo| self.partition_point(|v| v < lo));
         if start >= self.len() {
             return false;
         }
         upper.is_none_or(|hi| self.value(start) <= hi)
     }
+
+    /// The indexes of the values within `[lower, upper]`. Needs `sorted`.
+    fn range_within(&self, lower: &[u8], upper: &[u8]) -> std::ops::Range<usize> {
+        let start = self.partition_point(|v| v < lower);
+        let end = self.partition_point(|v| v <= upper);
+        start..end.max(start)
+    }
+
+    /// The first index whose value fails `before` (which must hold for a prefix).
+    fn partition_point(&self, before: impl Fn(&[u8]) -> bool) -> usize {
+        let (mut a, mut b) = (0, self.len());
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if before(self.value(mid)) {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        a
+    }
 }
+
+/// A row group's deleted values per key column, as `row_group_candidates` finds them:
+/// `Some(range)` indexes the values within the row group's exact statistics; `None`
+/// when that is unknown (no usable statistics, column absent, null keys).
+type ColumnRanges = Vec<Option<std::ops::Range<usize>>>;
+
+/// Bloom filters are probed only for row groups whose range holds at most this many
+/// deleted values of a column: with a typical 1% false-positive rate, more probes would
+/// rarely all come back negative, and each costs a hash.
+const BLOOM_MAX_PROBES: usize = 256;
 
 /// SplitMix64's finalizer: a bijection on u64 that scrambles well.
 fn mix64(mut z: u64) -> u64 {
@@ -487,10 +513,13 @@ impl GroupKeys {
         true
     }
 
-    /// Row groups of `file` that may hold a key, by Parquet statistics.
-    fn row_groups_to_read(&self, file: &ParquetFile) -> Vec<bool> {
+    /// Row groups of `file` that may hold a key, by Parquet statistics: `None` for a
+    /// row group that cannot, else the deleted values in its range per key column.
+    fn row_group_candidates(&self, file: &ParquetFile) -> Vec<Option<ColumnRanges>> {
         let row_groups = file.metadata().row_groups();
+        let columns = self.key_columns.field_ids.len();
         let mut keep = vec![true; row_groups.len()];
+        let mut ranges: Vec<ColumnRanges> = vec![vec![None; columns]; row_groups.len()];
         let parquet_schema = file.metadata().file_metadata().schema_descr();
         for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
             let Some(field) = file.field_by_id(field_id) else {
@@ -546,15 +575,113 @@ impl GroupKeys {
                     && (!exact || mins.is_null(rg) || maxes.is_null(rg) || {
                         let lo = min_rows.row(rg);
                         let hi = max_rows.row(rg);
-                        self.columns[i].any_within(Some(lo.data()), Some(hi.data()))
+                        let range = self.columns[i].range_within(lo.data(), hi.data());
+                        let any = !range.is_empty();
+                        if !may_match_null {
+                            ranges[rg][i] = Some(range);
+                        }
+                        any
                     });
                 if !may_match_null && !may_match_value {
                     *keep_rg = false;
                 }
             }
         }
-        keep
+        keep.into_iter()
+            .zip(ranges)
+            .map(|(k, r)| k.then_some(r))
+            .collect()
     }
+
+    /// False when a bloom filter of `row_group` proves that none of the deleted values
+    /// in its range (`ranges`, from `row_group_candidates`) of some key column is there.
+    /// A key matches only if every one of its columns does, so one column suffices.
+    async fn bloom_rules_out(
+        &self,
+        file: &mut ParquetFile,
+        row_group: usize,
+        ranges: &ColumnRanges,
+    ) -> Result<bool> {
+        for (i, range) in ranges.iter().enumerate() {
+            let Some(range) = range else { continue };
+            if range.is_empty() {
+                return Ok(true);
+            }
+            if range.len() > BLOOM_MAX_PROBES {
+                continue;
+            }
+            let Some(leaf) = file.leaf_index(self.key_columns.field_ids[i]) else {
+                continue;
+            };
+            let physical = file
+                .metadata()
+                .file_metadata()
+                .schema_descr()
+                .column(leaf)
+                .physical_type();
+            let Some(filter) = file.bloom_filter(row_group, leaf).await? else {
+                continue;
+            };
+            let values = &self.columns[i];
+            let decoded = self
+                .key_columns
+                .decode_column(i, range.clone().map(|j| values.value(j)))?;
+            let Some(probes) = plain_values(&decoded, physical) else {
+                continue;
+            };
+            if !probes.iter().any(|p| filter.check(p.as_slice())) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Values as Parquet's PLAIN encoding stores them for `physical` (what its bloom filters
+/// hash), or `None` for a type this does not map.
+fn plain_values(array: &ArrayRef, physical: parquet::basic::Type) -> Option<Vec<Vec<u8>>> {
+    use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
+    use parquet::basic::Type as Physical;
+    let out: Vec<Vec<u8>> = match (array.data_type(), physical) {
+        (DataType::Int64, Physical::INT64) => array
+            .as_primitive::<Int64Type>()
+            .iter()
+            .flatten()
+            .map(|v| v.to_le_bytes().to_vec())
+            .collect(),
+        (DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _), Physical::INT64) => array
+            .as_primitive::<TimestampMicrosecondType>()
+            .iter()
+            .flatten()
+            .map(|v| v.to_le_bytes().to_vec())
+            .collect(),
+        (DataType::Int32, Physical::INT32) => array
+            .as_primitive::<Int32Type>()
+            .iter()
+            .flatten()
+            .map(|v| v.to_le_bytes().to_vec())
+            .collect(),
+        (DataType::Date32, Physical::INT32) => array
+            .as_primitive::<Date32Type>()
+            .iter()
+            .flatten()
+            .map(|v| v.to_le_bytes().to_vec())
+            .collect(),
+        (DataType::Utf8, Physical::BYTE_ARRAY) => array
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(|v| v.as_bytes().to_vec())
+            .collect(),
+        (DataType::Binary, Physical::BYTE_ARRAY) => array
+            .as_binary::<i32>()
+            .iter()
+            .flatten()
+            .map(<[u8]>::to_vec)
+            .collect(),
+        _ => return None,
+    };
+    Some(out)
 }
 
 fn cast_to(array: &ArrayRef, to: &DataType) -> Option<ArrayRef> {
@@ -571,6 +698,7 @@ struct FileScan {
     positions: RoaringTreemap,
     row_groups_read: u64,
     row_groups_pruned: u64,
+    row_groups_pruned_by_bloom: u64,
     rows_scanned: u64,
     bytes_read: u64,
 }
@@ -614,6 +742,8 @@ impl ResolveMetrics {
         self.files_opened += pass.files_opened;
         self.row_groups_read += pass.row_groups_read;
         self.row_groups_pruned += pass.row_groups_pruned;
+        self.row_groups_pruned_by_bloom += pass.row_groups_pruned_by_bloom;
+        self.files_pruned_by_footer += pass.files_pruned_by_footer;
         self.rows_scanned += pass.rows_scanned;
         self.bytes_read += pass.bytes_read;
     }
@@ -662,13 +792,26 @@ async fn resolve_pass(
         }
     }
 
+    // Files with the same surviving groups read the same columns: work out each
+    // projection once, not per file.
+    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
+    for (_, group_ids) in &work {
+        if !projections.contains_key(group_ids) {
+            let projection = Arc::new(KeyProjection::new(&loaded, group_ids)?);
+            projections.insert(group_ids.clone(), projection);
+        }
+    }
+
     let scans: Vec<FileScan> = futures::stream::iter(work.into_iter().map(|(data, group_ids)| {
         let table = table.clone();
         let loaded = loaded.clone();
         let options = options.clone();
+        let projection = projections.get(&group_ids).cloned();
         async move {
+            let projection =
+                projection.ok_or_else(|| Error::InvalidInput("no projection for a scan".into()))?;
             let task = tokio::spawn(async move {
-                scan_file(&table, &data, &loaded, &group_ids, &options).await
+                scan_file(&table, &data, &loaded, &group_ids, &projection, &options).await
             });
             // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
             let _abort_on_drop = AbortOnDrop(task.abort_handle());
@@ -684,6 +827,10 @@ async fn resolve_pass(
         metrics.files_opened += 1;
         metrics.row_groups_read += scan.row_groups_read;
         metrics.row_groups_pruned += scan.row_groups_pruned;
+        metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
+        if scan.row_groups_read == 0 {
+            metrics.files_pruned_by_footer += 1;
+        }
         metrics.rows_scanned += scan.rows_scanned;
         metrics.bytes_read += scan.bytes_read;
         if !scan.positions.is_empty() {
@@ -695,14 +842,43 @@ async fn resolve_pass(
     Ok(resolved)
 }
 
+/// The key columns a set of groups reads (their union), as read from each file.
+struct KeyProjection {
+    fields: Vec<NestedFieldRef>,
+    target: ArrowSchemaRef,
+    /// Field id to column index in `target`.
+    column_of: HashMap<i32, usize>,
+}
+
+impl KeyProjection {
+    fn new(loaded: &[GroupKeys], group_ids: &[usize]) -> Result<Self> {
+        let mut fields: Vec<NestedFieldRef> = Vec::new();
+        for &g in group_ids {
+            for field in &loaded[g].key_columns.fields {
+                if !fields.iter().any(|f| f.id == field.id) {
+                    fields.push(field.clone());
+                }
+            }
+        }
+        let target = target_schema(&fields)?;
+        let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        Ok(Self {
+            fields,
+            target,
+            column_of,
+        })
+    }
+}
+
 async fn scan_file(
     table: &LoadedTable,
     data: &LiveFile,
     loaded: &[GroupKeys],
     group_ids: &[usize],
+    projection: &KeyProjection,
     options: &ResolveOptions,
 ) -> Result<FileScan> {
-    let file = ParquetFile::open(
+    let mut file = ParquetFile::open(
         &table.file_io,
         data.path(),
         Some(data.file.file_size_in_bytes()),
@@ -710,10 +886,28 @@ async fn scan_file(
     .await?;
     let total_groups = file.row_group_rows().len();
     let mut keep = vec![!options.row_group_pruning; total_groups];
+    let mut pruned_by_bloom = 0;
     if options.row_group_pruning {
-        for &g in group_ids {
-            for (k, may) in keep.iter_mut().zip(loaded[g].row_groups_to_read(&file)) {
-                *k |= may;
+        let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
+            .iter()
+            .map(|&g| loaded[g].row_group_candidates(&file))
+            .collect();
+        for (rg, keep_rg) in keep.iter_mut().enumerate() {
+            let mut by_stats = false;
+            for (n, &g) in group_ids.iter().enumerate() {
+                let Some(ranges) = &candidates[n][rg] else {
+                    continue;
+                };
+                by_stats = true;
+                if !options.bloom_pruning
+                    || !loaded[g].bloom_rules_out(&mut file, rg, ranges).await?
+                {
+                    *keep_rg = true;
+                    break;
+                }
+            }
+            if by_stats && !*keep_rg {
+                pruned_by_bloom += 1;
             }
         }
     }
@@ -723,6 +917,7 @@ async fn scan_file(
         positions: RoaringTreemap::new(),
         row_groups_read: selected.len() as u64,
         row_groups_pruned: (total_groups - selected.len()) as u64,
+        row_groups_pruned_by_bloom: pruned_by_bloom,
         rows_scanned: 0,
         bytes_read: 0,
     };
@@ -731,24 +926,18 @@ async fn scan_file(
     }
 
     // Read the union of the groups' key columns once.
-    let mut fields: Vec<NestedFieldRef> = Vec::new();
-    for &g in group_ids {
-        for field in &loaded[g].key_columns.fields {
-            if !fields.iter().any(|f| f.id == field.id) {
-                fields.push(field.clone());
-            }
-        }
-    }
-    let target: ArrowSchemaRef = target_schema(&fields)?;
-    let column_of: HashMap<i32, usize> =
-        fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-    let leaves: Vec<usize> = fields
+    let leaves: Vec<usize> = projection
+        .fields
         .iter()
         .filter_map(|f| file.leaf_index(f.id))
         .collect();
     scan.bytes_read = file.projected_bytes(&leaves, &selected);
 
-    let mut stream = Box::pin(file.read(target, Some(selected), options.batch_size)?);
+    let mut stream = Box::pin(file.read(
+        projection.target.clone(),
+        Some(selected),
+        options.batch_size,
+    )?);
     while let Some((first, batch)) = stream.try_next().await? {
         scan.rows_scanned += batch.num_rows() as u64;
         for &g in group_ids {
@@ -756,7 +945,7 @@ async fn scan_file(
                 &loaded[g],
                 data,
                 &batch,
-                &column_of,
+                &projection.column_of,
                 first,
                 &mut scan.positions,
             )?;
@@ -852,6 +1041,41 @@ mod tests {
         assert!(values.any_within(None, Some(b"")));
         assert!(values.any_within(Some(b"n"), None));
         assert!(!ColumnValues::default().any_within(None, None));
+        // The indexes within a closed range (what bloom filters are probed with).
+        assert_eq!(values.range_within(b"c", b"mm"), 1..4);
+        assert_eq!(values.range_within(b"d", b"m"), 2..3);
+        assert_eq!(values.range_within(b"d", b"l"), 2..2);
+        assert_eq!(values.range_within(b"", b"zz"), 0..5);
+        assert!(values.range_within(b"y", b"z").is_empty());
+        assert!(values.range_within(b"x", b"a").is_empty());
+    }
+
+    #[test]
+    fn plain_values_match_parquet_physical_encodings() {
+        use arrow_array::{Int32Array, Int64Array, StringArray};
+        use parquet::basic::Type as Physical;
+        let longs: ArrayRef = Arc::new(Int64Array::from(vec![Some(-2), None, Some(7)]));
+        assert_eq!(
+            plain_values(&longs, Physical::INT64),
+            Some(vec![
+                (-2i64).to_le_bytes().to_vec(),
+                7i64.to_le_bytes().to_vec()
+            ])
+        );
+        // A column stored narrower than the table's type (int promoted to long) is not
+        // probed: its filter hashed other bytes.
+        assert_eq!(plain_values(&longs, Physical::INT32), None);
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![1]));
+        assert_eq!(
+            plain_values(&ints, Physical::INT32),
+            Some(vec![vec![1, 0, 0, 0]])
+        );
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["é", ""]));
+        assert_eq!(
+            plain_values(&strings, Physical::BYTE_ARRAY),
+            Some(vec!["é".as_bytes().to_vec(), vec![]])
+        );
+        assert_eq!(plain_values(&strings, Physical::FIXED_LEN_BYTE_ARRAY), None);
     }
 
     #[test]

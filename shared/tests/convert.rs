@@ -712,6 +712,102 @@ async fn pruning_never_changes_the_result() {
     );
 }
 
+/// With bloom filters on the key columns, row groups whose range holds deleted keys
+/// they do not contain are skipped, and the positions stay those of a full scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bloom_filters_skip_row_groups_without_changing_the_result() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    let mut by_bloom = 0;
+    for (seed, keys, partition, null_keys) in [
+        (80, vec![KeyType::Long], PartitionKind::None, false),
+        (81, vec![KeyType::String], PartitionKind::Identity, false),
+        (
+            82,
+            vec![KeyType::Int, KeyType::String],
+            PartitionKind::None,
+            true,
+        ),
+        (83, vec![KeyType::Date], PartitionKind::Bucket(2), false),
+    ] {
+        let w = warehouse();
+        // Updates move old keys into new files, whose bounds then span most keys.
+        let s = WorkloadSpec {
+            seed,
+            rows: 3_000,
+            commits: 4,
+            keys,
+            partition,
+            null_keys,
+            changes_per_commit: 30,
+            rows_per_file: 200,
+            rows_per_row_group: 25,
+            bloom_filters: true,
+            ..Default::default()
+        };
+        let report = generate_table(&w.catalog, &s).await;
+        let t = load(&w.catalog).await;
+        let f = files(&w.catalog).await;
+        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+        let with_bloom = resolve(&t, &f, &groups, &ResolveOptions::default())
+            .await
+            .unwrap();
+        let without = resolve(
+            &t,
+            &f,
+            &groups,
+            &ResolveOptions {
+                bloom_pruning: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let full = resolve(
+            &t,
+            &f,
+            &groups,
+            &ResolveOptions {
+                bound_pruning: false,
+                row_group_pruning: false,
+                bloom_pruning: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        eprintln!(
+            "seed {seed}: {} row groups pruned by bloom, {} rows scanned (without: {})",
+            with_bloom.metrics.row_groups_pruned_by_bloom,
+            with_bloom.metrics.rows_scanned,
+            without.metrics.rows_scanned
+        );
+        assert_eq!(
+            with_bloom.positions, full.positions,
+            "seed {seed}: bloom pruning changed the result"
+        );
+        assert_eq!(without.positions, full.positions);
+        assert_eq!(without.metrics.row_groups_pruned_by_bloom, 0);
+        // Every row group the filter skipped is one fewer read, and nothing else changed.
+        assert_eq!(
+            with_bloom.metrics.row_groups_read + with_bloom.metrics.row_groups_pruned_by_bloom,
+            without.metrics.row_groups_read,
+            "seed {seed}"
+        );
+        if with_bloom.metrics.row_groups_pruned_by_bloom > 0 {
+            assert!(with_bloom.metrics.rows_scanned < without.metrics.rows_scanned);
+        }
+        by_bloom += with_bloom.metrics.row_groups_pruned_by_bloom;
+
+        // The conversion with bloom pruning gives the table the generator expects.
+        let expected = expected_rows(&report.state).unwrap();
+        convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap();
+        assert_converted(&w.catalog, &expected).await;
+    }
+    assert!(by_bloom > 0, "bloom filters never skipped a row group");
+}
+
 /// Keys beyond the memory budget are processed in passes: same positions, same table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_memory_budget_splits_work_into_passes() {

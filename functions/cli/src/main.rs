@@ -215,8 +215,9 @@ enum Command {
         /// Data files read at once.
         #[arg(long)]
         parallelism: Option<usize>,
-        /// Read every candidate data file: do not trust manifest column bounds or
-        /// Parquet row-group statistics (for tables whose writers recorded bad ones).
+        /// Read every candidate data file: do not trust manifest column bounds,
+        /// Parquet row-group statistics or bloom filters (for tables whose writers
+        /// recorded bad ones).
         #[arg(long)]
         no_pruning: bool,
         /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
@@ -414,6 +415,7 @@ async fn run(cli: &Cli) -> Result<u8> {
             if *no_pruning {
                 options.resolve.bound_pruning = false;
                 options.resolve.row_group_pruning = false;
+                options.resolve.bloom_pruning = false;
             }
             options.resolve.key_memory_budget = key_memory_mb.saturating_mul(1024 * 1024).max(1);
             if let (Some(plan), Some(id)) = (plan, shard_id) {

@@ -192,10 +192,17 @@ impl Converter {
                     .count("FilesScanned", r.files_opened)
                     .count("FilesPrunedByBounds", r.pruned_by_bounds)
                     .count("RowGroupsPruned", r.row_groups_pruned)
+                    .count("RowGroupsPrunedByBloom", r.row_groups_pruned_by_bloom)
                     .count("RowsScanned", r.rows_scanned)
                     .put("BytesRead", Unit::Bytes, r.bytes_read as f64)
                     .count("CommitAttempts", u64::from(report.commit_attempts))
-                    .count("CommitConflicts", u64::from(report.conflicts));
+                    .count("CommitConflicts", u64::from(report.conflicts))
+                    .put("ResolveTime", Unit::Milliseconds, report.phases.resolve_ms)
+                    .put(
+                        "CommitTime",
+                        Unit::Milliseconds,
+                        report.phases.write_commit_ms,
+                    );
                 metrics.property(
                     "Outcome",
                     serde_json::to_value(report.outcome).unwrap_or_default(),
