@@ -619,8 +619,14 @@ impl GroupKeys {
                 .schema_descr()
                 .column(leaf)
                 .physical_type();
-            let Some(filter) = file.bloom_filter(row_group, leaf).await? else {
-                continue;
+            // The filter only ever saves a read: one that cannot be read is no filter.
+            let filter = match file.bloom_filter(row_group, leaf).await {
+                Ok(Some(filter)) => filter,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, row_group, "ignoring an unreadable bloom filter");
+                    continue;
+                }
             };
             let values = &self.columns[i];
             let decoded = self

@@ -808,6 +808,70 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
     assert!(by_bloom > 0, "bloom filters never skipped a row group");
 }
 
+/// A bloom filter that cannot be read only costs the read it would have saved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreadable_bloom_filters_are_ignored() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    let w = warehouse();
+    let s = WorkloadSpec {
+        seed: 81,
+        rows: 3_000,
+        commits: 4,
+        keys: vec![KeyType::String],
+        partition: PartitionKind::Identity,
+        changes_per_commit: 30,
+        rows_per_file: 200,
+        rows_per_row_group: 25,
+        bloom_filters: true,
+        ..Default::default()
+    };
+    generate_table(&w.catalog, &s).await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    // Garble the header of every data file's bloom filters.
+    let mut garbled = 0;
+    for data in &f.data_files {
+        let path = data.path().trim_start_matches("file://").to_string();
+        let offsets: Vec<u64> = {
+            let reader = SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            reader
+                .metadata()
+                .row_groups()
+                .iter()
+                .filter_map(|rg| rg.column(0).bloom_filter_offset())
+                .map(|o| o as u64)
+                .collect()
+        };
+        let mut bytes = std::fs::read(&path).unwrap();
+        for o in offsets {
+            bytes[o as usize..o as usize + 4].copy_from_slice(&[0xff; 4]);
+            garbled += 1;
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    assert!(garbled > 0, "the generator wrote no bloom filters");
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let with_bloom = resolve(&t, &f, &groups, &ResolveOptions::default())
+        .await
+        .expect("an unreadable bloom filter is not an error");
+    let full = resolve(
+        &t,
+        &f,
+        &groups,
+        &ResolveOptions {
+            bound_pruning: false,
+            row_group_pruning: false,
+            bloom_pruning: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(with_bloom.positions, full.positions);
+    assert_eq!(with_bloom.metrics.row_groups_pruned_by_bloom, 0);
+}
+
 /// Keys beyond the memory budget are processed in passes: same positions, same table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_memory_budget_splits_work_into_passes() {
