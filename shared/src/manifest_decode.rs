@@ -586,14 +586,27 @@ fn read_array<'t>(
     }
 }
 
+/// Reads every item of an array into a `Vec`.
+fn read_list<T>(
+    ty: &AvroType,
+    cursor: &mut Cursor<'_>,
+    mut item: impl FnMut(&AvroType, &mut Cursor<'_>) -> Decoded<T>,
+) -> Decoded<Vec<T>> {
+    let mut out = Vec::new();
+    read_array(ty, cursor, |ty, c| {
+        out.push(item(ty, c)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
 /// Reads Iceberg's int-keyed map, stored as an array of `{key, value}` records.
 fn read_int_map<V>(
     ty: &AvroType,
     cursor: &mut Cursor<'_>,
     mut value: impl FnMut(&AvroType, &mut Cursor<'_>) -> Decoded<V>,
 ) -> Decoded<Vec<(i32, V)>> {
-    let mut out = Vec::new();
-    read_array(ty, cursor, |item, cursor| {
+    read_list(ty, cursor, |item, cursor| {
         let AvroType::Record(fields) = item else {
             return declined("int map item is not a record");
         };
@@ -604,10 +617,8 @@ fn read_int_map<V>(
             return declined("int map item fields are not key, value");
         }
         let key = read_int(k_ty, cursor)?;
-        out.push((key, required("map value", v_ty, cursor, &mut value)?));
-        Ok(())
-    })?;
-    Ok(out)
+        Ok((key, required("map value", v_ty, cursor, &mut value)?))
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -863,24 +874,10 @@ impl EntryPlan {
                     b.key_metadata(optional(ty, cursor, read_bytes)?);
                 }
                 FileField::SplitOffsets => {
-                    b.split_offsets(optional(ty, cursor, |ty, c| {
-                        let mut v = Vec::new();
-                        read_array(ty, c, |item, c| {
-                            v.push(read_long(item, c)?);
-                            Ok(())
-                        })?;
-                        Ok(v)
-                    })?);
+                    b.split_offsets(optional(ty, cursor, |ty, c| read_list(ty, c, read_long))?);
                 }
                 FileField::EqualityIds => {
-                    b.equality_ids(optional(ty, cursor, |ty, c| {
-                        let mut v = Vec::new();
-                        read_array(ty, c, |item, c| {
-                            v.push(read_int(item, c)?);
-                            Ok(())
-                        })?;
-                        Ok(v)
-                    })?);
+                    b.equality_ids(optional(ty, cursor, |ty, c| read_list(ty, c, read_int))?);
                 }
                 FileField::SortOrderId => {
                     if let Some(id) = optional(ty, cursor, read_int)? {

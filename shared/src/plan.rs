@@ -348,19 +348,11 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
     }
     .to_json()?
     .len();
-    let group_frame = |g: &ShardGroup| {
-        serde_json::to_string(&ShardGroup {
-            delete_files: Vec::new(),
-            ..g.clone()
-        })
-        .map(|j| j.len() + 1)
-        .unwrap_or(usize::MAX / 4)
-    };
-    // A JSON string may grow when escaped; budget each path at its escaped length.
-    let path_cost = |p: &str| {
-        serde_json::to_string(p)
-            .map(|j| j.len() + 1)
-            .unwrap_or(usize::MAX / 4)
+    // A group's fields without paths, and a path at its escaped JSON length (a string
+    // may grow when escaped), each plus a separating comma.
+    let json_len = |json: serde_json::Result<String>| {
+        json.map(|j| j.len() + 1)
+            .map_err(|e| Error::InvalidInput(format!("shard {} does not serialize: {e}", shard.id)))
     };
 
     let mut chunks: Vec<Vec<ShardGroup>> = Vec::new();
@@ -369,8 +361,14 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
     let mut open_group: Option<usize> = None;
     let mut size = frame;
     for (index, group) in shard.groups.iter().enumerate() {
+        let empty_group = ShardGroup {
+            delete_files: Vec::new(),
+            ..group.clone()
+        };
+        let group_cost = json_len(serde_json::to_string(&empty_group))?;
         for path in &group.delete_files {
-            let fresh = path_cost(path) + group_frame(group);
+            let path_cost = json_len(serde_json::to_string(path))?;
+            let fresh = path_cost + group_cost;
             if frame + fresh > max_bytes {
                 return Err(Error::InvalidInput(format!(
                     "delete file {path} of table {} does not fit a shard message of {max_bytes} bytes",
@@ -378,7 +376,7 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
                 )));
             }
             let mut cost = if open_group == Some(index) {
-                path_cost(path)
+                path_cost
             } else {
                 fresh
             };
@@ -389,10 +387,7 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
                 cost = fresh;
             }
             if open_group != Some(index) {
-                current.push(ShardGroup {
-                    delete_files: Vec::new(),
-                    ..group.clone()
-                });
+                current.push(empty_group.clone());
                 open_group = Some(index);
             }
             size += cost;

@@ -644,35 +644,31 @@ impl GroupKeys {
 }
 
 /// Values as Parquet's PLAIN encoding stores them for `physical` (what its bloom filters
-/// hash), or `None` for a type this does not map.
+/// hash), or `None` for a type this does not map. Timestamps (microseconds) and dates are
+/// stored as their INT64 / INT32 values.
 fn plain_values(array: &ArrayRef, physical: parquet::basic::Type) -> Option<Vec<Vec<u8>>> {
-    use arrow_array::types::{Date32Type, Int32Type, Int64Type, TimestampMicrosecondType};
+    use arrow_array::types::{Int32Type, Int64Type};
     use parquet::basic::Type as Physical;
     let out: Vec<Vec<u8>> = match (array.data_type(), physical) {
-        (DataType::Int64, Physical::INT64) => array
+        (
+            DataType::Int64 | DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _),
+            Physical::INT64,
+        ) => arrow_cast::cast(array, &DataType::Int64)
+            .ok()?
             .as_primitive::<Int64Type>()
             .iter()
             .flatten()
             .map(|v| v.to_le_bytes().to_vec())
             .collect(),
-        (DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _), Physical::INT64) => array
-            .as_primitive::<TimestampMicrosecondType>()
-            .iter()
-            .flatten()
-            .map(|v| v.to_le_bytes().to_vec())
-            .collect(),
-        (DataType::Int32, Physical::INT32) => array
-            .as_primitive::<Int32Type>()
-            .iter()
-            .flatten()
-            .map(|v| v.to_le_bytes().to_vec())
-            .collect(),
-        (DataType::Date32, Physical::INT32) => array
-            .as_primitive::<Date32Type>()
-            .iter()
-            .flatten()
-            .map(|v| v.to_le_bytes().to_vec())
-            .collect(),
+        (DataType::Int32 | DataType::Date32, Physical::INT32) => {
+            arrow_cast::cast(array, &DataType::Int32)
+                .ok()?
+                .as_primitive::<Int32Type>()
+                .iter()
+                .flatten()
+                .map(|v| v.to_le_bytes().to_vec())
+                .collect()
+        }
         (DataType::Utf8, Physical::BYTE_ARRAY) => array
             .as_string::<i32>()
             .iter()
@@ -773,8 +769,10 @@ async fn resolve_pass(
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
     let loaded = Arc::new(loaded);
 
-    // Candidates: per data file, the groups that may apply after bound pruning.
-    let mut work: Vec<(LiveFile, Vec<usize>)> = Vec::new();
+    // Candidates: per data file, the groups that may apply after bound pruning, and the
+    // columns they read (files with the same surviving groups share one projection).
+    let mut work: Vec<(LiveFile, Vec<usize>, Arc<KeyProjection>)> = Vec::new();
+    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
     for data in &files.data_files {
         let in_scope: Vec<usize> = loaded
             .iter()
@@ -793,41 +791,37 @@ async fn resolve_pass(
             .collect();
         if surviving.is_empty() {
             metrics.pruned_by_bounds += 1;
-        } else {
-            work.push((data.clone(), surviving));
+            continue;
         }
+        let projection = match projections.get(&surviving) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(KeyProjection::new(&loaded, &surviving)?);
+                projections.insert(surviving.clone(), p.clone());
+                p
+            }
+        };
+        work.push((data.clone(), surviving, projection));
     }
 
-    // Files with the same surviving groups read the same columns: work out each
-    // projection once, not per file.
-    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
-    for (_, group_ids) in &work {
-        if !projections.contains_key(group_ids) {
-            let projection = Arc::new(KeyProjection::new(&loaded, group_ids)?);
-            projections.insert(group_ids.clone(), projection);
-        }
-    }
-
-    let scans: Vec<FileScan> = futures::stream::iter(work.into_iter().map(|(data, group_ids)| {
-        let table = table.clone();
-        let loaded = loaded.clone();
-        let options = options.clone();
-        let projection = projections.get(&group_ids).cloned();
-        async move {
-            let projection =
-                projection.ok_or_else(|| Error::InvalidInput("no projection for a scan".into()))?;
-            let task = tokio::spawn(async move {
-                scan_file(&table, &data, &loaded, &group_ids, &projection, &options).await
-            });
-            // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
-            let _abort_on_drop = AbortOnDrop(task.abort_handle());
-            task.await
-                .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
-        }
-    }))
-    .buffer_unordered(options.parallelism.max(1))
-    .try_collect()
-    .await?;
+    let scans: Vec<FileScan> =
+        futures::stream::iter(work.into_iter().map(|(data, group_ids, projection)| {
+            let table = table.clone();
+            let loaded = loaded.clone();
+            let options = options.clone();
+            async move {
+                let task = tokio::spawn(async move {
+                    scan_file(&table, &data, &loaded, &group_ids, &projection, &options).await
+                });
+                // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
+                let _abort_on_drop = AbortOnDrop(task.abort_handle());
+                task.await
+                    .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
+            }
+        }))
+        .buffer_unordered(options.parallelism.max(1))
+        .try_collect()
+        .await?;
 
     for scan in scans {
         metrics.files_opened += 1;
@@ -1071,6 +1065,17 @@ mod tests {
         // A column stored narrower than the table's type (int promoted to long) is not
         // probed: its filter hashed other bytes.
         assert_eq!(plain_values(&longs, Physical::INT32), None);
+        let micros: ArrayRef =
+            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![5]).with_timezone("UTC"));
+        assert_eq!(
+            plain_values(&micros, Physical::INT64),
+            Some(vec![5i64.to_le_bytes().to_vec()])
+        );
+        let dates: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![-3]));
+        assert_eq!(
+            plain_values(&dates, Physical::INT32),
+            Some(vec![(-3i32).to_le_bytes().to_vec()])
+        );
         let ints: ArrayRef = Arc::new(Int32Array::from(vec![1]));
         assert_eq!(
             plain_values(&ints, Physical::INT32),
