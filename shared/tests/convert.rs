@@ -643,10 +643,58 @@ async fn missing_data_file_fails_cleanly() {
     assert_eq!(load(&w.catalog).await.pointer, t.pointer, "table changed");
 }
 
+/// Every pruning off: the positions a scan of every candidate finds.
+fn full_scan() -> eqdv::resolve::ResolveOptions {
+    eqdv::resolve::ResolveOptions {
+        bound_pruning: false,
+        row_group_pruning: false,
+        bloom_pruning: false,
+        ..Default::default()
+    }
+}
+
+/// Resolves the table's live equality deletes once with each of `options`.
+async fn resolve_each<const N: usize>(
+    catalog: &dyn Catalog,
+    options: [eqdv::resolve::ResolveOptions; N],
+) -> [eqdv::resolve::Resolved; N] {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let mut out = Vec::with_capacity(N);
+    for o in &options {
+        out.push(eqdv::resolve::resolve(&t, &f, &groups, o).await.unwrap());
+    }
+    out.try_into()
+        .unwrap_or_else(|_| unreachable!("one result per option"))
+}
+
+/// A CDC workload with bloom filters on the keys, whose updates move old keys into new
+/// files (their bounds then span most keys).
+fn bloom_workload(
+    seed: u64,
+    keys: Vec<KeyType>,
+    partition: PartitionKind,
+    null_keys: bool,
+) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 3_000,
+        commits: 4,
+        keys,
+        partition,
+        null_keys,
+        changes_per_commit: 30,
+        rows_per_file: 200,
+        rows_per_row_group: 25,
+        bloom_filters: true,
+        ..Default::default()
+    }
+}
+
 /// Pruning is an optimisation only: with and without it the same positions are found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_never_changes_the_result() {
-    use eqdv::resolve::{ResolveOptions, resolve};
     let mut pruned_somewhere = 0;
     for (seed, keys, partition, null_keys) in [
         (59, vec![KeyType::Long], PartitionKind::None, false),
@@ -675,24 +723,7 @@ async fn pruning_never_changes_the_result() {
             ..Default::default()
         };
         generate_table(&w.catalog, &s).await;
-        let t = load(&w.catalog).await;
-        let f = files(&w.catalog).await;
-        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-        let pruned = resolve(&t, &f, &groups, &ResolveOptions::default())
-            .await
-            .unwrap();
-        let full = resolve(
-            &t,
-            &f,
-            &groups,
-            &ResolveOptions {
-                bound_pruning: false,
-                row_group_pruning: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let [pruned, full] = resolve_each(&w.catalog, [Default::default(), full_scan()]).await;
         eprintln!(
             "seed {seed}: pruned {} files by bounds, {} row groups",
             pruned.metrics.pruned_by_bounds, pruned.metrics.row_groups_pruned
@@ -716,7 +747,6 @@ async fn pruning_never_changes_the_result() {
 /// they do not contain are skipped, and the positions stay those of a full scan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bloom_filters_skip_row_groups_without_changing_the_result() {
-    use eqdv::resolve::{ResolveOptions, resolve};
     let mut by_bloom = 0;
     for (seed, keys, partition, null_keys) in [
         (80, vec![KeyType::Long], PartitionKind::None, false),
@@ -730,51 +760,14 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
         (83, vec![KeyType::Date], PartitionKind::Bucket(2), false),
     ] {
         let w = warehouse();
-        // Updates move old keys into new files, whose bounds then span most keys.
-        let s = WorkloadSpec {
-            seed,
-            rows: 3_000,
-            commits: 4,
-            keys,
-            partition,
-            null_keys,
-            changes_per_commit: 30,
-            rows_per_file: 200,
-            rows_per_row_group: 25,
-            bloom_filters: true,
+        let s = bloom_workload(seed, keys, partition, null_keys);
+        let report = generate_table(&w.catalog, &s).await;
+        let without_bloom = eqdv::resolve::ResolveOptions {
+            bloom_pruning: false,
             ..Default::default()
         };
-        let report = generate_table(&w.catalog, &s).await;
-        let t = load(&w.catalog).await;
-        let f = files(&w.catalog).await;
-        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-        let with_bloom = resolve(&t, &f, &groups, &ResolveOptions::default())
-            .await
-            .unwrap();
-        let without = resolve(
-            &t,
-            &f,
-            &groups,
-            &ResolveOptions {
-                bloom_pruning: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-        let full = resolve(
-            &t,
-            &f,
-            &groups,
-            &ResolveOptions {
-                bound_pruning: false,
-                row_group_pruning: false,
-                bloom_pruning: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+        let [with_bloom, without, full] =
+            resolve_each(&w.catalog, [Default::default(), without_bloom, full_scan()]).await;
         eprintln!(
             "seed {seed}: {} row groups pruned by bloom, {} rows scanned (without: {})",
             with_bloom.metrics.row_groups_pruned_by_bloom,
@@ -811,23 +804,10 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
 /// A bloom filter that cannot be read only costs the read it would have saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_bloom_filters_are_ignored() {
-    use eqdv::resolve::{ResolveOptions, resolve};
     use parquet::file::reader::{FileReader, SerializedFileReader};
     let w = warehouse();
-    let s = WorkloadSpec {
-        seed: 81,
-        rows: 3_000,
-        commits: 4,
-        keys: vec![KeyType::String],
-        partition: PartitionKind::Identity,
-        changes_per_commit: 30,
-        rows_per_file: 200,
-        rows_per_row_group: 25,
-        bloom_filters: true,
-        ..Default::default()
-    };
+    let s = bloom_workload(81, vec![KeyType::String], PartitionKind::Identity, false);
     generate_table(&w.catalog, &s).await;
-    let t = load(&w.catalog).await;
     let f = files(&w.catalog).await;
     // Garble the header of every data file's bloom filters.
     let mut garbled = 0;
@@ -851,23 +831,7 @@ async fn unreadable_bloom_filters_are_ignored() {
         std::fs::write(&path, bytes).unwrap();
     }
     assert!(garbled > 0, "the generator wrote no bloom filters");
-    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-    let with_bloom = resolve(&t, &f, &groups, &ResolveOptions::default())
-        .await
-        .expect("an unreadable bloom filter is not an error");
-    let full = resolve(
-        &t,
-        &f,
-        &groups,
-        &ResolveOptions {
-            bound_pruning: false,
-            row_group_pruning: false,
-            bloom_pruning: false,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let [with_bloom, full] = resolve_each(&w.catalog, [Default::default(), full_scan()]).await;
     assert_eq!(with_bloom.positions, full.positions);
     assert_eq!(with_bloom.metrics.row_groups_pruned_by_bloom, 0);
 }
