@@ -9,9 +9,9 @@ use std::sync::Arc;
 use eqdv::manifest_decode::{decode_manifest, load_manifest};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal, Manifest, ManifestFile,
-    ManifestWriterBuilder, NestedField, PartitionSpec, PrimitiveType, Schema, Struct, Transform,
-    Type,
+    DataContentType, DataFileBuilder, DataFileFormat, Datum, Literal, Manifest, ManifestEntry,
+    ManifestFile, ManifestWriterBuilder, NestedField, PartitionSpec, PrimitiveType, Schema, Struct,
+    Transform, Type,
 };
 
 fn schema() -> Schema {
@@ -139,6 +139,16 @@ async fn write_manifest(
     writer.write_manifest_file().await.expect("write manifest")
 }
 
+/// The entries iceberg-rust's own loader gives (inherited values filled in).
+async fn iceberg_loaded_entries(file_io: &FileIO, m: &ManifestFile) -> Vec<ManifestEntry> {
+    let manifest = m.load_manifest(file_io).await.expect("iceberg load");
+    manifest
+        .entries()
+        .iter()
+        .map(|e| e.as_ref().clone())
+        .collect()
+}
+
 fn assert_alike(bytes: &[u8], reference: &Manifest) {
     let (metadata, entries) = decode_manifest(bytes).expect("fast decoder declined");
     assert!(&metadata == reference.metadata(), "metadata differs");
@@ -165,13 +175,7 @@ async fn every_partition_type_and_content_decodes_like_iceberg() {
 
         // Through load_manifest, inherited values match iceberg's own loader.
         let (_, ours) = load_manifest(&file_io, &m).await.expect("load");
-        let theirs = m.load_manifest(&file_io).await.expect("iceberg load");
-        let theirs: Vec<_> = theirs
-            .entries()
-            .iter()
-            .map(|e| e.as_ref().clone())
-            .collect();
-        assert_eq!(ours, theirs);
+        assert_eq!(ours, iceberg_loaded_entries(&file_io, &m).await);
     }
 }
 
@@ -371,12 +375,6 @@ async fn a_v1_manifest_is_left_to_iceberg_and_still_loads() {
     let err = decode_manifest(&bytes).expect_err("v1 is declined");
     assert!(err.to_string().contains("v1"), "{err}");
     let (_, ours) = load_manifest(&file_io, &m).await.expect("falls back");
-    let theirs = m.load_manifest(&file_io).await.expect("iceberg load");
-    let theirs: Vec<_> = theirs
-        .entries()
-        .iter()
-        .map(|e| e.as_ref().clone())
-        .collect();
-    assert_eq!(ours, theirs);
+    assert_eq!(ours, iceberg_loaded_entries(&file_io, &m).await);
     assert_eq!(ours.len(), 3);
 }
