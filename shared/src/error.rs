@@ -58,6 +58,17 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
 
+    /// A table field cannot be read faithfully from a file (no field ids and no name
+    /// mapping, a field the mapping does not name, a stored type eqdv cannot convert
+    /// exactly): eqdv refuses rather than read it as null.
+    #[error("file {path}: cannot resolve field {field} (id {field_id}): {message}")]
+    FieldUnresolvable {
+        path: String,
+        field: String,
+        field_id: i32,
+        message: String,
+    },
+
     /// The catalog pointer moved since the table was loaded (another writer committed).
     #[error("commit conflict on table {table}: {message}")]
     CommitConflict { table: String, message: String },

@@ -14,7 +14,9 @@ use arrow_array::{
 };
 use arrow_row::{OwnedRow, RowConverter, Rows, SortField};
 use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
-use iceberg::spec::{Datum, NestedFieldRef, PrimitiveLiteral, PrimitiveType, Schema, Type};
+use iceberg::spec::{
+    Datum, Literal, NestedFieldRef, PrimitiveLiteral, PrimitiveType, Schema, Type,
+};
 
 use crate::{Error, Result};
 
@@ -46,6 +48,17 @@ fn key_field(table: &str, schema: &Schema, field_id: i32) -> Result<NestedFieldR
             message: format!("equality field id {field_id} is not in the table schema"),
         })?
         .clone();
+    // Only top-level columns are read as keys; a nested one would read as null.
+    if schema.as_struct().field_by_id(field_id).is_none() {
+        return Err(Error::UnsupportedTable {
+            table: table.to_string(),
+            message: format!(
+                "equality field {} (id {field_id}) is nested in a struct; eqdv supports \
+                 top-level equality fields only",
+                field.name
+            ),
+        });
+    }
     let supported = matches!(
         field.field_type.as_ref(),
         Type::Primitive(
@@ -162,7 +175,20 @@ impl KeyColumns {
 
 /// A one-element Arrow array holding `datum` as `data_type`, if representable.
 pub fn datum_to_array(datum: &Datum, data_type: &DataType) -> Option<ArrayRef> {
-    let array: ArrayRef = match (datum.literal(), data_type) {
+    primitive_to_array(datum.literal(), data_type)
+}
+
+/// A one-element Arrow array holding a primitive `literal` (such as a field's
+/// initial-default) as `data_type`, if representable.
+pub fn literal_to_array(literal: &Literal, data_type: &DataType) -> Option<ArrayRef> {
+    match literal {
+        Literal::Primitive(p) => primitive_to_array(p, data_type),
+        _ => None,
+    }
+}
+
+fn primitive_to_array(literal: &PrimitiveLiteral, data_type: &DataType) -> Option<ArrayRef> {
+    let array: ArrayRef = match (literal, data_type) {
         (PrimitiveLiteral::Boolean(v), _) => Arc::new(BooleanArray::from(vec![*v])),
         (PrimitiveLiteral::Int(v), _) => Arc::new(Int32Array::from(vec![*v])),
         (PrimitiveLiteral::Long(v), _) => Arc::new(Int64Array::from(vec![*v])),
@@ -188,6 +214,11 @@ pub fn datum_to_array(datum: &Datum, data_type: &DataType) -> Option<ArrayRef> {
     if array.data_type() == data_type {
         Some(array)
     } else {
-        arrow_cast::cast(&array, data_type).ok()
+        // Strict: a value that does not fit is no bound (and no default), never a null.
+        let options = arrow_cast::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        arrow_cast::cast_with_options(&array, data_type, &options).ok()
     }
 }

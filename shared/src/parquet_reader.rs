@@ -363,9 +363,13 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(file.leaf_index(250), Some(249));
-        let target = Arc::new(Schema::new(vec![file.field_by_id(250).unwrap().clone()]));
+        let target = [Arc::new(iceberg::spec::NestedField::required(
+            250,
+            "c249",
+            iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Long),
+        ))];
         let batches: Vec<(u64, RecordBatch)> = file
-            .read(target, Some(vec![1, 3]), 1024)
+            .read(&target, Some(vec![1, 3]), 1024)
             .unwrap()
             .try_collect()
             .await
@@ -485,9 +489,13 @@ mod tests {
         let file = ParquetFile::open_reader(path.to_str().unwrap(), reader)
             .await
             .unwrap();
-        let target = Arc::new(Schema::new(vec![file.field_by_id(1).unwrap().clone()]));
+        let target = [Arc::new(iceberg::spec::NestedField::required(
+            1,
+            "c0",
+            iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Long),
+        ))];
         let result: Result<Vec<_>, Error> =
-            file.read(target, None, 1024).unwrap().try_collect().await;
+            file.read(&target, None, 1024).unwrap().try_collect().await;
         let message = result.unwrap_err().to_string();
         assert!(message.contains("cut.parquet"), "{message}");
     }

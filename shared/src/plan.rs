@@ -8,7 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use iceberg::spec::{Literal, PartitionSpec, Struct, TableMetadata};
+use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, Struct, TableMetadata};
+use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableName;
@@ -43,8 +44,36 @@ impl DeleteGroup {
     pub fn may_apply_to(&self, data: &LiveFile) -> bool {
         data.data_sequence_number < self.max_sequence_number
             && (self.global
-                || (data.spec_id == self.spec_id && data.file.partition() == &self.partition))
+                || (data.spec_id == self.spec_id
+                    && same_partition(data.file.partition(), &self.partition)))
     }
+}
+
+/// A partition tuple with each value in its widest type: manifests written before a
+/// partition source column was promoted (int to long, float to double) carry the old
+/// type, later ones the new, and both name the same partition. The spec forbids
+/// promotions that would change a partition value, so widening is exact.
+pub fn normalize_partition(partition: &Struct) -> Struct {
+    partition
+        .iter()
+        .map(|value| {
+            value.map(|v| match v {
+                Literal::Primitive(PrimitiveLiteral::Int(i)) => {
+                    Literal::Primitive(PrimitiveLiteral::Long(i64::from(*i)))
+                }
+                Literal::Primitive(PrimitiveLiteral::Float(f)) => Literal::Primitive(
+                    PrimitiveLiteral::Double(OrderedFloat(f64::from(f.into_inner()))),
+                ),
+                other => other.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Whether two partition tuples of the same spec hold the same values, compared as
+/// values (see [`normalize_partition`]), not as the types their manifests wrote.
+pub fn same_partition(a: &Struct, b: &Struct) -> bool {
+    a == b || normalize_partition(a) == normalize_partition(b)
 }
 
 /// Renders a partition tuple as `name=value/...`.
@@ -104,7 +133,7 @@ fn group_files<'a>(
         let partition = if global {
             Struct::empty()
         } else {
-            file.file.partition().clone()
+            normalize_partition(file.file.partition())
         };
         let key = (ids.clone(), file.spec_id, partition.clone());
         let group = groups.entry(key).or_insert_with(|| DeleteGroup {
@@ -438,4 +467,46 @@ fn stable_hash(files: &[&str]) -> String {
         }
     }
     format!("{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuple(values: Vec<Option<PrimitiveLiteral>>) -> Struct {
+        values
+            .into_iter()
+            .map(|v| v.map(Literal::Primitive))
+            .collect()
+    }
+
+    #[test]
+    fn partitions_compare_as_values_across_promotion() {
+        use PrimitiveLiteral::*;
+        // Written before and after `p` was promoted from int to long.
+        let old = tuple(vec![Some(Int(7)), Some(String("eu".into())), None]);
+        let new = tuple(vec![Some(Long(7)), Some(String("eu".into())), None]);
+        assert!(same_partition(&old, &new));
+        assert_eq!(normalize_partition(&old), normalize_partition(&new));
+        let float = tuple(vec![Some(Float(OrderedFloat(1.5)))]);
+        let double = tuple(vec![Some(Double(OrderedFloat(1.5)))]);
+        assert!(same_partition(&float, &double));
+        // Different values stay different; a null is no value.
+        assert!(!same_partition(
+            &old,
+            &tuple(vec![Some(Long(8)), Some(String("eu".into())), None])
+        ));
+        assert!(!same_partition(
+            &old,
+            &tuple(vec![
+                Some(Long(7)),
+                Some(String("eu".into())),
+                Some(Long(0))
+            ])
+        ));
+        assert!(!same_partition(
+            &tuple(vec![None]),
+            &tuple(vec![Some(Long(0))])
+        ));
+    }
 }

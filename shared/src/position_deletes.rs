@@ -8,7 +8,7 @@ use futures::TryStreamExt;
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 
-use crate::parquet_io::{ParquetFile, target_schema};
+use crate::parquet_io::ParquetFile;
 use crate::table::{LiveFile, LoadedTable};
 use crate::{Error, Result};
 
@@ -59,7 +59,6 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
             Type::Primitive(PrimitiveType::Long),
         )),
     ];
-    let target = target_schema(&fields)?;
     let mut out = Vec::with_capacity(deletes.len());
     for delete in deletes {
         if delete.file.file_format() != DataFileFormat::Parquet {
@@ -79,7 +78,7 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
         )
         .await?;
         let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
-        let mut stream = Box::pin(file.read(target.clone(), None, 8192)?);
+        let mut stream = Box::pin(file.read(&fields, None, 8192)?);
         while let Some((_, batch)) = stream.try_next().await? {
             let paths = arrow_array::cast::as_string_array(batch.column(0));
             let positions = batch

@@ -328,6 +328,7 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
     let schema = metadata.current_schema();
     let current_fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
     let output_schema = output_schema(&current_fields)?;
+    let name_mapping = table.name_mapping()?;
 
     let equality_deletes = load_equality_deletes(table, &files.equality_deletes).await?;
     let position_deletes = crate::position_deletes::read(table, &files.position_deletes).await?;
@@ -385,8 +386,9 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
             data_file.path(),
             Some(data_file.file.file_size_in_bytes()),
         )
-        .await?;
-        let mut stream = Box::pin(parquet.read(target_schema(&read_fields)?, None, BATCH_SIZE)?);
+        .await?
+        .with_name_mapping(name_mapping.as_deref());
+        let mut stream = Box::pin(parquet.read(&read_fields, None, BATCH_SIZE)?);
         while let Some((first, batch)) = stream.try_next().await? {
             let rows = batch.num_rows();
             let mut keep: Vec<bool> = (0..rows)
@@ -476,7 +478,7 @@ impl Scope {
             Scope::Partition {
                 spec_id: s,
                 partition: p,
-            } => *s == spec_id && p == partition,
+            } => *s == spec_id && crate::plan::same_partition(p, partition),
         }
     }
 }
@@ -495,6 +497,7 @@ async fn load_equality_deletes(
     files: &[LiveFile],
 ) -> Result<Vec<EqualityDeletes>> {
     let metadata = table.metadata.as_ref();
+    let name_mapping = table.name_mapping()?;
     let mut out = Vec::with_capacity(files.len());
     for f in files {
         let field_ids = match f.file.equality_ids() {
@@ -541,8 +544,10 @@ async fn load_equality_deletes(
             .map(|id| field_by_id(metadata, *id, &table.name.to_string()))
             .collect::<Result<Vec<_>>>()?;
         let parquet =
-            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
-        let mut stream = Box::pin(parquet.read(target_schema(&fields)?, None, BATCH_SIZE)?);
+            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes()))
+                .await?
+                .with_name_mapping(name_mapping.as_deref());
+        let mut stream = Box::pin(parquet.read(&fields, None, BATCH_SIZE)?);
         let mut keys = HashSet::new();
         while let Some((_, batch)) = stream.try_next().await? {
             keys.extend(row_keys(batch.columns(), batch.num_rows())?);

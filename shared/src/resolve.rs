@@ -17,15 +17,15 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
+use arrow_schema::DataType;
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::NestedFieldRef;
+use iceberg::spec::{Literal, NameMapping, NestedFieldRef};
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use roaring::RoaringTreemap;
 use serde::Serialize;
 
 use crate::keys::KeyColumns;
-use crate::parquet_io::{ParquetFile, target_schema};
+use crate::parquet_io::{FieldSource, ParquetFile};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -388,9 +388,11 @@ async fn load_group_keys(
     group: &DeleteGroup,
     pass: KeyPass,
     options: &ResolveOptions,
+    name_mapping: Option<&NameMapping>,
     metrics: &mut ResolveMetrics,
 ) -> Result<GroupKeys> {
     let schema = table.metadata.current_schema();
+    refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
     let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
     let mut keys = if single_long {
@@ -411,7 +413,8 @@ async fn load_group_keys(
             delete.path(),
             Some(delete.file.file_size_in_bytes()),
         )
-        .await?;
+        .await?
+        .with_name_mapping(name_mapping);
         for &id in &key_columns.field_ids {
             if file.field_by_id(id).is_none() {
                 return Err(Error::file(
@@ -429,8 +432,7 @@ async fn load_group_keys(
         let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
         metrics.bytes_read += file.projected_bytes(&leaves, &all_groups);
         metrics.delete_files_read += 1;
-        let mut stream =
-            Box::pin(file.read(key_columns.arrow_schema.clone(), None, options.batch_size)?);
+        let mut stream = Box::pin(file.read(&key_columns.fields, None, options.batch_size)?);
         while let Some((_, batch)) = stream.try_next().await? {
             let columns = batch.columns().to_vec();
             let rows = key_columns.encode(&columns)?;
@@ -482,12 +484,53 @@ async fn load_group_keys(
     })
 }
 
+/// An equality field that the current schema dropped cannot be resolved: data files
+/// written after the drop lack the column, and what they would compare as is unknown.
+/// The error names the delete file and the field (by its last name).
+fn refuse_dropped_fields(table: &LoadedTable, group: &DeleteGroup) -> Result<()> {
+    let current = table.metadata.current_schema();
+    for &id in &group.equality_ids {
+        if current.field_by_id(id).is_some() {
+            continue;
+        }
+        let mut schemas: Vec<_> = table.metadata.schemas_iter().collect();
+        schemas.sort_by_key(|s| std::cmp::Reverse(s.schema_id()));
+        let name = schemas
+            .iter()
+            .find_map(|s| s.field_by_id(id).map(|f| f.name.clone()))
+            .unwrap_or_else(|| "<unknown>".into());
+        let path = group
+            .delete_files
+            .first()
+            .map_or_else(String::new, |f| f.path().to_string());
+        return Err(Error::FieldUnresolvable {
+            path,
+            field: name,
+            field_id: id,
+            message: format!(
+                "the equality delete's field was dropped from table {}'s current schema; \
+                 eqdv cannot apply it faithfully to every data file, so the group is not \
+                 converted",
+                table.name
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl GroupKeys {
     /// False when the file's manifest bounds prove that no key of the group is in it.
     fn may_match_file(&self, data: &LiveFile) -> bool {
         let file = &data.file;
         for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
             let values = &self.columns[i];
+            // A file written before the field existed has no statistics for it and reads
+            // its initial-default: statistics cannot rule it out.
+            let has_bounds = file.lower_bounds().contains_key(&field_id)
+                && file.upper_bounds().contains_key(&field_id);
+            if self.key_columns.fields[i].initial_default.is_some() && !has_bounds {
+                continue;
+            }
             let null_count = file.null_value_counts().get(&field_id).copied();
             let value_count = file.value_counts().get(&field_id).copied();
             let may_match_null = values.has_null && null_count != Some(0);
@@ -515,18 +558,37 @@ impl GroupKeys {
 
     /// Row groups of `file` that may hold a key, by Parquet statistics: `None` for a
     /// row group that cannot, else the deleted values in its range per key column.
-    fn row_group_candidates(&self, file: &ParquetFile) -> Vec<Option<ColumnRanges>> {
+    fn row_group_candidates(
+        &self,
+        file: &ParquetFile,
+        sources: &HashMap<i32, FieldSource>,
+    ) -> Result<Vec<Option<ColumnRanges>>> {
         let row_groups = file.metadata().row_groups();
         let columns = self.key_columns.field_ids.len();
         let mut keep = vec![true; row_groups.len()];
         let mut ranges: Vec<ColumnRanges> = vec![vec![None; columns]; row_groups.len()];
         let parquet_schema = file.metadata().file_metadata().schema_descr();
         for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
-            let Some(field) = file.field_by_id(field_id) else {
-                // Column absent from this file: every value reads as null.
-                if !self.columns[i].has_null {
+            let constant = match sources.get(&field_id) {
+                Some(FieldSource::Column { .. }) => None,
+                Some(FieldSource::Constant(value)) => Some(value),
+                None => {
+                    return Err(Error::file(
+                        file.path(),
+                        format!("key field id {field_id} was not resolved before pruning"),
+                        "internal error",
+                    ));
+                }
+            };
+            if let Some(value) = constant {
+                // Column absent from this file: every row reads the field's default (or
+                // null), so the row groups may match only if that value was deleted.
+                if !self.may_match_constant(i, value.as_ref())? {
                     keep.iter_mut().for_each(|k| *k = false);
                 }
+                continue;
+            }
+            let Some(field) = file.field_by_id(field_id) else {
                 continue;
             };
             let Some(leaf) = file.leaf_index(field_id) else {
@@ -587,10 +649,28 @@ impl GroupKeys {
                 }
             }
         }
-        keep.into_iter()
+        Ok(keep
+            .into_iter()
             .zip(ranges)
             .map(|(k, r)| k.then_some(r))
-            .collect()
+            .collect())
+    }
+
+    /// Whether key column `index` of the group holds `value` (null when `None`) among its
+    /// deleted values: what every row of a file that lacks the column reads.
+    fn may_match_constant(&self, index: usize, value: Option<&Literal>) -> Result<bool> {
+        let values = &self.columns[index];
+        let Some(value) = value else {
+            return Ok(values.has_null);
+        };
+        let data_type = self.key_columns.data_type(index);
+        let Some(array) = crate::keys::literal_to_array(value, data_type) else {
+            // Cannot encode it: the rows must be read (and then fail loudly if need be).
+            return Ok(true);
+        };
+        let encoded = self.key_columns.encode_column(index, &array)?;
+        let row = encoded.row(0);
+        Ok(!values.range_within(row.data(), row.data()).is_empty())
     }
 
     /// False when a bloom filter of `row_group` proves that none of the deleted values
@@ -762,9 +842,20 @@ async fn resolve_pass(
     let mut resolved = Resolved::default();
     let metrics = &mut resolved.metrics;
 
+    let name_mapping = table.name_mapping()?;
     let mut loaded = Vec::with_capacity(groups.len());
     for group in groups {
-        loaded.push(load_group_keys(table, group, pass, options, metrics).await?);
+        loaded.push(
+            load_group_keys(
+                table,
+                group,
+                pass,
+                options,
+                name_mapping.as_deref(),
+                metrics,
+            )
+            .await?,
+        );
     }
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
     let loaded = Arc::new(loaded);
@@ -809,9 +900,16 @@ async fn resolve_pass(
             let table = table.clone();
             let loaded = loaded.clone();
             let options = options.clone();
+            let name_mapping = name_mapping.clone();
             async move {
                 let task = tokio::spawn(async move {
-                    scan_file(&table, &data, &loaded, &group_ids, &projection, &options).await
+                    let context = ScanContext {
+                        table: &table,
+                        loaded: &loaded,
+                        options: &options,
+                        name_mapping: name_mapping.as_deref(),
+                    };
+                    scan_file(&context, &data, &group_ids, &projection).await
                 });
                 // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
                 let _abort_on_drop = AbortOnDrop(task.abort_handle());
@@ -845,8 +943,7 @@ async fn resolve_pass(
 /// The key columns a set of groups reads (their union), as read from each file.
 struct KeyProjection {
     fields: Vec<NestedFieldRef>,
-    target: ArrowSchemaRef,
-    /// Field id to column index in `target`.
+    /// Field id to column index in the batches read with `fields`.
     column_of: HashMap<i32, usize>,
 }
 
@@ -860,38 +957,50 @@ impl KeyProjection {
                 }
             }
         }
-        let target = target_schema(&fields)?;
         let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-        Ok(Self {
-            fields,
-            target,
-            column_of,
-        })
+        Ok(Self { fields, column_of })
     }
 }
 
+/// What every file scan of one pass shares.
+struct ScanContext<'a> {
+    table: &'a LoadedTable,
+    loaded: &'a [GroupKeys],
+    options: &'a ResolveOptions,
+    name_mapping: Option<&'a NameMapping>,
+}
+
 async fn scan_file(
-    table: &LoadedTable,
+    context: &ScanContext<'_>,
     data: &LiveFile,
-    loaded: &[GroupKeys],
     group_ids: &[usize],
     projection: &KeyProjection,
-    options: &ResolveOptions,
 ) -> Result<FileScan> {
+    let (table, loaded, options) = (context.table, context.loaded, context.options);
     let mut file = ParquetFile::open(
         &table.file_io,
         data.path(),
         Some(data.file.file_size_in_bytes()),
     )
-    .await?;
+    .await?
+    .with_name_mapping(context.name_mapping);
+    // The invariant: every candidate's key columns are resolved faithfully (by field id,
+    // through the name mapping, or as a known default), or the whole resolve fails with
+    // an error naming the file and the field. Checked before any pruning, so a file whose
+    // row groups are all skipped is held to it too.
+    let sources: HashMap<i32, FieldSource> = projection
+        .fields
+        .iter()
+        .map(|f| Ok((f.id, file.source_of(f)?)))
+        .collect::<Result<_>>()?;
     let total_groups = file.row_group_rows().len();
     let mut keep = vec![!options.row_group_pruning; total_groups];
     let mut pruned_by_bloom = 0;
     if options.row_group_pruning {
         let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
             .iter()
-            .map(|&g| loaded[g].row_group_candidates(&file))
-            .collect();
+            .map(|&g| loaded[g].row_group_candidates(&file, &sources))
+            .collect::<Result<_>>()?;
         for (rg, keep_rg) in keep.iter_mut().enumerate() {
             let mut by_stats = false;
             for (n, &g) in group_ids.iter().enumerate() {
@@ -933,11 +1042,7 @@ async fn scan_file(
         .collect();
     scan.bytes_read = file.projected_bytes(&leaves, &selected);
 
-    let mut stream = Box::pin(file.read(
-        projection.target.clone(),
-        Some(selected),
-        options.batch_size,
-    )?);
+    let mut stream = Box::pin(file.read(&projection.fields, Some(selected), options.batch_size)?);
     while let Some((first, batch)) = stream.try_next().await? {
         scan.rows_scanned += batch.num_rows() as u64;
         for &g in group_ids {

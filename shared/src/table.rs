@@ -11,8 +11,9 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, FormatVersion, ManifestContentType, ManifestEntry,
-    ManifestFile, ManifestList, ManifestStatus, SnapshotRef, TableMetadata, TableMetadataRef,
+    DEFAULT_SCHEMA_NAME_MAPPING, DataContentType, DataFile, DataFileFormat, FormatVersion,
+    ManifestContentType, ManifestEntry, ManifestFile, ManifestList, ManifestStatus, NameMapping,
+    SnapshotRef, TableMetadata, TableMetadataRef,
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
@@ -78,6 +79,23 @@ impl LoadedTable {
 
     pub fn location(&self) -> &str {
         self.metadata.location()
+    }
+
+    /// The table's name mapping (`schema.name-mapping.default`), which readers use to
+    /// find the columns of files written without Parquet field ids. A mapping that does
+    /// not parse is an error: guessing columns by name would misread them.
+    pub fn name_mapping(&self) -> Result<Option<Arc<NameMapping>>> {
+        let Some(json) = self.metadata.properties().get(DEFAULT_SCHEMA_NAME_MAPPING) else {
+            return Ok(None);
+        };
+        serde_json::from_str::<NameMapping>(json)
+            .map(|m| Some(Arc::new(m)))
+            .map_err(|e| Error::UnsupportedTable {
+                table: self.name.to_string(),
+                message: format!(
+                    "table property {DEFAULT_SCHEMA_NAME_MAPPING} is not a valid name mapping: {e}"
+                ),
+            })
     }
 }
 

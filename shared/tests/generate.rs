@@ -11,7 +11,7 @@ use eqdv::generate::{
     KeyType, PartitionKind, WorkloadSpec, expected_rows, expected_rows_of, generate,
     parse_key_types,
 };
-use eqdv::parquet_io::{ParquetFile, target_schema};
+use eqdv::parquet_io::ParquetFile;
 use eqdv::puffin::{DvBlobInput, write_dv_puffin};
 use eqdv::read::{canonical_rows, canonical_rows_for_schema, read_canonical};
 use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
@@ -108,10 +108,8 @@ async fn check_bounds(
         }
         let file =
             ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes())).await?;
-        let batches: Vec<(u64, RecordBatch)> = file
-            .read(target_schema(&fields)?, None, 4096)?
-            .try_collect()
-            .await?;
+        let batches: Vec<(u64, RecordBatch)> =
+            file.read(&fields, None, 4096)?.try_collect().await?;
         for (i, field) in fields.iter().enumerate() {
             let mut values: Vec<Vec<u8>> = Vec::new();
             for (_, batch) in &batches {
@@ -589,10 +587,7 @@ async fn rows_at(
         .fields()
         .to_vec();
     let file = ParquetFile::open(&table.file_io, data_file.path(), None).await?;
-    let batches: Vec<(u64, RecordBatch)> = file
-        .read(target_schema(&fields)?, None, 4096)?
-        .try_collect()
-        .await?;
+    let batches: Vec<(u64, RecordBatch)> = file.read(&fields, None, 4096)?.try_collect().await?;
     let mut out = Vec::new();
     for (first, batch) in batches {
         for &p in positions {
