@@ -241,6 +241,15 @@ pub async fn convert(
         let phase = Instant::now();
         let table = LoadedTable::load(catalog, name).await?;
         table.require_v3()?;
+        table.require_branch(&options.branch)?;
+        if let Some(shard) = &options.shard
+            && shard.branch != options.branch
+        {
+            return Err(Error::InvalidInput(format!(
+                "shard {} was planned on branch '{}', not '{}'",
+                shard.id, shard.branch, options.branch
+            )));
+        }
         let policy = policy
             .get_or_insert_with(|| {
                 let mut policy = RetryPolicy::from_properties(table.metadata.properties());
@@ -276,17 +285,32 @@ pub async fn convert(
             None => resolving.await?,
         };
         report.resolve = resolved.metrics.clone();
-        // Each v2 position delete file is read once, for merging and for removal.
-        let position_deletes = if files.position_deletes.is_empty() || resolved.positions.is_empty()
-        {
+        // Each v2 position delete file that may reference a file we write a DV for is
+        // read once, for merging and for removal; the others (other partitions, other
+        // shards' files) are not this attempt's business.
+        let scoped_position_deletes: Vec<LiveFile> = if resolved.positions.is_empty() {
             Vec::new()
         } else {
-            crate::position_deletes::read_each(&table, &files.position_deletes).await?
+            crate::position_deletes::may_reference_any(&files.position_deletes, &resolved.positions)
         };
-        let dv_plans =
-            merge_with_existing(&table, &files, &position_deletes, resolved.positions).await?;
-        let removed_position_deletes =
-            covered_position_deletes(&files, &position_deletes, &dv_plans);
+        let position_deletes = if scoped_position_deletes.is_empty() {
+            Vec::new()
+        } else {
+            crate::position_deletes::read_each(&table, &scoped_position_deletes).await?
+        };
+        let dv_plans = merge_with_existing(
+            &table,
+            &files,
+            (&scoped_position_deletes, &position_deletes),
+            resolved.positions,
+        )
+        .await?;
+        let removed_position_deletes = covered_position_deletes(
+            &files,
+            &scoped_position_deletes,
+            &position_deletes,
+            &dv_plans,
+        );
         report.phases.resolve_ms = ms_since(phase);
 
         let mut removed: Vec<LiveFile> = groups
@@ -564,13 +588,16 @@ fn select_groups(
 async fn merge_with_existing(
     table: &LoadedTable,
     files: &TableFiles,
-    position_deletes: &[crate::position_deletes::FilePositions],
+    (position_delete_files, position_deletes): (
+        &[LiveFile],
+        &[crate::position_deletes::FilePositions],
+    ),
     new_positions: BTreeMap<String, RoaringTreemap>,
 ) -> Result<Vec<DvPlan>> {
     let data_by_path: HashMap<&str, &LiveFile> =
         files.data_files.iter().map(|f| (f.path(), f)).collect();
     let position_deletes =
-        crate::position_deletes::by_data_file(&files.position_deletes, position_deletes);
+        crate::position_deletes::by_data_file(position_delete_files, position_deletes);
     let mut plans = Vec::new();
     for (path, positions) in new_positions {
         let Some(data) = data_by_path.get(path.as_str()) else {
@@ -631,6 +658,7 @@ async fn merge_with_existing(
 /// `position_deletes` is what [`crate::position_deletes::read_each`] read from them.
 fn covered_position_deletes(
     files: &TableFiles,
+    position_delete_files: &[LiveFile],
     position_deletes: &[crate::position_deletes::FilePositions],
     plans: &[DvPlan],
 ) -> Vec<LiveFile> {
@@ -639,8 +667,7 @@ fn covered_position_deletes(
     }
     let live: HashSet<&str> = files.data_files.iter().map(|f| f.path()).collect();
     let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
-    files
-        .position_deletes
+    position_delete_files
         .iter()
         .zip(position_deletes)
         .filter(|(_, referenced)| {

@@ -69,6 +69,11 @@ pub enum Error {
         message: String,
     },
 
+    /// A background scan of one data file ended without a result (it panicked or was
+    /// cancelled). Nothing about the table is wrong: worth a retry.
+    #[error("scan of data file {path} failed: {message}")]
+    ScanTask { path: String, message: String },
+
     /// The catalog pointer moved since the table was loaded (another writer committed).
     #[error("commit conflict on table {table}: {message}")]
     CommitConflict { table: String, message: String },

@@ -201,7 +201,13 @@ fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
 /// The SQS FIFO message group of a shard: one table's partitions are never converted
 /// twice at once. FIFO group ids are at most 128 characters; longer ones are hashed.
 pub fn message_group_id(shard: &Shard) -> String {
-    let raw = format!("{}/{}", shard.table, shard.partitions.join(","));
+    // Another branch is another line of snapshots: its shards queue apart from main's.
+    let table = if shard.branch == "main" {
+        shard.table.to_string()
+    } else {
+        format!("{}@{}", shard.table, shard.branch)
+    };
+    let raw = format!("{table}/{}", shard.partitions.join(","));
     let clean: String = raw
         .chars()
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
@@ -214,7 +220,7 @@ pub fn message_group_id(shard: &Shard) -> String {
         hash ^= u64::from(*b);
         hash = hash.wrapping_mul(0x100000001b3);
     }
-    let table: String = shard.table.to_string().chars().take(100).collect();
+    let table: String = table.chars().take(100).collect();
     format!("{table}/{hash:016x}")
 }
 

@@ -345,8 +345,12 @@ impl Shard {
             .flat_map(|g| g.delete_files.iter().map(String::as_str))
             .collect();
         all_files.sort_unstable();
+        // The branch is part of the identity: the same delete files converted on two
+        // branches are two pieces of work (and two queue messages).
+        let mut identity = vec![branch];
+        identity.extend(all_files);
         Self {
-            id: stable_hash(&all_files),
+            id: stable_hash(&identity),
             table,
             branch: branch.to_string(),
             base_snapshot_id,

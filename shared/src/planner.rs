@@ -149,6 +149,7 @@ async fn plan_table(
 ) -> Result<(TableDecision, Vec<Shard>)> {
     let table = LoadedTable::load(catalog, name).await?;
     table.require_v3()?;
+    table.require_branch(branch)?;
     let head = table.head(branch)?;
     // A head eqdv wrote whose summary counts no equality deletes needs no manifest reads.
     if let Some(snapshot) = &head {

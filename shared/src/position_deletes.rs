@@ -20,6 +20,46 @@ pub const POS_FIELD_ID: i32 = 2_147_483_545;
 /// Positions of each data file, from one position delete file.
 pub type FilePositions = HashMap<String, RoaringTreemap>;
 
+/// The position delete files of `deletes` that may reference one of `targets`' data
+/// files: all but those whose manifest entry proves otherwise, by its
+/// `referenced_data_file` or by its `file_path` bounds (inclusive; a truncated upper
+/// bound is an incremented prefix, so it still bounds from above).
+pub fn may_reference_any<V>(
+    deletes: &[LiveFile],
+    targets: &std::collections::BTreeMap<String, V>,
+) -> Vec<LiveFile> {
+    deletes
+        .iter()
+        .filter(|delete| {
+            if let Some(referenced) = delete.file.referenced_data_file() {
+                return targets.contains_key(&referenced);
+            }
+            let bound = |bounds: &HashMap<i32, iceberg::spec::Datum>| match bounds
+                .get(&FILE_PATH_FIELD_ID)
+                .map(|d| d.literal().clone())
+            {
+                Some(iceberg::spec::PrimitiveLiteral::String(s)) => Some(s),
+                _ => None,
+            };
+            match (
+                bound(delete.file.lower_bounds()),
+                bound(delete.file.upper_bounds()),
+            ) {
+                // (A range whose bounds are reversed proves nothing: keep the file.)
+                (Some(lower), Some(upper)) if lower <= upper => targets
+                    .range::<str, _>((
+                        std::ops::Bound::Included(lower.as_str()),
+                        std::ops::Bound::Included(upper.as_str()),
+                    ))
+                    .next()
+                    .is_some(),
+                _ => true,
+            }
+        })
+        .cloned()
+        .collect()
+}
+
 /// Reads v2 position delete files: data file -> [(delete sequence number, positions)].
 pub async fn read(
     table: &LoadedTable,

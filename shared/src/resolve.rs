@@ -901,6 +901,7 @@ async fn resolve_pass(
             let loaded = loaded.clone();
             let options = options.clone();
             let name_mapping = name_mapping.clone();
+            let path = data.path().to_string();
             async move {
                 let task = tokio::spawn(async move {
                     let context = ScanContext {
@@ -913,8 +914,10 @@ async fn resolve_pass(
                 });
                 // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
                 let _abort_on_drop = AbortOnDrop(task.abort_handle());
-                task.await
-                    .map_err(|e| Error::InvalidInput(format!("scan task failed: {e}")))?
+                task.await.map_err(|e| Error::ScanTask {
+                    path,
+                    message: e.to_string(),
+                })?
             }
         }))
         .buffer_unordered(options.parallelism.max(1))

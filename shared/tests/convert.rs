@@ -882,3 +882,141 @@ async fn key_memory_budget_splits_work_into_passes() {
     assert_eq!(r.resolve.key_passes, 3);
     assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
 }
+
+/// Adds a ref (a branch or a tag) at main's head, as another engine would.
+async fn add_ref(catalog: &dyn Catalog, name: &str, retention: iceberg::spec::SnapshotRetention) {
+    let t = load(catalog).await;
+    let head = t.head("main").unwrap().expect("a snapshot");
+    let metadata = t
+        .metadata
+        .as_ref()
+        .clone()
+        .into_builder(Some(t.pointer.metadata_location.clone()))
+        .set_ref(
+            name,
+            iceberg::spec::SnapshotReference::new(head.snapshot_id(), retention),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    let prepared = eqdv::snapshot::PreparedSnapshot {
+        metadata,
+        snapshot_id: head.snapshot_id(),
+        sequence_number: head.sequence_number(),
+        written_files: Vec::new(),
+        summary: Default::default(),
+    };
+    eqdv::commit::publish(catalog, &t, &prepared).await.unwrap();
+}
+
+/// Converting a branch commits to that branch only: main keeps its snapshot and its
+/// equality deletes, and both read the rows they read before. A tag is refused before
+/// any work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branches_convert_alone_and_tags_are_refused() {
+    let w = warehouse();
+    let report = generate_table(
+        &w.catalog,
+        &spec(61, vec![KeyType::Long], PartitionKind::None),
+    )
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    add_ref(
+        &w.catalog,
+        "audit",
+        iceberg::spec::SnapshotRetention::branch(None, None, None),
+    )
+    .await;
+    add_ref(
+        &w.catalog,
+        "v1",
+        iceberg::spec::SnapshotRetention::Tag {
+            max_ref_age_ms: None,
+        },
+    )
+    .await;
+    let before = load(&w.catalog).await;
+    let main_head = before.head("main").unwrap().unwrap().snapshot_id();
+    let main_deletes = files(&w.catalog).await.equality_deletes.len();
+    assert!(main_deletes > 0);
+
+    let tag = ConvertOptions {
+        branch: "v1".into(),
+        ..Default::default()
+    };
+    let err = convert(&w.catalog, &table(), &tag).await.unwrap_err();
+    assert!(err.to_string().contains("'v1' is a tag"), "{err}");
+    assert_eq!(load(&w.catalog).await.pointer, before.pointer);
+    assert_no_orphans(&w.catalog).await;
+
+    let audit = ConvertOptions {
+        branch: "audit".into(),
+        ..Default::default()
+    };
+    let r = convert(&w.catalog, &table(), &audit).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_eq!(r.branch, "audit");
+    let after = load(&w.catalog).await;
+    assert_eq!(
+        after.head("main").unwrap().unwrap().snapshot_id(),
+        main_head
+    );
+    assert_eq!(after.head("v1").unwrap().unwrap().snapshot_id(), main_head);
+    let audit_head = after.head("audit").unwrap().unwrap();
+    assert_ne!(audit_head.snapshot_id(), main_head);
+    assert_eq!(files(&w.catalog).await.equality_deletes.len(), main_deletes);
+    let audit_files = eqdv::table::TableFiles::read(&after, Some(&audit_head))
+        .await
+        .unwrap();
+    assert!(audit_files.equality_deletes.is_empty());
+    assert!(!audit_files.dvs.is_empty());
+    for branch in ["main", "audit"] {
+        let rows = eqdv::read::read_canonical(&after, branch).await.unwrap();
+        assert!(
+            rows == expected,
+            "{branch} reads other rows after converting audit"
+        );
+    }
+    // A shard planned on one branch does not convert on another.
+    let plan = eqdv::plan::plan(
+        &before,
+        "main",
+        &files(&w.catalog).await,
+        &Default::default(),
+    )
+    .unwrap();
+    let shard = plan.shards[0].clone();
+    // The same delete files planned on another branch are another message.
+    let audit_plan = eqdv::plan::plan(
+        &before,
+        "audit",
+        &files(&w.catalog).await,
+        &Default::default(),
+    )
+    .unwrap();
+    let on_audit = &audit_plan.shards[0];
+    assert_eq!(
+        on_audit.delete_files().collect::<Vec<_>>(),
+        shard.delete_files().collect::<Vec<_>>()
+    );
+    assert_ne!(
+        eqdv::events::deduplication_id(on_audit),
+        eqdv::events::deduplication_id(&shard)
+    );
+    assert_ne!(
+        eqdv::events::message_group_id(on_audit),
+        eqdv::events::message_group_id(&shard)
+    );
+    assert!(eqdv::events::message_group_id(on_audit).contains("@audit"));
+    let wrong = ConvertOptions {
+        branch: "audit".into(),
+        shard: Some(shard),
+        ..Default::default()
+    };
+    let err = convert(&w.catalog, &table(), &wrong).await.unwrap_err();
+    assert!(
+        err.to_string().contains("planned on branch 'main'"),
+        "{err}"
+    );
+}

@@ -172,3 +172,112 @@ async fn position_deletes_merge_into_new_dvs() {
     );
     assert_no_orphans(&w.catalog).await;
 }
+
+/// Registers `bytes` (not a Parquet file) as a v2 position delete file whose manifest
+/// entry says it covers only `target`: by `referenced_data_file`, or by its `file_path`
+/// bounds when `by_bounds`.
+async fn add_unreadable_position_deletes(w: &Warehouse, name: &str, target: &str, by_bounds: bool) {
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let data = f
+        .data_files
+        .iter()
+        .find(|d| d.path() == target)
+        .expect("target data file");
+    let path = format!("{}/data/{name}.parquet", t.location());
+    let local = path.trim_start_matches("file://").to_string();
+    std::fs::write(&local, b"this is not a parquet file").unwrap();
+    let mut builder = DataFileBuilder::default();
+    builder
+        .content(DataContentType::PositionDeletes)
+        .file_path(path)
+        .file_format(DataFileFormat::Parquet)
+        .partition(data.file.partition().clone())
+        .partition_spec_id(data.spec_id)
+        .record_count(1)
+        .file_size_in_bytes(26);
+    if by_bounds {
+        let bound = iceberg::spec::Datum::string(target);
+        builder
+            .lower_bounds([(2_147_483_546, bound.clone())].into())
+            .upper_bounds([(2_147_483_546, bound)].into());
+    } else {
+        builder.referenced_data_file(Some(target.to_string()));
+    }
+    let mut changes = SnapshotChanges::new(Operation::Delete);
+    changes.added_delete_files.push(AddedFile {
+        spec_id: data.spec_id,
+        file: builder.build().unwrap(),
+    });
+    let prepared = build_snapshot(&t, "main", &f, &changes).await.unwrap();
+    eqdv::commit::publish(&w.catalog, &t, &prepared)
+        .await
+        .unwrap();
+}
+
+/// A conversion reads only the position delete files that may reference a file it
+/// writes a DV for: a broken one that its manifest entry places elsewhere does not fail
+/// it, and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_deletes_of_other_files_are_not_read() {
+    for by_bounds in [false, true] {
+        let w = warehouse();
+        let spec = WorkloadSpec {
+            seed: 51,
+            rows: 1_200,
+            commits: 3,
+            keys: vec![KeyType::Long],
+            partition: PartitionKind::None,
+            changes_per_commit: 150,
+            rows_per_file: 300,
+            ..Default::default()
+        };
+        generate_table(&w.catalog, &spec).await;
+        let t = load(&w.catalog).await;
+        let f = files(&w.catalog).await;
+        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+        let resolved = eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
+            .await
+            .unwrap();
+        let missed = f
+            .data_files
+            .iter()
+            .map(|d| d.path().to_string())
+            .find(|p| !resolved.positions.contains_key(p))
+            .expect("a data file without deletes");
+        add_unreadable_position_deletes(&w, "v2-pos-elsewhere", &missed, by_bounds).await;
+
+        let r = convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("by_bounds={by_bounds}: {e}"));
+        assert_eq!(r.outcome, Outcome::Converted);
+        assert_eq!(r.position_delete_files_removed, 0);
+        let f = files(&w.catalog).await;
+        assert!(f.equality_deletes.is_empty());
+        let live_pos: Vec<&str> = f.position_deletes.iter().map(|p| p.path()).collect();
+        assert!(
+            live_pos.len() == 1 && live_pos[0].ends_with("v2-pos-elsewhere.parquet"),
+            "{live_pos:?}"
+        );
+
+        // And one that may reference a target is read, so a broken one fails the
+        // conversion, naming it, with the table unchanged.
+        let w = warehouse();
+        generate_table(&w.catalog, &spec).await;
+        let t = load(&w.catalog).await;
+        let f = files(&w.catalog).await;
+        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+        let resolved = eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
+            .await
+            .unwrap();
+        let hit = resolved.positions.keys().next().unwrap().clone();
+        add_unreadable_position_deletes(&w, "v2-pos-broken", &hit, by_bounds).await;
+        let pointer = load(&w.catalog).await.pointer;
+        let err = convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("v2-pos-broken.parquet"), "{err}");
+        assert_eq!(load(&w.catalog).await.pointer, pointer);
+        assert_no_orphans(&w.catalog).await;
+    }
+}

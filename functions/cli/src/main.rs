@@ -119,10 +119,14 @@ struct TableArgs {
     /// The table, as NAMESPACE.TABLE (for Glue: DATABASE.TABLE).
     #[arg(long, value_name = "NS.NAME")]
     table: String,
-    /// The branch to read and commit to.
-    #[arg(long, default_value = "main")]
+    /// The branch to read and commit to (`convert --plan` converts on the shard's
+    /// branch; a tag is refused).
+    #[arg(long, default_value = DEFAULT_BRANCH)]
     branch: String,
 }
+
+/// The branch when none is named.
+const DEFAULT_BRANCH: &str = "main";
 
 impl TableArgs {
     async fn catalog(&self) -> Result<Box<dyn Catalog>> {
@@ -419,7 +423,19 @@ async fn run(cli: &Cli) -> Result<u8> {
             }
             options.resolve.key_memory_budget = key_memory_mb.saturating_mul(1024 * 1024).max(1);
             if let (Some(plan), Some(id)) = (plan, shard_id) {
-                options.shard = Some(load_shard(plan, id)?);
+                let shard = load_shard(plan, id)?;
+                // A shard converts on the branch it was planned on; naming another one
+                // explicitly is a mistake, not a request to convert elsewhere.
+                if table.branch != DEFAULT_BRANCH && table.branch != shard.branch {
+                    anyhow::bail!(
+                        "shard {id} of {} was planned on branch '{}', but --branch is '{}'",
+                        plan.display(),
+                        shard.branch,
+                        table.branch
+                    );
+                }
+                options.branch = shard.branch.clone();
+                options.shard = Some(shard);
             }
             let bar = spinner(&format!("converting {name}"), cli.json);
             let report = convert(catalog.as_ref(), &name, &options).await?;
@@ -618,6 +634,7 @@ async fn make_plan(
 ) -> Result<Plan> {
     let table = LoadedTable::load(catalog, name).await?;
     table.require_v3()?;
+    table.require_branch(branch)?;
     let head = table.head(branch)?;
     let files = TableFiles::read(&table, head.as_ref()).await?;
     Ok(eqdv::plan::plan(

@@ -146,6 +146,49 @@ fn shards_from_a_plan_file() {
     assert!(err.contains("nope") && err.contains("plan.json"), "{err}");
 }
 
+/// `convert --plan` converts on the branch the shard was planned on, never silently on
+/// main; a --branch that contradicts the shard is refused.
+#[test]
+fn shards_convert_on_their_own_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    let out = run("generate", w, &["--rows", "400", "--commits", "2"]);
+    assert_eq!(out.status.code(), Some(0));
+    let plan_file = w.join("plan.json");
+    let plan_path = plan_file.display().to_string();
+    let out = run("plan", w, &["--output", &plan_path]);
+    assert_eq!(out.status.code(), Some(0));
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan_file).unwrap()).unwrap();
+    let id = plan["shards"][0]["id"].as_str().unwrap().to_string();
+    let rows_before = run("rows", w, &[]).stdout;
+
+    let out = run(
+        "convert",
+        w,
+        &["--plan", &plan_path, "--shard-id", &id, "--branch", "audit"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("planned on branch 'main'"), "{err}");
+
+    // The same shard said to be planned on a branch the table lacks: refused, since
+    // eqdv converts where the shard says, and that branch does not exist.
+    plan["shards"][0]["branch"] = "audit".into();
+    std::fs::write(&plan_file, serde_json::to_vec(&plan).unwrap()).unwrap();
+    let out = run("convert", w, &["--plan", &plan_path, "--shard-id", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("branch 'audit' does not exist"), "{err}");
+    assert_eq!(run("rows", w, &[]).stdout, rows_before);
+    let out = run("inspect", w, &[]);
+    assert_eq!(
+        json(&out)["totals"]["dvs"].as_u64(),
+        Some(0),
+        "nothing converted"
+    );
+}
+
 #[test]
 fn missing_table_fails_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();

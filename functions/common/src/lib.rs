@@ -49,9 +49,9 @@ impl FunctionError {
             FunctionError::PlanningIncomplete(_) => "PlanningIncomplete",
             FunctionError::Engine(e) => match e {
                 eqdv::Error::TableNotFound { .. } => "TableNotFound",
-                eqdv::Error::UnsupportedTable { .. } | eqdv::Error::UnsupportedKeyType { .. } => {
-                    "UnsupportedTable"
-                }
+                eqdv::Error::UnsupportedTable { .. }
+                | eqdv::Error::UnsupportedKeyType { .. }
+                | eqdv::Error::FieldUnresolvable { .. } => "UnsupportedTable",
                 eqdv::Error::InvalidInput(_) | eqdv::Error::Json(_) => "InvalidInput",
                 eqdv::Error::CommitConflict { .. } | eqdv::Error::RetriesExhausted { .. } => {
                     "CommitConflict"
@@ -79,3 +79,25 @@ impl FunctionError {
 }
 
 pub type Result<T, E = FunctionError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transient_scan_failures_are_retried_and_refusals_are_not() {
+        let scan = FunctionError::Engine(eqdv::Error::ScanTask {
+            path: "s3://b/t/data/a.parquet".into(),
+            message: "task 7 panicked".into(),
+        });
+        assert!(!scan.is_permanent(), "{}", scan.kind());
+        let refused = FunctionError::Engine(eqdv::Error::FieldUnresolvable {
+            path: "s3://b/t/data/imported.parquet".into(),
+            field: "id".into(),
+            field_id: 1,
+            message: "no field ids and no name mapping".into(),
+        });
+        assert!(refused.is_permanent());
+        assert_eq!(refused.kind(), "UnsupportedTable");
+    }
+}
