@@ -74,8 +74,10 @@ import org.apache.parquet.schema.MessageTypeParser;
  *   <li>{@code initial-default}: a column added later with an initial default, then equality
  *       deletes on (key, that column) for rows of files written before it existed (they read the
  *       default), some with another value (must not match).
- *   <li>{@code promote-partition}: identity partition on an int column, promoted to long, then
- *       deletes whose partition tuples are longs for rows of files with int tuples.
+ *   <li>{@code promote-partition}: identity partition on an int column, data and deletes, the
+ *       column promoted to long, then deletes whose partition tuples are longs for rows of files
+ *       with int tuples. {@code promote-partition-data-only}: the same with only data before the
+ *       promotion (so no manifest of a live delete carries an int tuple).
  *   <li>{@code rename-key}, {@code promote-key} (int to long), {@code widen-decimal-key}
  *       (decimal(9,2) to decimal(18,2)): the equality key column changed between commits.
  *   <li>{@code spec-evolution}: unpartitioned, then identity(p), then bucket(4, k); deletes under
@@ -91,6 +93,7 @@ final class WriteHistory {
           "no-name-mapping",
           "initial-default",
           "promote-partition",
+          "promote-partition-data-only",
           "rename-key",
           "promote-key",
           "widen-decimal-key",
@@ -132,7 +135,10 @@ final class WriteHistory {
           h.initialDefault();
           break;
         case "promote-partition":
-          h.promotePartition();
+          h.promotePartition(true);
+          break;
+        case "promote-partition-data-only":
+          h.promotePartition(false);
           break;
         case "rename-key":
           h.evolveKey("rename");
@@ -315,7 +321,12 @@ final class WriteHistory {
       step(spec, eq, rows / 10, rows / 8, rows / 16, key);
     }
 
-    void promotePartition() {
+    /**
+     * Identity partition on p (int), promoted to long. With {@code oldDeletes}, equality deletes
+     * are written before the promotion too (their manifests carry int tuples, as the data's do);
+     * without, the table has only data before it, so every live delete has long tuples.
+     */
+    void promotePartition(boolean oldDeletes) {
       Schema schema =
           new Schema(
               Types.NestedField.required(1, "k", Types.LongType.get()),
@@ -326,7 +337,11 @@ final class WriteHistory {
       rowValues = kid -> values(1, kid, 2, (int) (kid % 5), 3, label(kid, commits), 4, commits);
       PartitionSpec spec = table.spec();
       step(spec, new int[] {1}, rows / 2, 0, 0, l -> sameValues(l, spec));
-      step(spec, new int[] {1}, rows / 4, rows / 10, rows / 20, l -> sameValues(l, spec));
+      if (oldDeletes) {
+        step(spec, new int[] {1}, rows / 4, rows / 10, rows / 20, l -> sameValues(l, spec));
+      } else {
+        step(spec, new int[] {1}, rows / 4, 0, 0, l -> sameValues(l, spec));
+      }
 
       table.updateSchema().updateColumn("p", Types.LongType.get()).commit();
       table.refresh();
@@ -466,10 +481,16 @@ final class WriteHistory {
       }
       List<DataFile> data = writeData(dataSpec, newRows);
       List<DeleteFile> eq = writeEqualityDeletes(eqIds, deleteRows);
-      RowDelta delta = table.newRowDelta();
-      data.forEach(delta::addRows);
-      eq.forEach(delta::addDeletes);
-      delta.commit();
+      if (eq.isEmpty()) {
+        AppendFiles append = table.newAppend();
+        data.forEach(append::appendFile);
+        append.commit();
+      } else {
+        RowDelta delta = table.newRowDelta();
+        data.forEach(delta::addRows);
+        eq.forEach(delta::addDeletes);
+        delta.commit();
+      }
       table.refresh();
       commits++;
       dataFiles += data.size();
