@@ -18,6 +18,8 @@ mod common;
 #[path = "../shared/tests/support/services.rs"]
 mod services;
 
+// Each test binary uses only some of the Java helpers.
+#[allow(dead_code)]
 #[path = "common/java.rs"]
 mod java;
 
