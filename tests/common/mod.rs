@@ -126,6 +126,12 @@ pub fn try_pyiceberg_read(
 /// # Panics
 /// When read_table.py fails.
 pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
+    try_pyiceberg_read_glue(table).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`pyiceberg_read_glue`], with read_table.py's failure as an error (for tables PyIceberg
+/// may not be able to read).
+pub fn try_pyiceberg_read_glue(table: &str) -> Result<PyIcebergView, ReadTableError> {
     let script = read_table_script();
     let args: Vec<&OsStr> = vec![
         script.as_os_str(),
@@ -138,9 +144,8 @@ pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
     let stdout = into_stdout(
         output,
         &format!("read_table.py --catalog glue --table {table}"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    parse_json(&stdout, "read_table.py --catalog glue")
+    )?;
+    Ok(parse_json(&stdout, "read_table.py --catalog glue"))
 }
 
 /// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).

@@ -29,7 +29,14 @@ public final class Main {
           "      --seed N (1) --commits N (5) --rows N (1000)",
           "      --key long|int|string|uuid|decimal|date (long)",
           "      --partition none|identity|bucket:N (none)",
+          "  write-history      create a new v3 table with one real-world history: data files and",
+          "                     equality deletes (RowDelta) around a schema or spec change; prints",
+          "                     JSON counts and expected_live_rows",
+          "      --case name-mapping|no-name-mapping|initial-default|promote-partition|",
+          "             promote-partition-data-only|rename-key|promote-key|widen-decimal-key|",
+          "             spec-evolution|drop-key  --seed N (1) --rows N (400)",
           "  dump               the live rows of --branch (main) in canonical form, sorted",
+          "      [--lineage]    each row ends with _row_id and _last_updated_sequence_number",
           "  check-dvs          loads every live DV of --branch (main) with Java's delete loader;",
           "                     prints JSON {dvs, positions, equality_delete_files,"
               + " position_delete_files, ...}",
@@ -78,6 +85,8 @@ public final class Main {
       switch (command) {
         case "write-cdc":
           return WriteCdc.run(rest, out);
+        case "write-history":
+          return WriteHistory.run(rest, out);
         case "dump":
           return Dump.run(rest, out);
         case "check-dvs":

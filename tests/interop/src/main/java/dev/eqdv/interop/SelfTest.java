@@ -42,6 +42,11 @@ final class SelfTest {
       String label = c[0] + "_" + c[1].replace(':', '_');
       summary.put(label, oneCase(label, c[0], c[1], rows, commits, err));
     }
+    if (only == null) {
+      for (String history : WriteHistory.CASES) {
+        summary.put("history_" + history, oneHistory(history, rows, err));
+      }
+    }
     Main.printJson(out, summary);
     return 0;
   }
@@ -115,6 +120,40 @@ final class SelfTest {
     return r;
   }
 
+  /**
+   * write-history: the dump (with lineage) holds as many rows as the writer's model, and every
+   * row's lineage columns are filled.
+   */
+  private static Map<String, Object> oneHistory(String name, int rows, PrintStream err) {
+    List<String> t = table("selftest", "history_" + name.replace('-', '_'));
+    Map<String, Object> w =
+        json(call("write-history", t, List.of("--case", name, "--rows", Integer.toString(rows)), err));
+    if (name.equals("drop-key")) {
+      // Java itself cannot apply equality deletes on a field the schema no longer has.
+      String error = callFailing("dump", t, List.of("--lineage"));
+      check(error.contains("Cannot find required field"), "history drop-key: dump said " + error);
+      Map<String, Object> r = new LinkedHashMap<>(w);
+      r.remove("location");
+      r.remove("table");
+      r.put("dump_error", error.trim());
+      return r;
+    }
+    String dump = call("dump", t, List.of("--lineage"), err);
+    String[] lines = dump.isEmpty() ? new String[0] : dump.split("\n");
+    long expected = num(w, "expected_live_rows");
+    check(lines.length == expected,
+        "history " + name + ": dump has " + lines.length + " rows, the model " + expected);
+    for (String line : lines) {
+      check(!line.endsWith(",null]") && !line.contains(",null,null]"),
+          "history " + name + ": a row without lineage: " + line);
+    }
+    Map<String, Object> r = new LinkedHashMap<>(w);
+    r.remove("location");
+    r.remove("table");
+    r.put("rows", lines.length);
+    return r;
+  }
+
   /** A live data file of the in-memory table that has a DV. */
   private static String fileWithDv(String db, String name) {
     org.apache.iceberg.Table table =
@@ -154,6 +193,19 @@ final class SelfTest {
       throw new IllegalStateException(String.join(" ", argv) + " exited with " + code);
     }
     return buffer.toString(StandardCharsets.UTF_8);
+  }
+
+  /** Runs a command that must fail; returns its stderr. */
+  private static String callFailing(String command, List<String> table, List<String> extra) {
+    List<String> argv = new ArrayList<>();
+    argv.add(command);
+    argv.addAll(table);
+    argv.addAll(extra);
+    ByteArrayOutputStream errBuffer = new ByteArrayOutputStream();
+    PrintStream errCapture = new PrintStream(errBuffer, true, StandardCharsets.UTF_8);
+    int code = Main.run(argv, new PrintStream(new ByteArrayOutputStream()), errCapture);
+    check(code == 1, String.join(" ", argv) + " exited with " + code + ", expected a failure");
+    return errBuffer.toString(StandardCharsets.UTF_8);
   }
 
   @SuppressWarnings("unchecked")
