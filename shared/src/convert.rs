@@ -425,12 +425,28 @@ impl Attempt<'_> {
                 })
                 .collect();
             let written = write_dv_puffin(&table.file_io, &location, &inputs).await?;
+            let schema = table.metadata.current_schema();
             for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
+                // The DV sits in its data file's partition, in the partition types the new
+                // manifest is written with (the current schema's: a data file written
+                // before a promotion carries the old types).
+                let spec_id = plan.data_file.spec_id;
+                let spec = table
+                    .metadata
+                    .partition_spec_by_id(spec_id)
+                    .ok_or_else(|| Error::UnsupportedTable {
+                        table: table.name.to_string(),
+                        message: format!("partition spec {spec_id} does not exist"),
+                    })?;
+                let partition = crate::plan::partition_as_type(
+                    plan.data_file.file.partition(),
+                    &spec.partition_type(schema)?,
+                );
                 let file = DataFileBuilder::default()
                     .content(DataContentType::PositionDeletes)
                     .file_path(written.location.clone())
                     .file_format(DataFileFormat::Puffin)
-                    .partition(plan.data_file.file.partition().clone())
+                    .partition(partition)
                     .partition_spec_id(plan.data_file.spec_id)
                     .record_count(dv.cardinality)
                     .file_size_in_bytes(written.file_size_in_bytes)

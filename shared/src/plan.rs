@@ -8,7 +8,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use iceberg::spec::{Literal, PartitionSpec, PrimitiveLiteral, Struct, TableMetadata};
+use iceberg::spec::{
+    Literal, PartitionSpec, PrimitiveLiteral, PrimitiveType, Struct, StructType, TableMetadata,
+    Type,
+};
 use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
 
@@ -65,6 +68,31 @@ pub fn normalize_partition(partition: &Struct) -> Struct {
                     PrimitiveLiteral::Double(OrderedFloat(f64::from(f.into_inner()))),
                 ),
                 other => other.clone(),
+            })
+        })
+        .collect()
+}
+
+/// `partition` with its values in the types of `partition_type` (a spec's partition type
+/// under the schema a new manifest is written with): a tuple read from a manifest written
+/// before a promotion carries ints where the writer now expects longs.
+pub fn partition_as_type(partition: &Struct, partition_type: &StructType) -> Struct {
+    partition
+        .iter()
+        .zip(partition_type.fields())
+        .map(|(value, field)| {
+            value.map(|v| match (v, field.field_type.as_ref()) {
+                (
+                    Literal::Primitive(PrimitiveLiteral::Int(i)),
+                    Type::Primitive(PrimitiveType::Long),
+                ) => Literal::Primitive(PrimitiveLiteral::Long(i64::from(*i))),
+                (
+                    Literal::Primitive(PrimitiveLiteral::Float(f)),
+                    Type::Primitive(PrimitiveType::Double),
+                ) => Literal::Primitive(PrimitiveLiteral::Double(OrderedFloat(f64::from(
+                    f.into_inner(),
+                )))),
+                (other, _) => other.clone(),
             })
         })
         .collect()

@@ -34,7 +34,9 @@ pub async fn verify_dvs(table: &LoadedTable, files: &TableFiles) -> Result<DvVer
         let Some(data) = files.data_files.iter().find(|d| d.path() == data_path) else {
             return Err(invalid("the data file it references is not live".into()));
         };
-        if dv.spec_id != data.spec_id || dv.file.partition() != data.file.partition() {
+        if dv.spec_id != data.spec_id
+            || !crate::plan::same_partition(dv.file.partition(), data.file.partition())
+        {
             return Err(invalid("its partition differs from the data file's".into()));
         }
         let (Some(offset), Some(size)) =
