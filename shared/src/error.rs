@@ -189,9 +189,7 @@ fn storage_cause(e: &opendal::Error) -> String {
 fn field_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     let start = text.find(key)? + key.len();
     let rest = &text[start..];
-    let end = rest
-        .find(|c: char| matches!(c, '"' | ',' | ' ' | '}' | ')'))
-        .unwrap_or(rest.len());
+    let end = rest.find(['"', ',', ' ', '}', ')']).unwrap_or(rest.len());
     Some(&rest[..end]).filter(|s| !s.is_empty())
 }
 
