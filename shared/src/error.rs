@@ -140,12 +140,10 @@ pub fn cause(error: &(dyn std::error::Error + 'static)) -> String {
         }
         current = e.source();
     }
+    // No storage error below: the error's own text (with its context) is short.
     let text = match error.downcast_ref::<iceberg::Error>() {
-        Some(e) if e.kind() == iceberg::ErrorKind::DataInvalid => {
-            format!("corrupt: {}", e.message())
-        }
-        Some(e) => format!("{}: {}", e.kind(), e.message()),
-        None => error.to_string(),
+        Some(e) if e.kind() == iceberg::ErrorKind::DataInvalid => format!("corrupt: {e}"),
+        _ => error.to_string(),
     };
     one_line(&text)
 }
