@@ -32,17 +32,33 @@ fn require_services() -> (String, String) {
     )
 }
 
-/// A table generated on Glue + MinIO, with every S3 request going through a proxy.
+/// A table generated on Glue + MinIO, with every S3 request going through a proxy
+/// (and every Glue request through another, when asked for).
 struct Setup {
     proxy: Proxy,
+    /// The proxy in front of the Glue emulator, for [`setup_with_glue_proxy`].
+    glue: Option<Proxy>,
     catalog: GlueCatalog,
+    /// The same warehouse without any proxy: another writer, or a judge.
+    direct: GlueCatalog,
     name: TableName,
     expected: Vec<String>,
 }
 
 async fn setup(test: &str, seed: u64) -> Setup {
+    setup_on(test, seed, false).await
+}
+
+/// [`setup`] with Glue behind a fault-injecting proxy too.
+async fn setup_with_glue_proxy(test: &str, seed: u64) -> Setup {
+    setup_on(test, seed, true).await
+}
+
+async fn setup_on(test: &str, seed: u64, glue_proxy: bool) -> Setup {
     let (warehouse, s3) = require_services();
     let proxy = Proxy::start(&s3);
+    let glue = glue_proxy
+        .then(|| Proxy::start(&std::env::var("AWS_ENDPOINT_URL_GLUE").unwrap_or_default()));
     let unique = format!(
         "{test}_{}_{}",
         std::process::id(),
@@ -51,12 +67,20 @@ async fn setup(test: &str, seed: u64) -> Setup {
             .map(|d| d.as_micros())
             .unwrap_or(0)
     );
+    let warehouse = format!("{}/{unique}", warehouse.trim_end_matches('/'));
     let config = GlueConfig {
-        warehouse: Some(format!("{}/{unique}", warehouse.trim_end_matches('/'))),
+        warehouse: Some(warehouse.clone()),
         s3_endpoint: Some(proxy.url()),
+        glue_endpoint: glue.as_ref().map(Proxy::url),
         ..Default::default()
     };
     let catalog = GlueCatalog::connect(config).await.expect("glue catalog");
+    let direct = GlueCatalog::connect(GlueConfig {
+        warehouse: Some(warehouse),
+        ..Default::default()
+    })
+    .await
+    .expect("glue catalog");
     let name = TableName::new(format!("eqdv_{unique}"), "orders");
     let report = generate(&catalog, &name, &spec(seed))
         .await
@@ -64,7 +88,9 @@ async fn setup(test: &str, seed: u64) -> Setup {
     let expected = expected_rows(&report.state).unwrap();
     Setup {
         proxy,
+        glue,
         catalog,
+        direct,
         name,
         expected,
     }
@@ -146,6 +172,40 @@ impl Setup {
         assert!(orphans.is_empty(), "orphans: {orphans:#?}");
     }
 
+    /// The Glue proxy of [`setup_with_glue_proxy`].
+    fn glue(&self) -> &Proxy {
+        self.glue.as_ref().expect("set up with a Glue proxy")
+    }
+
+    /// Converted through a Glue commit whose answer went wrong: the pointer names the
+    /// new metadata, the table loads, every file it references exists, and it is
+    /// converted ([`Setup::assert_converted`]: rows, DVs, no equality delete, no orphan).
+    async fn assert_landed(&self, report: &eqdv::convert::ConvertReport) {
+        assert_eq!(report.outcome, Outcome::Converted);
+        let pointer = self.direct.load_pointer(&self.name).await.expect("pointer");
+        assert_eq!(
+            Some(&pointer.metadata_location),
+            report.metadata_location.as_ref(),
+            "the pointer is not the converted metadata"
+        );
+        let table = LoadedTable::load(&self.direct, &self.name)
+            .await
+            .expect("the table loads");
+        assert_eq!(
+            table.head("main").expect("head").map(|s| s.snapshot_id()),
+            report.new_snapshot_id
+        );
+        let reachable = reachable_files(&table).await.expect("reachable");
+        assert!(reachable.missing.is_empty(), "{:#?}", reachable.missing);
+        for file in &reachable.files {
+            assert!(
+                table.file_io.exists(file).await.expect("exists"),
+                "{file} is referenced but missing"
+            );
+        }
+        self.assert_converted().await;
+    }
+
     /// Unchanged: same pointer, rows as generated, equality deletes still live.
     async fn assert_unchanged(&self, pointer: &TablePointer) {
         assert_eq!(&self.pointer().await, pointer, "the pointer moved");
@@ -214,6 +274,22 @@ async fn persistent_write_failure_fails_cleanly() {
         err.to_string().contains(".avro") || err.to_string().contains("503"),
         "{err}"
     );
+    // What an operator reads (the CLI prints the chain down to the engine's error, as
+    // here): one short line naming the file and the cause, no HTTP headers.
+    let line = err.to_string();
+    eprintln!("one line: {line} ({} chars)", line.len());
+    assert!(!line.contains('\n'), "{line}");
+    assert!(line.len() < 300, "{} chars: {line}", line.len());
+    assert!(line.contains(".avro"), "names the file: {line}");
+    assert!(line.contains("throttled") && line.contains("503"), "{line}");
+    for header in ["x-amz-request-id", "content-length", "Parts {", "headers"] {
+        assert!(
+            !line
+                .to_ascii_lowercase()
+                .contains(&header.to_ascii_lowercase()),
+            "{line}"
+        );
+    }
     assert!(
         s.proxy.injected().len() >= 4,
         "the storage layer retried: {:#?}",
@@ -388,6 +464,168 @@ async fn cleanup_on_s3_is_safe() {
     assert!(s.rows().await == s.expected);
 }
 
+/// The target header of Glue's UpdateTable (AWS JSON protocol).
+const UPDATE_TABLE: &str = "X-Amz-Target: AWSGlue.UpdateTable";
+
+/// Glue applies the first UpdateTable, and its answer is lost (the connection drops).
+/// The AWS SDK retries; the retry meets the VersionId the first request replaced and
+/// Glue answers ConcurrentModificationException. The commit landed: convert must say so
+/// and keep every file of it (issue 10, item 7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_commit_whose_answer_is_lost_is_converted() {
+    let s = setup_with_glue_proxy("glue_lost", 77).await;
+    s.glue()
+        .inject_request("POST", UPDATE_TABLE, Fault::DropAfterForward, 1);
+    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
+        .await
+        .expect("the commit landed: converted");
+    let injected = s.glue().injected();
+    assert_eq!(injected.len(), 1, "{injected:#?}");
+    assert_eq!(
+        injected[0].upstream_status,
+        Some(200),
+        "Glue applied the UpdateTable whose answer was dropped"
+    );
+    // The SDK retried it, and the retry was refused (stale VersionId).
+    let update_tables: Vec<_> = s
+        .glue()
+        .log()
+        .into_iter()
+        .filter(|l| l.method == "POST" && l.fault.is_none() && l.status == Some(400))
+        .collect();
+    assert!(!update_tables.is_empty(), "{:#?}", s.glue().log());
+    assert_eq!(r.commit_attempts, 1, "{r:#?}");
+    s.assert_landed(&r).await;
+}
+
+/// Glue applies the UpdateTable and every answer is a 500 (the SDK's retries too): the
+/// outcome is unknown until the pointer is read back, which shows the commit landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glue_commit_answered_500_after_it_landed_is_converted() {
+    let s = setup_with_glue_proxy("glue_500", 78).await;
+    s.glue().inject_request(
+        "POST",
+        UPDATE_TABLE,
+        Fault::ForwardThenStatus(500),
+        usize::MAX,
+    );
+    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
+        .await
+        .expect("the commit landed: converted");
+    s.glue().clear();
+    let injected = s.glue().injected();
+    assert!(!injected.is_empty());
+    assert_eq!(
+        injected[0].upstream_status,
+        Some(200),
+        "Glue applied the first UpdateTable: {injected:#?}"
+    );
+    assert!(injected.iter().all(|l| l.status == Some(500)));
+    assert_eq!(r.commit_attempts, 1, "{r:#?}");
+    s.assert_landed(&r).await;
+}
+
+/// Another writer moves the pointer while our UpdateTable is in flight (after our
+/// pre-check): Glue refuses ours with ConcurrentModificationException. The read-back
+/// proves our commit absent, so our metadata file is deleted, the conversion rebases on
+/// the other writer's commit and lands, and no orphan is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_glue_conflict_deletes_the_attempt_and_rebases() {
+    let s = setup_with_glue_proxy("glue_conflict", 79).await;
+    let before = s.pointer().await;
+    s.glue().inject_request(
+        "POST",
+        UPDATE_TABLE,
+        Fault::Delay(Duration::from_secs(4)),
+        1,
+    );
+    let converting = {
+        let catalog = s.catalog.clone();
+        let name = s.name.clone();
+        tokio::spawn(async move { convert(&catalog, &name, &ConvertOptions::default()).await })
+    };
+    // Wait until our UpdateTable is held by the proxy, then commit another change.
+    let waited = Instant::now();
+    while s.glue().matched() == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(120),
+            "no UpdateTable reached the proxy"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let other = other_writer_commit(&s.direct, &s.name).await;
+    assert_ne!(other, before.metadata_location);
+
+    let r = converting
+        .await
+        .expect("join")
+        .expect("converted after a rebase");
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_eq!((r.conflicts, r.rebases, r.replans), (1, 1, 0), "{r:#?}");
+    assert_eq!(r.commit_attempts, 2);
+    let injected = s.glue().injected();
+    assert_eq!(injected.len(), 1, "{injected:#?}");
+    assert_eq!(
+        injected[0].status,
+        Some(400),
+        "Glue refused the stale VersionId"
+    );
+    // Our first metadata file was deleted; the other writer's commit is kept.
+    assert!(
+        s.proxy
+            .log()
+            .iter()
+            .any(|l| l.method == "DELETE" && l.path.ends_with(".metadata.json")),
+        "the refused attempt's metadata file was never deleted"
+    );
+    let table = s.table().await;
+    assert_eq!(
+        table.metadata.properties().get(OTHER_WRITER_PROPERTY),
+        Some(&"1".to_string())
+    );
+    assert!(
+        table
+            .metadata
+            .metadata_log()
+            .iter()
+            .any(|m| m.metadata_file == other)
+    );
+    s.assert_landed(&r).await;
+}
+
+const OTHER_WRITER_PROPERTY: &str = "eqdv.test.other-writer";
+
+/// Another writer's commit: a table property, as its own metadata version. Returns the
+/// new metadata location.
+async fn other_writer_commit(catalog: &GlueCatalog, name: &TableName) -> String {
+    use std::str::FromStr;
+    let t = LoadedTable::load(catalog, name).await.expect("load");
+    let metadata = t
+        .metadata
+        .as_ref()
+        .clone()
+        .into_builder(Some(t.pointer.metadata_location.clone()))
+        .set_properties(std::collections::HashMap::from([(
+            OTHER_WRITER_PROPERTY.to_string(),
+            "1".to_string(),
+        )]))
+        .expect("set property")
+        .build()
+        .expect("metadata")
+        .metadata;
+    let next = iceberg::MetadataLocation::from_str(&t.pointer.metadata_location)
+        .expect("location")
+        .with_next_version()
+        .with_new_metadata(&metadata);
+    metadata.write_to(&t.file_io, &next).await.expect("write");
+    let next = next.to_string();
+    catalog
+        .swap_pointer(name, &t.pointer, &next)
+        .await
+        .expect("the other writer commits");
+    next
+}
+
 /// A fault-injecting HTTP/1.1 proxy: one thread per connection, one request per
 /// connection (it asks S3 to close), so every request can be judged on its own.
 mod proxy {
@@ -405,6 +643,9 @@ mod proxy {
         DropBeforeForward,
         /// Forward it (S3 applies it), then close without answering.
         DropAfterForward,
+        /// Forward it (the service applies it), then answer with this status and an
+        /// error body instead of the service's answer.
+        ForwardThenStatus(u16),
         /// Wait, then forward normally.
         Delay(Duration),
     }
@@ -412,6 +653,8 @@ mod proxy {
     struct Rule {
         method: String,
         contains: String,
+        /// A substring of the request head (case-insensitive) or body, if any.
+        request_contains: Option<String>,
         fault: Fault,
         remaining: usize,
     }
@@ -423,14 +666,18 @@ mod proxy {
         /// The request target without the query.
         pub path: String,
         pub fault: Option<Fault>,
-        /// S3's status, when it answered and the answer was passed on.
+        /// The status the client got: S3's (or the service's) when its answer was
+        /// passed on, the injected one otherwise.
         pub status: Option<u16>,
+        /// The service's own status for a request forwarded despite a fault.
+        pub upstream_status: Option<u16>,
     }
 
     #[derive(Default)]
     struct State {
         rules: Vec<Rule>,
         log: Vec<Logged>,
+        matched: usize,
     }
 
     pub struct Proxy {
@@ -471,9 +718,28 @@ mod proxy {
             self.state.lock().unwrap().rules.push(Rule {
                 method: method.to_string(),
                 contains: contains.to_string(),
+                request_contains: None,
                 fault,
                 remaining: times,
             });
+        }
+
+        /// Applies `fault` to the next `times` requests with this method whose head
+        /// (request line and headers, case-insensitively) or body contains `needle`,
+        /// e.g. `X-Amz-Target: AWSGlue.UpdateTable`.
+        pub fn inject_request(&self, method: &str, needle: &str, fault: Fault, times: usize) {
+            self.state.lock().unwrap().rules.push(Rule {
+                method: method.to_string(),
+                contains: String::new(),
+                request_contains: Some(needle.to_string()),
+                fault,
+                remaining: times,
+            });
+        }
+
+        /// How many requests matched a rule so far (logged or not yet answered).
+        pub fn matched(&self) -> usize {
+            self.state.lock().unwrap().matched
         }
 
         pub fn clear(&self) {
@@ -492,14 +758,67 @@ mod proxy {
         }
     }
 
-    fn take_fault(state: &Mutex<State>, method: &str, target: &str) -> Option<Fault> {
+    fn take_fault(
+        state: &Mutex<State>,
+        method: &str,
+        target: &str,
+        head: &str,
+        body: &[u8],
+    ) -> Option<Fault> {
         let mut s = state.lock().unwrap();
-        let rule = s
-            .rules
-            .iter_mut()
-            .find(|r| r.remaining > 0 && r.method == method && target.contains(&r.contains))?;
+        let head = head.to_ascii_lowercase();
+        let body = String::from_utf8_lossy(body);
+        let rule = s.rules.iter_mut().find(|r| {
+            r.remaining > 0
+                && r.method == method
+                && target.contains(&r.contains)
+                && r.request_contains.as_ref().is_none_or(|needle| {
+                    head.contains(&needle.to_ascii_lowercase()) || body.contains(needle.as_str())
+                })
+        })?;
         rule.remaining -= 1;
-        Some(rule.fault)
+        let fault = rule.fault;
+        s.matched += 1;
+        Some(fault)
+    }
+
+    /// An error answer: AWS JSON for a JSON-protocol request (Glue's `X-Amz-Target`),
+    /// S3's XML otherwise.
+    fn error_response(code: u16, json: bool) -> String {
+        let reason = match code {
+            503 => "Service Unavailable",
+            500 => "Internal Server Error",
+            403 => "Forbidden",
+            _ => "Error",
+        };
+        let (content_type, body) = if json {
+            let kind = match code {
+                403 => "AccessDeniedException",
+                _ => "InternalServiceException",
+            };
+            (
+                "application/x-amz-json-1.1",
+                format!(r#"{{"__type":"{kind}","message":"injected by the eqdv test proxy"}}"#),
+            )
+        } else {
+            let s3_code = match code {
+                503 => "SlowDown",
+                403 => "AccessDenied",
+                _ => "InternalError",
+            };
+            (
+                "application/xml",
+                format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{s3_code}</Code>\
+                     <Message>injected by the eqdv test proxy</Message></Error>"
+                ),
+            )
+        };
+        format!(
+            "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
     }
 
     fn log(state: &Mutex<State>, entry: Logged) {
@@ -550,30 +869,18 @@ mod proxy {
         }
 
         let path = target.split('?').next().unwrap_or_default().to_string();
-        let fault = take_fault(state, &method, &target);
+        let json = header("x-amz-target").is_some();
+        let fault = take_fault(state, &method, &target, &head.join("\r\n"), &body);
         let mut entry = Logged {
             method: method.clone(),
             path,
             fault,
             status: None,
+            upstream_status: None,
         };
         match fault {
             Some(Fault::Status(code)) => {
-                let (reason, s3_code) = match code {
-                    503 => ("Service Unavailable", "SlowDown"),
-                    500 => ("Internal Server Error", "InternalError"),
-                    403 => ("Forbidden", "AccessDenied"),
-                    _ => ("Error", "InternalError"),
-                };
-                let xml = format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{s3_code}</Code>\
-                     <Message>injected by the eqdv test proxy</Message></Error>"
-                );
-                let response = format!(
-                    "HTTP/1.1 {code} {reason}\r\nContent-Type: application/xml\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{xml}",
-                    xml.len()
-                );
+                let response = error_response(code, json);
                 entry.status = Some(code);
                 log(state, entry);
                 client.write_all(response.as_bytes())?;
@@ -586,7 +893,7 @@ mod proxy {
                 return Ok(());
             }
             Some(Fault::Delay(d)) => std::thread::sleep(d),
-            Some(Fault::DropAfterForward) | None => {}
+            Some(Fault::DropAfterForward | Fault::ForwardThenStatus(_)) | None => {}
         }
 
         // Forward with `Connection: close`, read S3's whole answer.
@@ -616,7 +923,16 @@ mod proxy {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|c| c.parse::<u16>().ok());
         if fault == Some(Fault::DropAfterForward) {
+            entry.upstream_status = status;
             log(state, entry);
+            let _ = client.shutdown(Shutdown::Both);
+            return Ok(());
+        }
+        if let Some(Fault::ForwardThenStatus(code)) = fault {
+            entry.upstream_status = status;
+            entry.status = Some(code);
+            log(state, entry);
+            client.write_all(error_response(code, json).as_bytes())?;
             let _ = client.shutdown(Shutdown::Both);
             return Ok(());
         }

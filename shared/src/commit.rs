@@ -3,14 +3,16 @@
 //!
 //! Never swaps a pointer it did not read: the swap is guarded by the pointer (and the
 //! catalog's version token) the base was loaded from. On a conflict the caller decides
-//! whether to rebase or re-plan; on an unknown outcome nothing may be deleted until the
-//! pointer has been read back.
+//! whether to rebase or re-plan. Nothing is deleted after a failed swap until the
+//! pointer has been read back ([`commit_outcome`]).
 
 use std::str::FromStr;
 
 use iceberg::MetadataLocation;
+use iceberg::spec::TableMetadata;
 
 use crate::catalog::Catalog;
+use crate::cleanup::normalize_location;
 use crate::snapshot::PreparedSnapshot;
 use crate::table::LoadedTable;
 use crate::{Error, Result};
@@ -23,10 +25,12 @@ pub struct Published {
 
 /// Writes `prepared`'s metadata file and swaps the pointer from `base`'s to it.
 ///
-/// On a conflict (or any error before the swap) the metadata file is deleted and the
-/// error returned; the prepared manifests stay for the caller, who may reuse them.
-/// On [`Error::CommitStateUnknown`] the pointer is read back: if it names our file the
-/// commit landed and this returns Ok.
+/// On a failed swap, [`commit_outcome`] reads the pointer back first: if our commit
+/// landed this returns Ok; if it is proven absent the metadata file is deleted and the
+/// error returned (an unknown outcome proven absent becomes [`Error::CommitConflict`]);
+/// the prepared manifests stay for the caller, who may reuse them. If the read-back
+/// fails nothing is deleted and the error is [`Error::CommitStateUnknown`]. Any error
+/// other than that one means our commit is not in the table.
 pub async fn publish(
     catalog: &dyn Catalog,
     base: &LoadedTable,
@@ -55,36 +59,134 @@ pub async fn publish(
     }
     crate::test_hooks::pause_point(crate::test_hooks::BEFORE_SWAP).await;
 
-    match catalog
+    let swapped = catalog
         .swap_pointer(&base.name, &base.pointer, &new_location)
-        .await
-    {
-        Ok(()) => Ok(Published {
+        .await;
+    let Err(error) = swapped else {
+        return Ok(Published {
             metadata_location: new_location,
-        }),
-        Err(Error::CommitStateUnknown { table, message }) => {
-            // The request may have landed: only the pointer can tell.
-            match catalog.load_pointer(&base.name).await {
-                Ok(p) if p.metadata_location == new_location => Ok(Published {
-                    metadata_location: new_location,
-                }),
-                Ok(_) => {
-                    crate::storage::delete_files(&base.file_io, &[new_location]).await;
-                    Err(Error::CommitConflict {
-                        table,
-                        message: format!("commit did not land ({message})"),
-                    })
-                }
-                // Still unknown: keep every file, a later cleanup decides.
-                Err(e) => Err(Error::CommitStateUnknown {
-                    table,
-                    message: format!("{message}; reading the pointer back failed: {e}"),
-                }),
-            }
+        });
+    };
+    match commit_outcome(
+        catalog,
+        base,
+        &new_location,
+        Some(prepared.snapshot_id),
+        &error,
+    )
+    .await
+    {
+        CommitOutcome::Landed => {
+            tracing::info!(
+                table = %base.name,
+                metadata_location = %new_location,
+                error = %error,
+                "the commit landed although the catalog reported an error"
+            );
+            Ok(Published {
+                metadata_location: new_location,
+            })
         }
+        CommitOutcome::Absent => {
+            crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
+            Err(absent(error))
+        }
+        // Still unknown: keep every file, a later cleanup decides.
+        CommitOutcome::Unknown(read_back) => {
+            let message = match error {
+                Error::CommitStateUnknown { message, .. } => message,
+                e => e.to_string(),
+            };
+            Err(Error::CommitStateUnknown {
+                table: base.name.to_string(),
+                message: format!("{message}; reading the pointer back failed: {read_back}"),
+            })
+        }
+    }
+}
+
+/// The error of a swap whose commit is proven absent: an unknown outcome becomes a
+/// conflict (for a retry loop it is one like any other); other errors stay as they are.
+pub(crate) fn absent(error: Error) -> Error {
+    match error {
+        Error::CommitStateUnknown { table, message } => Error::CommitConflict {
+            table,
+            message: format!("commit did not land ({message})"),
+        },
+        e => e,
+    }
+}
+
+/// What a failed pointer swap did to the table, as far as it can be proven.
+#[derive(Debug)]
+pub enum CommitOutcome {
+    /// Our metadata is (or was) the table's current metadata: the commit is done.
+    Landed,
+    /// Our commit is not in the table: the attempt's files may be deleted.
+    Absent,
+    /// The read-back failed: nothing may be deleted (the payload is why).
+    Unknown(Error),
+}
+
+/// Decides whether a commit whose swap returned `error` landed, by reading the pointer
+/// back, before anyone deletes a file.
+///
+/// Why: an error from the catalog does not prove that the swap was not applied. A
+/// request may land and its answer be lost; the client (the AWS SDK) then retries it,
+/// and the retry meets the VersionId the first request already replaced, so Glue
+/// answers ConcurrentModificationException although our commit is the table's current
+/// state. A 5xx answered after the request was forwarded may have been applied too.
+/// Deleting the new metadata.json on such an error would leave the table pointing at a
+/// missing file. So every error is checked against the pointer, except
+/// [`Error::CommitConflict`]: a catalog returns it only when it knows the swap was not
+/// applied (Glue's pre-check GetTable saw the pointer moved, a SQL update matched no
+/// row).
+///
+/// The commit landed if the pointer names `new_location`, or if the metadata it names
+/// holds our snapshot (`snapshot_id`, when the commit adds one) or lists `new_location` in its metadata-log
+/// (another writer committed on top of ours). It is absent only when that metadata
+/// shows neither. When the pointer or its metadata cannot be read, the outcome stays
+/// unknown and every file must be kept.
+pub async fn commit_outcome(
+    catalog: &dyn Catalog,
+    base: &LoadedTable,
+    new_location: &str,
+    snapshot_id: Option<i64>,
+    error: &Error,
+) -> CommitOutcome {
+    if matches!(error, Error::CommitConflict { .. }) {
+        return CommitOutcome::Absent;
+    }
+    let pointer = match catalog.load_pointer(&base.name).await {
+        Ok(p) => p,
+        Err(e) => return CommitOutcome::Unknown(e),
+    };
+    if pointer.metadata_location == new_location {
+        return CommitOutcome::Landed;
+    }
+    if pointer.metadata_location == base.pointer.metadata_location {
+        // Nothing was committed since our base: not ours, not anyone's.
+        return CommitOutcome::Absent;
+    }
+    let current = match TableMetadata::read_from(&base.file_io, &pointer.metadata_location).await {
+        Ok(m) => m,
         Err(e) => {
-            crate::storage::delete_files(&base.file_io, &[new_location]).await;
-            Err(e)
+            return CommitOutcome::Unknown(Error::file(
+                &pointer.metadata_location,
+                format!("cannot read the current metadata of table {}", base.name),
+                e,
+            ));
         }
+    };
+    let ours = normalize_location(new_location);
+    let in_log = current
+        .metadata_log()
+        .iter()
+        .any(|entry| normalize_location(&entry.metadata_file) == ours);
+    let has_snapshot = snapshot_id.is_some_and(|id| current.snapshot_by_id(id).is_some());
+    if in_log || has_snapshot {
+        CommitOutcome::Landed
+    } else {
+        CommitOutcome::Absent
     }
 }

@@ -497,6 +497,9 @@ impl Attempt<'_> {
             options.check_deadline(name, "committing")?;
             report.commit_attempts += 1;
             let prepared = build_snapshot(&table, &options.branch, &files, &changes).await?;
+            // publish read the pointer back after a failed swap: any error but
+            // CommitStateUnknown means this commit is not in the table, so the deletes
+            // below (and the caller's) cannot remove a file the table references.
             match crate::commit::publish(catalog, &table, &prepared).await {
                 Ok(published) => {
                     report.outcome = Outcome::Converted;

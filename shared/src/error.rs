@@ -10,7 +10,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An error raised by iceberg-rust (spec types, manifests, FileIO).
-    #[error("iceberg: {0}")]
+    #[error("iceberg: {}", cause(.0))]
     Iceberg(#[from] iceberg::Error),
 
     /// A deletion vector or Puffin file is malformed or does not match its manifest entry.
@@ -49,8 +49,9 @@ pub enum Error {
         field_type: String,
     },
 
-    /// A file the table references is missing, unreadable or corrupt.
-    #[error("file {path}: {message}")]
+    /// A file the table references is missing, unreadable or corrupt. The message ends
+    /// with the cause in short (see [`cause`]); the raw detail is in `source`.
+    #[error("file {path}: {message}{}", cause_suffix(.source.as_deref()))]
     File {
         path: String,
         message: String,
@@ -126,4 +127,93 @@ impl Error {
     pub fn is_commit_conflict(&self) -> bool {
         matches!(self, Error::CommitConflict { .. })
     }
+}
+
+/// `": <cause>"` of an optional source, or nothing.
+fn cause_suffix(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>) -> String {
+    match source {
+        Some(s) => format!(": {}", cause(s)),
+        None => String::new(),
+    }
+}
+
+/// The longest cause text an error message carries (the raw detail stays in the error's
+/// source chain, for `--log debug` and the CLI's JSON `detail`).
+const MAX_CAUSE_CHARS: usize = 160;
+
+/// The cause of `error` in a few words, for a one-line message: not found, access
+/// denied, throttled, timeout, connection failed, a 5xx server error, corrupt, ...
+///
+/// Storage errors come from OpenDAL through iceberg-rust's FileIO: their Display holds
+/// the whole HTTP response (every header) and repeats itself along the source chain, so
+/// the cause is taken from the typed OpenDAL error (its kind, and the status and S3
+/// error code of the response) instead.
+pub fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(io) = e.downcast_ref::<opendal::Error>() {
+            return storage_cause(io);
+        }
+        current = e.source();
+    }
+    // No storage error below: the error's own text (with its context) is short.
+    let text = match error.downcast_ref::<iceberg::Error>() {
+        Some(e) if e.kind() == iceberg::ErrorKind::DataInvalid => format!("corrupt: {e}"),
+        _ => error.to_string(),
+    };
+    one_line(&text)
+}
+
+/// The cause of an OpenDAL (S3, local file) error.
+fn storage_cause(e: &opendal::Error) -> String {
+    use opendal::ErrorKind as K;
+    // OpenDAL keeps the response only as text in the error's context ("response: Parts
+    // { status: 503, ... }") and the S3 error as the message (`S3Error { code: "..." }`):
+    // no accessor exists for either.
+    let text = e.to_string();
+    let status = field_after(&text, "status: ").filter(|s| s.len() == 3);
+    let code = field_after(e.message(), "code: \"");
+    let what = match e.kind() {
+        K::NotFound => "not found".to_string(),
+        K::PermissionDenied => "access denied".to_string(),
+        K::RateLimited => "throttled".to_string(),
+        K::ConditionNotMatch => "precondition failed".to_string(),
+        K::AlreadyExists => "already exists".to_string(),
+        K::ConfigInvalid => "invalid storage configuration".to_string(),
+        K::Unexpected if status.is_some_and(|s| s.starts_with('5')) => "server error".to_string(),
+        K::Unexpected if e.message().contains("timeout") => "timeout".to_string(),
+        K::Unexpected if status.is_none() && e.message().starts_with("send http request") => {
+            "connection failed".to_string()
+        }
+        kind => kind.into_static().to_lowercase(),
+    };
+    let mut out = what;
+    match (status, code) {
+        (Some(s), Some(c)) => out.push_str(&format!(" ({s} {c})")),
+        (Some(s), None) => out.push_str(&format!(" ({s})")),
+        (None, _) => {}
+    }
+    if e.is_persistent() {
+        out.push_str(", after retries");
+    }
+    one_line(&out)
+}
+
+/// The run of characters after `key` up to a delimiter (`"`, `,`, space, `}`).
+fn field_after<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let start = text.find(key)? + key.len();
+    let rest = &text[start..];
+    let end = rest.find(['"', ',', ' ', '}', ')']).unwrap_or(rest.len());
+    Some(&rest[..end]).filter(|s| !s.is_empty())
+}
+
+/// `text` on one line, at most [`MAX_CAUSE_CHARS`] characters.
+pub(crate) fn one_line(text: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= MAX_CAUSE_CHARS {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(MAX_CAUSE_CHARS).collect();
+    cut.push('…');
+    cut
 }

@@ -1373,10 +1373,14 @@ async fn commit_metadata(
         .swap_pointer(&table.name, &table.pointer, &next)
         .await
     {
-        if !matches!(e, Error::CommitStateUnknown { .. }) {
-            delete_files(&table.file_io, &[next]).await;
+        match crate::commit::commit_outcome(catalog, table, &next, None, &e).await {
+            crate::commit::CommitOutcome::Landed => {}
+            crate::commit::CommitOutcome::Absent => {
+                delete_files(&table.file_io, &[next]).await;
+                return Err(crate::commit::absent(e));
+            }
+            crate::commit::CommitOutcome::Unknown(_) => return Err(e),
         }
-        return Err(e);
     }
     LoadedTable::load(catalog, &table.name).await
 }

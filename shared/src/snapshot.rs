@@ -111,7 +111,7 @@ async fn build_inner(
                     })?;
             let path = new_metadata_file(&location, "eqdv", "avro");
             let output = table.file_io.new_output(&path)?;
-            written.push(path);
+            written.push(path.clone());
             let builder = ManifestWriterBuilder::new(
                 output,
                 Some(snapshot_id),
@@ -125,7 +125,12 @@ async fn build_inner(
             for file in &by_spec[&spec_id] {
                 writer.add_file((*file).clone(), -1)?;
             }
-            new_manifests.push(writer.write_manifest_file().await?);
+            new_manifests.push(
+                writer
+                    .write_manifest_file()
+                    .await
+                    .map_err(|e| Error::file(&path, "cannot write manifest", e))?,
+            );
         }
     }
 
@@ -150,7 +155,7 @@ async fn build_inner(
             .map_err(|e| Error::file(&manifest_file.manifest_path, "cannot read manifest", e))?;
         let path = new_metadata_file(&location, "eqdv", "avro");
         let output = table.file_io.new_output(&path)?;
-        written.push(path);
+        written.push(path.clone());
         let builder = ManifestWriterBuilder::new(
             output,
             Some(snapshot_id),
@@ -184,7 +189,12 @@ async fn build_inner(
                 writer.add_existing_file(entry.data_file().clone(), added_by, seq, file_seq)?;
             }
         }
-        new_manifests.push(writer.write_manifest_file().await?);
+        new_manifests.push(
+            writer
+                .write_manifest_file()
+                .await
+                .map_err(|e| Error::file(&path, "cannot write manifest", e))?,
+        );
     }
     if found_removed != changes.removed_files.len() {
         return Err(Error::CommitConflict {
@@ -202,8 +212,9 @@ async fn build_inner(
     let list_output = table.file_io.new_output(&list_path)?;
     written.push(list_path.clone());
     let first_row_id = metadata.next_row_id();
+    let list_error = |e| Error::file(&list_path, "cannot write manifest list", e);
     let mut list_writer = ManifestListWriter::v3(
-        list_output.writer().await?,
+        list_output.writer().await.map_err(list_error)?,
         snapshot_id,
         base.snapshot_id,
         sequence_number,
@@ -214,7 +225,7 @@ async fn build_inner(
         .next_row_id()
         .map(|next| next.saturating_sub(first_row_id))
         .unwrap_or(0);
-    list_writer.close().await?;
+    list_writer.close().await.map_err(list_error)?;
 
     let summary = summarize(base, changes);
     let snapshot = Snapshot::builder()

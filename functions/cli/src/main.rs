@@ -39,8 +39,10 @@ struct Cli {
     /// Print machine-readable JSON on stdout instead of tables.
     #[arg(long, global = true)]
     json: bool,
-    /// Log filter (RUST_LOG syntax), e.g. `info` or `eqdv=debug`.
-    #[arg(long, global = true, default_value = "warn")]
+    /// Log filter (RUST_LOG syntax), e.g. `info` or `eqdv=debug`. The default leaves out
+    /// the storage layer's retry notices (each holds a whole HTTP response); `debug`
+    /// shows them, and the raw detail of an error.
+    #[arg(long, global = true, default_value = "warn,opendal=error")]
     log: String,
     #[command(subcommand)]
     command: Command,
@@ -304,14 +306,35 @@ fn main() -> ExitCode {
     match runtime.block_on(run(&cli)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
+            let line = error_line(&e);
+            tracing::debug!(error = ?e, "error detail");
             if cli.json {
-                let msg = serde_json::json!({ "error": format!("{e:#}") });
+                let msg = serde_json::json!({ "error": line, "detail": format!("{e:#}") });
                 println!("{msg}");
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {line}");
             ExitCode::from(exit::FAILED)
         }
     }
+}
+
+/// The error for operators, on one line: the context chain down to the first engine
+/// error, whose message already names the operation, the table or file and the cause.
+/// What lies below it (the raw SDK or storage error, with HTTP headers) is only in the
+/// debug log and the JSON `detail`.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut parts = Vec::new();
+    for cause in e.chain() {
+        parts.push(cause.to_string());
+        if cause.downcast_ref::<eqdv::Error>().is_some() {
+            break;
+        }
+    }
+    parts
+        .join(": ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn init_logging(filter: &str) {

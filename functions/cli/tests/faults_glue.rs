@@ -309,3 +309,86 @@ async fn glue_sigkill_after_the_puffin_write() {
 async fn glue_sigkill_between_metadata_write_and_update_table() {
     killed_at(BEFORE_SWAP, "kill_swap", 72).await;
 }
+
+/// Every S3 request of `eqdv convert` is answered 503 SlowDown (a persistent S3
+/// failure; Glue is the real emulator): the CLI exits 1 and prints one short line that
+/// names the file and the cause, without the HTTP response (headers); `--json` has the
+/// same line as `error` and the raw chain as `detail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_s3_failure_prints_one_short_line() {
+    let (catalog, db) = glue_catalog("short_error").await;
+    let name = TableName::new(db, "events");
+    generate(&catalog, &name, &services::glue_spec(68))
+        .await
+        .expect("generate on Glue/S3");
+    let metadata = catalog.load_pointer(&name).await.unwrap().metadata_location;
+    let s3 = always_503();
+    let args = [
+        "convert",
+        "--catalog",
+        "glue",
+        "--table",
+        &name.to_string(),
+        "--s3-endpoint",
+        &s3,
+    ];
+
+    let out = eqdv_command().args(args).output().expect("run eqdv");
+    assert_exit(&out, 1, "a persistent S3 failure fails");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    let line = errors[0];
+    assert!(line.len() < 300, "{} chars: {line}", line.len());
+    assert!(line.contains(&metadata), "names the file: {line}");
+    assert!(line.contains("throttled") && line.contains("503"), "{line}");
+    for dump in ["parts {", "headers", "content-length", "x-amz", "source:"] {
+        assert!(!stderr.to_ascii_lowercase().contains(dump), "{stderr}");
+    }
+
+    let out = eqdv_command()
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run eqdv");
+    assert_exit(&out, 1, "a persistent S3 failure fails");
+    let v = json(&out);
+    assert_eq!(
+        v["error"]
+            .as_str()
+            .map(|e| format!("error: {e}"))
+            .as_deref(),
+        Some(line)
+    );
+    let detail = v["detail"].as_str().expect("detail");
+    assert!(
+        detail.len() > line.len() && detail.contains("503"),
+        "{detail}"
+    );
+}
+
+/// An S3 endpoint that answers every request with 503 SlowDown.
+fn always_503() -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut client in listener.incoming().flatten() {
+            let mut reader = BufReader::new(client.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code>\
+                        <Message>injected by the eqdv test</Message></Error>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}

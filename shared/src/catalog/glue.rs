@@ -6,7 +6,10 @@
 //! writers safe. The update keeps every other field and parameter of the table and sets
 //! `previous_metadata_location`, as Iceberg's own Glue catalog does. A request that may
 //! have reached Glue but gave no answer is reported as an unknown outcome, never as a
-//! failure, so nobody deletes files a landed commit references.
+//! failure, so nobody deletes files a landed commit references; so is a
+//! ConcurrentModificationException or a 5xx from UpdateTable, since the SDK retries a
+//! request whose answer was lost and the retry of a landed request meets a stale
+//! VersionId.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -131,6 +134,20 @@ impl GlueCatalog {
     fn error(&self, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
         Error::Catalog {
             catalog: self.name.clone(),
+            message: format!("{what}: {}", crate::error::cause(&e)),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A failed Glue call: the operation and the cause in one line; the SDK's raw error
+    /// (HTTP response, headers) is logged at debug and kept as the source.
+    fn sdk_error<E>(&self, what: &str, e: SdkError<E>) -> Error
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        tracing::debug!(catalog = %self.name, operation = what, error = ?e, "Glue call failed");
+        Error::Catalog {
+            catalog: self.name.clone(),
             message: format!("{what}: {}", describe(&e)),
             source: Some(Box::new(e)),
         }
@@ -159,7 +176,7 @@ impl GlueCatalog {
                     table: table.to_string(),
                 })
             }
-            Err(e) => Err(self.error(&format!("GetTable {table}"), e)),
+            Err(e) => Err(self.sdk_error(&format!("GetTable {table}"), e)),
         }
     }
 
@@ -222,10 +239,10 @@ impl GlueCatalog {
                     {
                         Ok(())
                     }
-                    Err(e) => Err(self.error(&format!("CreateDatabase {database}"), e)),
+                    Err(e) => Err(self.sdk_error(&format!("CreateDatabase {database}"), e)),
                 }
             }
-            Err(e) => Err(self.error(&format!("GetDatabase {database}"), e)),
+            Err(e) => Err(self.sdk_error(&format!("GetDatabase {database}"), e)),
         }
     }
 }
@@ -237,16 +254,38 @@ fn build_file_io(props: &HashMap<String, String>) -> FileIO {
         .build()
 }
 
-/// The error's message including the service's error code, for operators.
-fn describe<E: std::error::Error>(e: &E) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
+/// The cause of a failed Glue call in a few words, with the service's status, error code
+/// and message when it answered: for operators, on one line (no headers).
+fn describe<E: ProvideErrorMetadata>(e: &SdkError<E>) -> String {
+    let text = match e {
+        SdkError::ServiceError(s) => {
+            let status = s.raw().status().as_u16();
+            let err = s.err();
+            let code = err.code().unwrap_or("unknown error");
+            let what = match code {
+                "ThrottlingException" => "throttled",
+                "AccessDeniedException" => "access denied",
+                "EntityNotFoundException" => "not found",
+                "ConcurrentModificationException" => "conflict",
+                _ if status >= 500 => "server error",
+                _ => "rejected",
+            };
+            match err.message() {
+                Some(m) if !m.is_empty() => format!("{what} ({status} {code}: {m})"),
+                _ => format!("{what} ({status} {code})"),
+            }
+        }
+        SdkError::TimeoutError(_) => "timeout".to_string(),
+        SdkError::DispatchFailure(d) if d.is_timeout() => "timeout".to_string(),
+        SdkError::DispatchFailure(d) if d.is_io() => "connection failed".to_string(),
+        SdkError::DispatchFailure(_) => "request could not be sent".to_string(),
+        SdkError::ResponseError(r) => {
+            format!("unreadable response (status {})", r.raw().status().as_u16())
+        }
+        SdkError::ConstructionFailure(_) => "request could not be built".to_string(),
+        _ => "unknown SDK error".to_string(),
+    };
+    crate::error::one_line(&text)
 }
 
 /// A table definition identical to `glue`'s but for `parameters`.
@@ -346,38 +385,45 @@ impl Catalog for GlueCatalog {
             .skip_archive(self.skip_archive)
             .send()
             .await;
+        // A request the SDK sent may have been applied even when the final answer is an
+        // error: the SDK retries a request whose answer was lost or was a 5xx, and the
+        // retry of a landed request meets a stale VersionId. Only a request that was
+        // never sent is certainly not applied; for the rest `commit::publish` reads the
+        // pointer back before it deletes anything.
         match result {
             Ok(_) => Ok(()),
-            Err(SdkError::ServiceError(e)) => {
-                let err = e.err();
-                if err.is_concurrent_modification_exception() {
-                    Err(Error::CommitConflict {
-                        table: table.to_string(),
-                        message: format!(
-                            "Glue rejected version {:?}: {}",
-                            expected.version,
-                            err.message().unwrap_or("ConcurrentModificationException")
-                        ),
-                    })
-                } else {
-                    let code = err.code().unwrap_or("unknown").to_string();
-                    let message = err.message().unwrap_or_default().to_string();
-                    Err(Error::Catalog {
-                        catalog: self.name.clone(),
-                        message: format!("UpdateTable {table}: {code}: {message}"),
-                        source: None,
-                    })
-                }
-            }
             // Built but never sent: nothing happened.
             Err(e @ SdkError::ConstructionFailure(_)) => {
-                Err(self.error(&format!("UpdateTable {table}"), e))
+                Err(self.sdk_error(&format!("UpdateTable {table}"), e))
+            }
+            Err(SdkError::ServiceError(e))
+                if e.err().is_concurrent_modification_exception()
+                    || e.raw().status().is_server_error() =>
+            {
+                let e = SdkError::ServiceError(e);
+                tracing::debug!(table = %table, error = ?e, "UpdateTable failed");
+                Err(Error::CommitStateUnknown {
+                    table: table.to_string(),
+                    message: format!(
+                        "UpdateTable from version {:?}: {} (a retried request may have landed)",
+                        expected.version,
+                        describe(&e)
+                    ),
+                })
+            }
+            // Rejected (e.g. access denied); a retry of a request that landed could
+            // still end this way, which the read-back sees.
+            Err(e @ SdkError::ServiceError(_)) => {
+                Err(self.sdk_error(&format!("UpdateTable {table}"), e))
             }
             // Sent, or maybe sent, with no answer: the commit may have landed.
-            Err(e) => Err(Error::CommitStateUnknown {
-                table: table.to_string(),
-                message: format!("UpdateTable: {}", describe(&e)),
-            }),
+            Err(e) => {
+                tracing::debug!(table = %table, error = ?e, "UpdateTable failed");
+                Err(Error::CommitStateUnknown {
+                    table: table.to_string(),
+                    message: format!("UpdateTable: {}", describe(&e)),
+                })
+            }
         }
     }
 
@@ -415,7 +461,7 @@ impl Catalog for GlueCatalog {
                     table: table.to_string(),
                 })
             }
-            Err(e) => Err(self.error(&format!("CreateTable {table}"), e)),
+            Err(e) => Err(self.sdk_error(&format!("CreateTable {table}"), e)),
         }
     }
 
@@ -431,7 +477,7 @@ impl Catalog for GlueCatalog {
                     .into_paginator()
                     .send();
                 while let Some(page) = pages.next().await {
-                    let page = page.map_err(|e| self.error("GetDatabases", e))?;
+                    let page = page.map_err(|e| self.sdk_error("GetDatabases", e))?;
                     names.extend(page.database_list().iter().map(|d| d.name().to_string()));
                 }
                 names
@@ -447,7 +493,7 @@ impl Catalog for GlueCatalog {
                 .into_paginator()
                 .send();
             while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| self.error(&format!("GetTables {db}"), e))?;
+                let page = page.map_err(|e| self.sdk_error(&format!("GetTables {db}"), e))?;
                 for t in page.table_list() {
                     let iceberg = t
                         .parameters()

@@ -92,8 +92,10 @@ pub trait Catalog: Send + Sync + fmt::Debug {
 
     /// Atomically replaces the pointer if it still equals `expected`.
     ///
-    /// Returns [`Error::CommitConflict`] when the pointer moved, and
-    /// [`Error::CommitStateUnknown`] when the outcome cannot be known.
+    /// Returns [`Error::CommitConflict`] only when the swap certainly was not applied
+    /// (the pointer had moved), and [`Error::CommitStateUnknown`] when the outcome
+    /// cannot be known. Callers read the pointer back after any other error before
+    /// deleting files ([`crate::commit::commit_outcome`]).
     async fn swap_pointer(
         &self,
         table: &TableName,
