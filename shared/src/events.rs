@@ -207,7 +207,13 @@ pub fn message_group_id(shard: &Shard) -> String {
     } else {
         format!("{}@{}", shard.table, shard.branch)
     };
-    let raw = format!("{table}/{}", shard.partitions.join(","));
+    // The group is the partition's queue group (stable across plans); a shard from an
+    // older planner has none and falls back to its partitions.
+    let raw = if shard.queue_group.is_empty() {
+        format!("{table}/{}", shard.partitions.join(","))
+    } else {
+        format!("{table}/{}", shard.queue_group)
+    };
     let clean: String = raw
         .chars()
         .map(|c| if c.is_ascii_graphic() { c } else { '_' })
@@ -343,11 +349,18 @@ mod tests {
             branch: "main".into(),
             base_snapshot_id: 1,
             partitions: vec!["0:region=\"eu\"".into()],
+            queue_group: String::new(),
             groups: Vec::new(),
             estimated_bytes: 0,
         };
+        // A shard from an older planner (no queue group) groups by its partitions.
         assert_eq!(message_group_id(&shard), "cdc.orders/0:region=\"eu\"");
         assert_eq!(deduplication_id(&shard), "00ff");
+        let grouped = Shard {
+            queue_group: "g07".into(),
+            ..shard.clone()
+        };
+        assert_eq!(message_group_id(&grouped), "cdc.orders/g07");
         let long = Shard {
             partitions: (0..100).map(|i| format!("0:k0_bucket={i}")).collect(),
             ..shard

@@ -206,8 +206,16 @@ pub struct Shard {
     pub branch: String,
     /// The snapshot the plan was made on (the converter re-reads the head).
     pub base_snapshot_id: i64,
-    /// Partitions covered, e.g. `region=eu` (also the queue's message group).
+    /// Partitions covered, e.g. `region=eu`.
     pub partitions: Vec<String>,
+    /// The queue's message group within the table: a function of the partition alone
+    /// (one of [`QUEUE_GROUPS`] hash buckets), so that whatever plan a partition lands
+    /// in, its shards queue in the same FIFO group and one partition is never converted
+    /// twice at once. Empty when a global delete makes the whole table one shard (its
+    /// group is then the table's `<table>` partition), and in shards from planners
+    /// before this field existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub queue_group: String,
     pub groups: Vec<ShardGroup>,
     pub estimated_bytes: u64,
 }
@@ -232,6 +240,21 @@ pub struct PlanOptions {
     /// its own, and the queue's message group (table + partitions) runs them in order.
     pub max_shard_json_bytes: usize,
 }
+
+/// Hash buckets a table's partitions are dealt into for the queue's message groups: at
+/// most this many of one table's shards convert at once.
+pub const QUEUE_GROUPS: u64 = 16;
+
+/// The queue group of a partition key (`spec:label`, or `<table>` for a whole table).
+fn queue_group_of(key: &str) -> String {
+    if key == WHOLE_TABLE {
+        return String::new();
+    }
+    format!("g{:02}", fnv1a(&[key]) % QUEUE_GROUPS)
+}
+
+/// The partition key of a table made one shard by a global delete.
+const WHOLE_TABLE: &str = "<table>";
 
 /// SQS's limit is 256 KiB per message; this leaves room for the message attributes.
 pub const DEFAULT_MAX_SHARD_JSON_BYTES: usize = 240 * 1024;
@@ -287,7 +310,7 @@ pub fn plan(
     let mut partitions: BTreeMap<String, (Vec<&DeleteGroup>, u64)> = BTreeMap::new();
     for group in &groups {
         let key = if any_global {
-            "<table>".to_string()
+            WHOLE_TABLE.to_string()
         } else {
             format!("{}:{}", group.spec_id, group.partition_label)
         };
@@ -307,27 +330,30 @@ pub fn plan(
         entry.1 += candidate_bytes + delete_bytes;
     }
 
-    // First-fit decreasing bin packing by estimated bytes.
+    // First-fit decreasing bin packing by estimated bytes, within each queue group (a
+    // shard's partitions share one group).
     let mut items: Vec<(String, Vec<&DeleteGroup>, u64)> = partitions
         .into_iter()
         .map(|(k, (g, b))| (k, g, b))
         .collect();
     items.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    let mut bins: Vec<(Vec<String>, Vec<&DeleteGroup>, u64)> = Vec::new();
-    for (label, groups, bytes) in items {
+    let mut bins: Vec<(Vec<String>, Vec<&DeleteGroup>, u64, String)> = Vec::new();
+    for (key, groups, bytes) in items {
+        let group = queue_group_of(&key);
+        let label = key;
         match bins
             .iter_mut()
-            .find(|b| b.2 + bytes <= options.target_shard_bytes)
+            .find(|b| b.3 == group && b.2 + bytes <= options.target_shard_bytes)
         {
             Some(bin) => {
                 bin.0.push(label);
                 bin.1.extend(groups);
                 bin.2 += bytes;
             }
-            None => bins.push((vec![label], groups, bytes)),
+            None => bins.push((vec![label], groups, bytes, group)),
         }
     }
-    for (labels, groups, bytes) in bins {
+    for (labels, groups, bytes, queue_group) in bins {
         let shard_groups: Vec<ShardGroup> = groups
             .iter()
             .map(|g| {
@@ -349,7 +375,7 @@ pub fn plan(
             table.name.clone(),
             branch,
             base_snapshot_id,
-            labels,
+            (labels, queue_group),
             shard_groups,
             bytes,
         );
@@ -364,7 +390,7 @@ impl Shard {
         table: TableName,
         branch: &str,
         base_snapshot_id: i64,
-        partitions: Vec<String>,
+        (partitions, queue_group): (Vec<String>, String),
         groups: Vec<ShardGroup>,
         estimated_bytes: u64,
     ) -> Self {
@@ -383,6 +409,7 @@ impl Shard {
             branch: branch.to_string(),
             base_snapshot_id,
             partitions,
+            queue_group,
             groups,
             estimated_bytes,
         }
@@ -471,7 +498,7 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
                 shard.table.clone(),
                 &shard.branch,
                 shard.base_snapshot_id,
-                shard.partitions.clone(),
+                (shard.partitions.clone(), shard.queue_group.clone()),
                 groups,
                 shard.estimated_bytes.saturating_mul(files) / total_files,
             )
@@ -491,14 +518,19 @@ fn split_to_fit(shard: Shard, max_bytes: usize) -> Result<Vec<Shard>> {
 
 /// FNV-1a over the sorted file list: stable across processes and releases.
 fn stable_hash(files: &[&str]) -> String {
+    format!("{:016x}", fnv1a(files))
+}
+
+/// FNV-1a over NUL-terminated strings.
+fn fnv1a(parts: &[&str]) -> u64 {
     let mut hash: u64 = 0xcbf29ce484222325;
-    for f in files {
+    for f in parts {
         for b in f.as_bytes().iter().chain(std::iter::once(&0u8)) {
             hash ^= u64::from(*b);
             hash = hash.wrapping_mul(0x100000001b3);
         }
     }
-    format!("{hash:016x}")
+    hash
 }
 
 #[cfg(test)]

@@ -1020,3 +1020,65 @@ async fn branches_convert_alone_and_tags_are_refused() {
         "{err}"
     );
 }
+
+/// A partition's queue group does not depend on the plan it lands in: packed with others
+/// or alone, after more commits or before, its shards share one FIFO message group, so
+/// one partition is never converted by two converters at once. Converting shard by
+/// shard still gives the whole conversion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_keeps_its_queue_group_across_plans() {
+    use std::collections::HashMap;
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        commits: 4,
+        ..spec(71, vec![KeyType::Long], PartitionKind::Bucket(24))
+    };
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let group_of = |plan: &eqdv::plan::Plan| {
+        let mut out: HashMap<String, String> = HashMap::new();
+        for shard in &plan.shards {
+            for partition in &shard.partitions {
+                let group = eqdv::events::message_group_id(shard);
+                assert!(
+                    out.insert(partition.clone(), group).is_none(),
+                    "{partition} is in two shards of one plan"
+                );
+            }
+        }
+        out
+    };
+    let packed = eqdv::plan::plan(&t, "main", &f, &Default::default()).unwrap();
+    let alone = eqdv::plan::plan(
+        &t,
+        "main",
+        &f,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        alone.shards.len() > packed.shards.len(),
+        "the plans must differ"
+    );
+    let (packed_groups, alone_groups) = (group_of(&packed), group_of(&alone));
+    assert_eq!(packed_groups.len(), 24, "{packed_groups:?}");
+    assert_eq!(packed_groups, alone_groups);
+    let distinct: std::collections::HashSet<&String> = packed_groups.values().collect();
+    assert!(distinct.len() > 1, "partitions spread over several groups");
+    assert!(distinct.len() as u64 <= eqdv::plan::QUEUE_GROUPS);
+
+    for shard in &alone.shards {
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            ..Default::default()
+        };
+        convert(&w.catalog, &table(), &options).await.unwrap();
+    }
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
