@@ -343,13 +343,18 @@ impl ParquetFile {
             })
             .collect();
 
-        let mut leaves: Vec<usize> = fields
+        // Whole top-level columns (a nested one with all its leaves); the Arrow schema's
+        // top-level fields are the Parquet schema's roots, in order.
+        let mut roots: Vec<usize> = sources
             .iter()
-            .filter_map(|f| self.leaf_index(f.id))
+            .filter_map(|s| match s {
+                FieldSource::Column { index } => Some(*index),
+                FieldSource::Constant(_) => None,
+            })
             .collect();
-        leaves.sort_unstable();
-        leaves.dedup();
-        let mask = ProjectionMask::leaves(self.metadata().file_metadata().schema_descr(), leaves);
+        roots.sort_unstable();
+        roots.dedup();
+        let mask = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), roots);
         let stream = self
             .builder
             .with_projection(mask)
@@ -412,19 +417,38 @@ fn field_id_of(field: &Field) -> Option<i32> {
 
 /// True when values stored as `stored` convert to `wanted` without loss or change:
 /// the same type, a promotion the Iceberg spec allows (int to long, float to double,
-/// decimal widening at the same scale), or another Arrow spelling of the same values
-/// (string and binary layouts, a timestamp's time zone name, dictionary encoding).
+/// decimal widening at the same scale), a narrower integer or a coarser timestamp unit
+/// that files from other writers store (tinyint, TIMESTAMP_MILLIS), or another Arrow
+/// spelling of the same values (string and binary layouts, a timestamp's time zone name,
+/// dictionary encoding). Nested columns (never keys) convert as Arrow casts them, field
+/// by field; the cast is strict, so a value that does not fit fails the read.
 pub fn converts_exactly(stored: &DataType, wanted: &DataType) -> bool {
     use DataType::*;
     match (stored, wanted) {
         (a, b) if a == b => true,
         (Dictionary(_, values), b) => converts_exactly(values, b),
-        (Int32, Int64) | (Float32, Float64) => true,
+        (Int8 | Int16 | UInt8 | UInt16, Int32 | Int64) | (Int32 | UInt32, Int64) => true,
+        (Float16 | Float32, Float64) => true,
         (Decimal128(p1, s1), Decimal128(p2, s2)) => s1 == s2 && p1 <= p2,
         (Utf8 | LargeUtf8 | Utf8View, Utf8 | LargeUtf8) => true,
         (Binary | LargeBinary | BinaryView, Binary | LargeBinary) => true,
-        (Timestamp(u1, tz1), Timestamp(u2, tz2)) => u1 == u2 && tz1.is_some() == tz2.is_some(),
+        (Timestamp(u1, tz1), Timestamp(u2, tz2)) => {
+            unit_rank(u1) <= unit_rank(u2) && tz1.is_some() == tz2.is_some()
+        }
+        (Struct(_), Struct(_))
+        | (List(_) | LargeList(_), List(_) | LargeList(_))
+        | (Map(..), Map(..)) => arrow_cast::can_cast_types(stored, wanted),
         _ => false,
+    }
+}
+
+/// Finer units rank higher: converting to a finer unit multiplies, exactly.
+fn unit_rank(unit: &arrow_schema::TimeUnit) -> u8 {
+    match unit {
+        arrow_schema::TimeUnit::Second => 0,
+        arrow_schema::TimeUnit::Millisecond => 1,
+        arrow_schema::TimeUnit::Microsecond => 2,
+        arrow_schema::TimeUnit::Nanosecond => 3,
     }
 }
 
@@ -711,6 +735,38 @@ mod tests {
         assert!(err.to_string().contains("cannot convert exactly"), "{err}");
     }
 
+    #[tokio::test]
+    async fn nested_columns_are_read_field_by_field() {
+        use arrow_array::StructArray;
+        use iceberg::spec::StructType;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested.parquet");
+        let child = Field::new("n", DataType::Int64, true).with_metadata(HashMap::from([(
+            PARQUET_FIELD_ID_META_KEY.to_string(),
+            "3".to_string(),
+        )]));
+        let nested: ArrayRef = Arc::new(StructArray::from(vec![(Arc::new(child), ids_123())]));
+        write(
+            &path,
+            vec![("id", Some(1), ids_123()), ("s", Some(2), nested)],
+        );
+        let s_field = Arc::new(NestedField::optional(
+            2,
+            "s",
+            Type::Struct(StructType::new(vec![long_field(3, "n")])),
+        ));
+        let file = open(&path).await;
+        let batches: Vec<(u64, RecordBatch)> = file
+            .read(&[long_field(1, "id"), s_field], None, 1024)
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let s = batches[0].1.column(1).as_struct();
+        let n: Vec<Option<i64>> = s.column(0).as_primitive::<Int64Type>().iter().collect();
+        assert_eq!(n, vec![Some(1), Some(2), Some(3)]);
+    }
+
     #[test]
     fn exact_conversions() {
         use DataType::*;
@@ -732,7 +788,18 @@ mod tests {
         ));
         assert!(!converts_exactly(
             &Timestamp(arrow_schema::TimeUnit::Microsecond, None),
+            &Timestamp(arrow_schema::TimeUnit::Microsecond, utc.clone())
+        ));
+        // TIMESTAMP_MILLIS from another writer scales up exactly; nanos would truncate.
+        assert!(converts_exactly(
+            &Timestamp(arrow_schema::TimeUnit::Millisecond, utc.clone()),
+            &Timestamp(arrow_schema::TimeUnit::Microsecond, utc.clone())
+        ));
+        assert!(!converts_exactly(
+            &Timestamp(arrow_schema::TimeUnit::Nanosecond, utc.clone()),
             &Timestamp(arrow_schema::TimeUnit::Microsecond, utc)
         ));
+        assert!(converts_exactly(&Int8, &Int32) && converts_exactly(&UInt32, &Int64));
+        assert!(!converts_exactly(&UInt32, &Int32) && !converts_exactly(&UInt64, &Int64));
     }
 }
