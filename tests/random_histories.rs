@@ -40,6 +40,13 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
+/// `EQDV_RANDOM_INCREMENTAL_EXPIRY=1`: snapshot expiry with Java's incremental file cleanup,
+/// which deletes a Puffin file that still holds live DVs once one of its DVs is removed (by a
+/// compaction or a merged DV) and that snapshot expires; by default the reachable-file cleanup.
+fn incremental_expiry() -> bool {
+    env_u64("EQDV_RANDOM_INCREMENTAL_EXPIRY", 0) == 1
+}
+
 /// One `serve` JVM on one table.
 struct Server {
     child: Child,
@@ -92,10 +99,9 @@ impl Server {
     }
 
     fn branches(&mut self) -> Vec<String> {
-        // Any command answers with the branches; a dump of main is cheap enough.
         let v = self
-            .call(json!({"op": "check-dvs", "branch": "main"}))
-            .unwrap_or_else(|e| panic!("java check-dvs: {e}"));
+            .call(json!({"op": "branches"}))
+            .unwrap_or_else(|e| panic!("java branches: {e}"));
         v["branches"]
             .as_array()
             .unwrap()
@@ -277,11 +283,23 @@ async fn history(seed: u64, ops: u64, totals: &mut Totals) {
     for i in 0..ops {
         let op_seed = seed.wrapping_mul(1_000_003).wrapping_add(i);
         totals.ops += 1;
-        match server.call(json!({"op": "random-op", "seed": op_seed})) {
+        let cmd =
+            json!({"op": "random-op", "seed": op_seed, "incremental_expiry": incremental_expiry()});
+        match server.call(cmd) {
             Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
             Err(e) => {
                 totals.java_op_errors += 1;
                 log.push(format!("java random-op {op_seed} failed: {e}"));
+            }
+        }
+        // Every branch must still be readable after a Java operation (Java's DV loader).
+        for b in server.branches() {
+            if let Err(e) = server.call(json!({"op": "check-dvs", "branch": b})) {
+                return fail(
+                    totals,
+                    &log,
+                    format!("after the last Java operation, Java's check-dvs of {b} fails: {e}"),
+                );
             }
         }
         let last = i + 1 == ops;

@@ -67,6 +67,7 @@ import org.apache.iceberg.types.Types;
  *   <li>{@code {"op":"dump","branch":B}}: {@code "rows"}: the live rows of B with the lineage
  *       columns, canonical and sorted ({@code dump --lineage}).
  *   <li>{@code {"op":"check-dvs","branch":B}}: {@code check-dvs}'s result.
+ *   <li>{@code {"op":"branches"}}: nothing but the branches.
  * </ul>
  *
  * Every answer carries {@code "branches"}: the table's branches (none before create).
@@ -77,6 +78,13 @@ final class Serve {
   private final TableRef ref;
   private long nextKey;
   private int counter;
+  /**
+   * Expiry with Java's incremental file cleanup (the Table API's default for a table with no
+   * branch but main). It deletes every file named by a DELETED entry of an expired snapshot, so a
+   * Puffin file that still holds live DVs goes once one of its DVs is removed; by default expiry
+   * uses the reachable-file cleanup (a set difference of paths) instead.
+   */
+  private boolean incrementalExpiry;
 
   private Serve(TableRef ref) {
     this.ref = ref;
@@ -141,6 +149,7 @@ final class Serve {
         answer.put("desc", create(new Random(seedOf(cmd))));
         return answer;
       case "random-op":
+        incrementalExpiry = Boolean.TRUE.equals(cmd.get("incremental_expiry"));
         answer.put("desc", randomOp(new Random(seedOf(cmd))));
         return answer;
       case "dump":
@@ -152,6 +161,8 @@ final class Serve {
           answer.put("rows", rows);
           return answer;
         }
+      case "branches":
+        return answer;
       case "check-dvs":
         answer.putAll(CheckDvs.check(ref.load(), branchOf(cmd)));
         return answer;
@@ -511,8 +522,12 @@ final class Serve {
 
   String expire(Table table, Random random) {
     int keep = 1 + random.nextInt(3);
-    table.expireSnapshots().expireOlderThan(System.currentTimeMillis()).retainLast(keep).commit();
-    return "expire snapshots (retain last " + keep + ")";
+    org.apache.iceberg.ExpireAccess.withIncrementalCleanup(table.expireSnapshots(), incrementalExpiry)
+        .expireOlderThan(System.currentTimeMillis())
+        .retainLast(keep)
+        .commit();
+    return "expire snapshots (retain last " + keep + ", " + (incrementalExpiry ? "incremental" : "reachable")
+        + " file cleanup)";
   }
 
   // --- files --------------------------------------------------------------------------------
