@@ -68,6 +68,8 @@ import org.apache.iceberg.types.Types;
  *       columns, canonical and sorted ({@code dump --lineage}).
  *   <li>{@code {"op":"check-dvs","branch":B}}: {@code check-dvs}'s result.
  *   <li>{@code {"op":"branches"}}: nothing but the branches.
+ *   <li>{@code {"op":"expire","retain":N,"incremental":B}}: expire all but the last N snapshots,
+ *       with the incremental or the reachable-file cleanup.
  * </ul>
  *
  * Every answer carries {@code "branches"}: the table's branches (none before create).
@@ -163,6 +165,14 @@ final class Serve {
         }
       case "branches":
         return answer;
+      case "expire":
+        {
+          // {"op":"expire","retain":N,"incremental":B}: one expiry, as random-op's.
+          incrementalExpiry = Boolean.TRUE.equals(cmd.get("incremental"));
+          Object retain = cmd.get("retain");
+          answer.put("desc", expire(ref.load(), retain == null ? 1 : ((Number) retain).intValue()));
+          return answer;
+        }
       case "check-dvs":
         answer.putAll(CheckDvs.check(ref.load(), branchOf(cmd)));
         return answer;
@@ -521,7 +531,10 @@ final class Serve {
   }
 
   String expire(Table table, Random random) {
-    int keep = 1 + random.nextInt(3);
+    return expire(table, 1 + random.nextInt(3));
+  }
+
+  String expire(Table table, int keep) {
     org.apache.iceberg.ExpireAccess.withIncrementalCleanup(table.expireSnapshots(), incrementalExpiry)
         .expireOlderThan(System.currentTimeMillis())
         .retainLast(keep)
