@@ -12,7 +12,9 @@
 //! EQDV_RANDOM_OPS=30 EQDV_RANDOM_SEED_START=1000 tests/run random_histories` (or the same
 //! variables with `cargo test --test random_histories` under the test services). A failure
 //! names the seed and the operations so far; `EQDV_RANDOM_SEED_START=<seed>
-//! EQDV_RANDOM_SEEDS=1` with the same EQDV_RANDOM_OPS replays it.
+//! EQDV_RANDOM_SEEDS=1` with the same EQDV_RANDOM_OPS replays it. Snapshot expiry uses
+//! Java's reachable-file cleanup; `EQDV_RANDOM_INCREMENTAL_EXPIRY=1` uses the incremental one
+//! (see `incremental_expiry`).
 
 #[path = "../shared/tests/support/services.rs"]
 mod services;
