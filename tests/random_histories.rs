@@ -8,7 +8,7 @@
 //! the converted branch. A refusal must leave the pointer and Java's rows as they were; the
 //! run goes on and counts it.
 //!
-//! By default 10 seeds of 10 operations. A soak run: `EQDV_RANDOM_SEEDS=300
+//! By default 10 seeds of 8 operations. A soak run: `EQDV_RANDOM_SEEDS=300
 //! EQDV_RANDOM_OPS=30 EQDV_RANDOM_SEED_START=1000 tests/run random_histories` (or the same
 //! variables with `cargo test --test random_histories` under the test services). A failure
 //! names the seed and the operations so far; `EQDV_RANDOM_SEED_START=<seed>
@@ -333,7 +333,7 @@ async fn history(seed: u64, ops: u64, totals: &mut Totals) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_histories_java_agrees() {
     let seeds = env_u64("EQDV_RANDOM_SEEDS", 10);
-    let ops = env_u64("EQDV_RANDOM_OPS", 10);
+    let ops = env_u64("EQDV_RANDOM_OPS", 8);
     let start = env_u64("EQDV_RANDOM_SEED_START", 1);
     let t0 = Instant::now();
     let mut totals = Totals::default();
