@@ -46,6 +46,9 @@ public final class Main {
           "      --seconds S (10) --seed N (1) --rows N (20)",
           "  rewrite            rewrites one data file as compaction does (RewriteFiles)",
           "      --file PATH | --largest  [--new-sequence-number]",
+          "  serve              one JSON command per line on stdin, one JSON answer per line on",
+          "                     stdout: create, random-op (seeded random writes, schema and spec",
+          "                     changes, compaction, expiry, branch b), dump, check-dvs (Serve.java)",
           "  bench-read         benchmarks: one snapshot of a local table read by the generic reader;",
           "      --metadata FILE --snapshot ID; prints JSON {rows, sum_v, inner_ms} (no services,",
           "      no table options)",
@@ -101,6 +104,8 @@ public final class Main {
           return SelfTest.run(rest, out, err);
         case "bench-read":
           return BenchRead.run(rest, out);
+        case "serve":
+          return Serve.run(rest, out);
         default:
           throw new Args.UsageException("unknown command '" + command + "'");
       }

@@ -1,0 +1,363 @@
+//! Randomized histories: for each seed, one Java process (tests/interop's `serve`) writes a
+//! random sequence of operations to a new v3 table on Glue + MinIO (appends, upserts =
+//! equality delete + re-insert, deletes by key, columns added, renamed and promoted int ->
+//! long, partition spec changes, compactions, snapshot expiry, commits to a second branch
+//! `b`), and eqdv converts `main` (sometimes `b`) in between, in-process. Every conversion
+//! is judged by Java: its rows of both branches, row lineage included, are the same multiset
+//! before and after, and its DV loader accepts every DV with no equality delete left live on
+//! the converted branch. A refusal must leave the pointer and Java's rows as they were; the
+//! run goes on and counts it.
+//!
+//! By default 10 seeds of 8 operations. A soak run: `EQDV_RANDOM_SEEDS=300
+//! EQDV_RANDOM_OPS=30 EQDV_RANDOM_SEED_START=1000 tests/run random_histories` (or the same
+//! variables with `cargo test --test random_histories` under the test services). A failure
+//! names the seed and the operations so far; `EQDV_RANDOM_SEED_START=<seed>
+//! EQDV_RANDOM_SEEDS=1` with the same EQDV_RANDOM_OPS replays it. Snapshot expiry uses
+//! Java's reachable-file cleanup; `EQDV_RANDOM_INCREMENTAL_EXPIRY=1` uses the incremental one
+//! (see `incremental_expiry`).
+
+#[path = "../shared/tests/support/services.rs"]
+mod services;
+
+#[allow(dead_code)]
+#[path = "common/java.rs"]
+mod java;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::time::Instant;
+
+use eqdv::catalog::{Catalog, GlueCatalog};
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use java::JavaTable;
+use serde_json::{Value, json};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
+        _ => default,
+    }
+}
+
+/// `EQDV_RANDOM_INCREMENTAL_EXPIRY=1`: snapshot expiry with Java's incremental file cleanup,
+/// which deletes a Puffin file that still holds live DVs once one of its DVs is removed (by a
+/// compaction or a merged DV) and that snapshot expires; by default the reachable-file cleanup.
+fn incremental_expiry() -> bool {
+    env_u64("EQDV_RANDOM_INCREMENTAL_EXPIRY", 0) == 1
+}
+
+/// One `serve` JVM on one table.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Server {
+    fn start(t: &JavaTable) -> Self {
+        let mut c = t.command("serve", &[]);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = c.spawn().expect("start java serve");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one command; the answer, `Err(error)` when Java says `ok: false`.
+    fn call(&mut self, cmd: Value) -> Result<Value, String> {
+        writeln!(self.stdin, "{cmd}").expect("write to java serve");
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("read java serve");
+        assert!(n > 0, "java serve exited after {cmd}");
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("java serve: not JSON ({e}): {line}"));
+        if v["ok"] == true {
+            Ok(v)
+        } else {
+            Err(v["error"].as_str().unwrap_or("?").to_string())
+        }
+    }
+
+    fn dump(&mut self, branch: &str) -> Result<Vec<String>, String> {
+        let v = self.call(json!({"op": "dump", "branch": branch}))?;
+        let mut rows: Vec<String> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect();
+        rows.sort();
+        Ok(rows)
+    }
+
+    fn branches(&mut self) -> Vec<String> {
+        let v = self
+            .call(json!({"op": "branches"}))
+            .unwrap_or_else(|e| panic!("java branches: {e}"));
+        v["branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The rows of `a` not in `b`, counting multiplicity (both sorted).
+fn multiset_minus(a: &[String], b: &[String]) -> Vec<String> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() {
+        if j >= b.len() || a[i] < b[j] {
+            out.push(a[i].clone());
+            i += 1;
+        } else if a[i] > b[j] {
+            j += 1;
+        } else {
+            i += 1;
+            j += 1;
+        }
+    }
+    out
+}
+
+fn difference(before: &[String], after: &[String]) -> String {
+    let back = multiset_minus(after, before);
+    let lost = multiset_minus(before, after);
+    format!(
+        "{} rows before, {} after: {} rows came back or appeared, {} lost; first appeared: {:?}; \
+         first lost: {:?}",
+        before.len(),
+        after.len(),
+        back.len(),
+        lost.len(),
+        back.iter().take(3).collect::<Vec<_>>(),
+        lost.iter().take(3).collect::<Vec<_>>()
+    )
+}
+
+/// A small deterministic generator for the Rust side's choices (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Default)]
+struct Totals {
+    seeds: u64,
+    ops: u64,
+    java_op_errors: u64,
+    conversions: u64,
+    nothing_to_do: u64,
+    refusals: u64,
+    failures: Vec<String>,
+}
+
+/// One eqdv conversion of `branch`, judged by Java. `Err` is a failure message.
+async fn convert_and_judge(
+    server: &mut Server,
+    catalog: &GlueCatalog,
+    t: &JavaTable,
+    branch: &str,
+    branches: &[String],
+    totals: &mut Totals,
+    log: &mut Vec<String>,
+) -> Result<(), String> {
+    let mut before = Vec::new();
+    for b in branches {
+        before.push(server.dump(b).map_err(|e| format!("java dump {b}: {e}"))?);
+    }
+    let pointer = catalog
+        .load_pointer(&t.name())
+        .await
+        .map_err(|e| format!("pointer: {e}"))?;
+    let options = ConvertOptions {
+        branch: branch.to_string(),
+        ..Default::default()
+    };
+    let result = convert(catalog, &t.name(), &options).await;
+    let mut after = Vec::new();
+    for b in branches {
+        after.push(
+            server
+                .dump(b)
+                .map_err(|e| format!("java dump {b} after: {e}"))?,
+        );
+    }
+    match result {
+        Ok(report) => {
+            let what = match report.outcome {
+                Outcome::Converted => {
+                    totals.conversions += 1;
+                    format!("converted, {} DVs", report.dvs_written)
+                }
+                Outcome::NothingToDo => {
+                    totals.nothing_to_do += 1;
+                    "nothing to do".to_string()
+                }
+                Outcome::DryRun => return Err("a dry run without asking".into()),
+            };
+            log.push(format!("eqdv convert {branch}: {what}"));
+        }
+        Err(e) => {
+            totals.refusals += 1;
+            log.push(format!("eqdv convert {branch}: refused: {e}"));
+            eprintln!("  refused: {e}");
+            let now = catalog
+                .load_pointer(&t.name())
+                .await
+                .map_err(|e| format!("pointer: {e}"))?;
+            if now.metadata_location != pointer.metadata_location {
+                return Err(format!(
+                    "eqdv refused ({e}) but the pointer moved from {} to {}",
+                    pointer.metadata_location, now.metadata_location
+                ));
+            }
+        }
+    }
+    for ((b, before), after) in branches.iter().zip(&before).zip(&after) {
+        if before != after {
+            return Err(format!(
+                "Java's rows of {b} changed with the conversion of {branch}: {}",
+                difference(before, after)
+            ));
+        }
+    }
+    let check = server
+        .call(json!({"op": "check-dvs", "branch": branch}))
+        .map_err(|e| format!("Java's check-dvs of {branch} fails: {e}"))?;
+    let refused = log.last().is_some_and(|l| l.contains("refused"));
+    if !refused && check["equality_delete_files"] != 0 {
+        return Err(format!(
+            "equality deletes still live on {branch} after the conversion: {check}"
+        ));
+    }
+    Ok(())
+}
+
+async fn history(seed: u64, ops: u64, totals: &mut Totals) {
+    let t = JavaTable::new(&format!("rand{seed}"));
+    let mut server = Server::start(&t);
+    let catalog = t.catalog().await;
+    let mut rng = Rng(seed ^ 0x5EED_0000);
+    let mut log: Vec<String> = Vec::new();
+    let fail = |totals: &mut Totals, log: &[String], why: String| {
+        let msg = format!(
+            "seed {seed} (EQDV_RANDOM_SEED_START={seed} EQDV_RANDOM_SEEDS=1 EQDV_RANDOM_OPS={ops}), \
+             table {}: {why}\n  operations so far:\n    {}",
+            t.name(),
+            log.join("\n    ")
+        );
+        eprintln!("FAILURE {msg}");
+        totals.failures.push(msg);
+    };
+    match server.call(json!({"op": "create", "seed": seed})) {
+        Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
+        Err(e) => return fail(totals, &log, format!("java create: {e}")),
+    }
+    for i in 0..ops {
+        let op_seed = seed.wrapping_mul(1_000_003).wrapping_add(i);
+        totals.ops += 1;
+        let cmd =
+            json!({"op": "random-op", "seed": op_seed, "incremental_expiry": incremental_expiry()});
+        match server.call(cmd) {
+            Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
+            Err(e) => {
+                totals.java_op_errors += 1;
+                log.push(format!("java random-op {op_seed} failed: {e}"));
+            }
+        }
+        // Every branch must still be readable after a Java operation (Java's DV loader).
+        for b in server.branches() {
+            if let Err(e) = server.call(json!({"op": "check-dvs", "branch": b})) {
+                return fail(
+                    totals,
+                    &log,
+                    format!("after the last Java operation, Java's check-dvs of {b} fails: {e}"),
+                );
+            }
+        }
+        let last = i + 1 == ops;
+        if last || rng.below(100) < 45 {
+            let branches = server.branches();
+            let branch = if branches.iter().any(|b| b == "b") && rng.below(100) < 30 {
+                "b"
+            } else {
+                "main"
+            };
+            let outcome = convert_and_judge(
+                &mut server,
+                &catalog,
+                &t,
+                branch,
+                &branches,
+                totals,
+                &mut log,
+            )
+            .await;
+            if let Err(why) = outcome {
+                return fail(totals, &log, why);
+            }
+        }
+    }
+    eprintln!("seed {seed}: {}", log.join("; "));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_histories_java_agrees() {
+    let seeds = env_u64("EQDV_RANDOM_SEEDS", 10);
+    let ops = env_u64("EQDV_RANDOM_OPS", 8);
+    let start = env_u64("EQDV_RANDOM_SEED_START", 1);
+    let t0 = Instant::now();
+    let mut totals = Totals::default();
+    for seed in start..start + seeds {
+        totals.seeds += 1;
+        history(seed, ops, &mut totals).await;
+    }
+    eprintln!(
+        "random histories: {} seeds (from {start}), {} operations ({} refused by Java), {} \
+         conversions, {} with nothing to do, {} refusals, {} failures, {:.0} s",
+        totals.seeds,
+        totals.ops,
+        totals.java_op_errors,
+        totals.conversions,
+        totals.nothing_to_do,
+        totals.refusals,
+        totals.failures.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        totals.failures.is_empty(),
+        "{} of {} seeds failed:\n{}",
+        totals.failures.len(),
+        totals.seeds,
+        totals.failures.join("\n\n")
+    );
+}
