@@ -329,6 +329,7 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
     let current_fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
     let output_schema = output_schema(&current_fields)?;
     let name_mapping = table.name_mapping()?;
+    table.refuse_unparsed_defaults(&current_fields).await?;
 
     let equality_deletes = load_equality_deletes(table, &files.equality_deletes).await?;
     let position_deletes = crate::position_deletes::read(table, &files.position_deletes).await?;

@@ -394,6 +394,7 @@ async fn load_group_keys(
     let schema = table.metadata.current_schema();
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
+    table.refuse_unparsed_defaults(&key_columns.fields).await?;
     let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
     let mut keys = if single_long {
         KeySet::Long {

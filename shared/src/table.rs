@@ -13,7 +13,7 @@ use iceberg::io::FileIO;
 use iceberg::spec::{
     DEFAULT_SCHEMA_NAME_MAPPING, DataContentType, DataFile, DataFileFormat, FormatVersion,
     ManifestContentType, ManifestEntry, ManifestFile, ManifestList, ManifestStatus, NameMapping,
-    SnapshotRef, TableMetadata, TableMetadataRef,
+    NestedFieldRef, PrimitiveType, SnapshotRef, TableMetadata, TableMetadataRef, Type,
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
@@ -97,6 +97,78 @@ impl LoadedTable {
 
     pub fn location(&self) -> &str {
         self.metadata.location()
+    }
+
+    /// Refuses `fields` (top-level fields of the current schema that eqdv is about to
+    /// read) whose `initial-default` the metadata file states but iceberg-rust dropped
+    /// while parsing: 0.10.1 parses no default of a timestamp_ns / timestamptz_ns field
+    /// and keeps no trace of it, so such a field would read as null in files that
+    /// predate it. Only fields of those types cost a second read of the metadata file.
+    pub async fn refuse_unparsed_defaults(&self, fields: &[NestedFieldRef]) -> Result<()> {
+        let suspects: Vec<&NestedFieldRef> = fields
+            .iter()
+            .filter(|f| {
+                f.initial_default.is_none()
+                    && matches!(
+                        f.field_type.as_ref(),
+                        Type::Primitive(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs)
+                    )
+            })
+            .collect();
+        if suspects.is_empty() {
+            return Ok(());
+        }
+        let location = &self.pointer.metadata_location;
+        let read_error = |e: &dyn std::fmt::Display| {
+            Error::file(
+                location,
+                format!("cannot read metadata of table {} again", self.name),
+                e.to_string(),
+            )
+        };
+        let bytes = self
+            .file_io
+            .new_input(location)?
+            .read()
+            .await
+            .map_err(|e| read_error(&e))?;
+        let json: serde_json::Value = if bytes.starts_with(&[0x1f, 0x8b]) {
+            let mut text = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+                .map_err(|e| read_error(&e))?;
+            serde_json::from_slice(&text)?
+        } else {
+            serde_json::from_slice(&bytes)?
+        };
+        let current = self.metadata.current_schema_id();
+        let schema = json["schemas"]
+            .as_array()
+            .and_then(|schemas| {
+                schemas
+                    .iter()
+                    .find(|s| s["schema-id"].as_i64() == Some(i64::from(current)))
+            })
+            .ok_or_else(|| read_error(&"the current schema is not in the metadata file"))?;
+        for field in suspects {
+            let stated = schema["fields"].as_array().is_some_and(|all| {
+                all.iter().any(|f| {
+                    f["id"].as_i64() == Some(i64::from(field.id)) && !f["initial-default"].is_null()
+                })
+            });
+            if stated {
+                return Err(Error::FieldUnresolvable {
+                    path: location.clone(),
+                    field: field.name.clone(),
+                    field_id: field.id,
+                    message: format!(
+                        "its initial-default ({}) is not one eqdv can read, so files written \
+                         before the field existed cannot be read faithfully",
+                        field.field_type
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The table's name mapping (`schema.name-mapping.default`), which readers use to

@@ -1082,3 +1082,79 @@ async fn a_partition_keeps_its_queue_group_across_plans() {
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
 }
+
+/// iceberg-rust 0.10.1 drops the initial-default of a timestamp_ns field while parsing
+/// the metadata, silently: eqdv reads the metadata file itself for such fields and
+/// refuses, since files that predate the field would read null instead of the default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_iceberg_rust_cannot_parse_is_refused() {
+    for with_default in [true, false] {
+        let w = warehouse();
+        generate_table(
+            &w.catalog,
+            &spec(81, vec![KeyType::Long], PartitionKind::None),
+        )
+        .await;
+        let t = load(&w.catalog).await;
+        // Another engine adds `ts` (timestamp_ns), with or without an initial-default.
+        let mut json = serde_json::to_value(t.metadata.as_ref()).unwrap();
+        let current = json["current-schema-id"].as_i64().unwrap();
+        let mut schema = json["schemas"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["schema-id"].as_i64() == Some(current))
+            .unwrap()
+            .clone();
+        let mut field = serde_json::json!({
+            "id": 900, "name": "ts_ns", "required": false, "type": "timestamp_ns"
+        });
+        if with_default {
+            field["initial-default"] = "2024-01-01T00:00:00.000000001".into();
+        }
+        schema["fields"].as_array_mut().unwrap().push(field);
+        schema["schema-id"] = (current + 1).into();
+        json["schemas"].as_array_mut().unwrap().push(schema);
+        json["current-schema-id"] = (current + 1).into();
+        json["last-column-id"] = 900.into();
+        let location = format!(
+            "{}/metadata/00900-{}.metadata.json",
+            t.location(),
+            uuid::Uuid::new_v4()
+        );
+        std::fs::write(
+            location.trim_start_matches("file://"),
+            serde_json::to_vec(&json).unwrap(),
+        )
+        .unwrap();
+        w.catalog
+            .swap_pointer(&table(), &t.pointer, &location)
+            .await
+            .unwrap();
+
+        let t = load(&w.catalog).await;
+        let ts = t
+            .metadata
+            .current_schema()
+            .field_by_id(900)
+            .unwrap()
+            .clone();
+        assert!(
+            ts.initial_default.is_none(),
+            "iceberg-rust now parses it: retire this check"
+        );
+        let checked = t.refuse_unparsed_defaults(&[ts]).await;
+        let read = eqdv::read::read_canonical(&t, "main").await;
+        if with_default {
+            let err = checked.unwrap_err().to_string();
+            assert!(
+                err.contains("ts") && err.contains("initial-default"),
+                "{err}"
+            );
+            assert!(read.is_err(), "eqdv rows must refuse too");
+        } else {
+            checked.unwrap();
+            read.unwrap();
+        }
+    }
+}
