@@ -80,31 +80,14 @@ fn without_lineage(rows: &[String]) -> Vec<String> {
     out
 }
 
-/// The rows of `a` not in `b`, counting multiplicity (both sorted).
-fn multiset_minus(a: &[String], b: &[String]) -> Vec<String> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() {
-        if j >= b.len() || a[i] < b[j] {
-            out.push(a[i].clone());
-            i += 1;
-        } else if a[i] > b[j] {
-            j += 1;
-        } else {
-            i += 1;
-            j += 1;
-        }
-    }
-    out
-}
-
 /// Panics unless `after` equals `before` as a multiset, saying how many rows came back or
 /// were lost.
 fn assert_same_rows(case: &str, before: &[String], after: &[String], also: &str) {
     if before == after {
         return;
     }
-    let came_back = multiset_minus(after, before);
-    let lost = multiset_minus(before, after);
+    let came_back = common::multiset_minus(after, before);
+    let lost = common::multiset_minus(before, after);
     panic!(
         "{case}: Java reads {} rows before the conversion, {} after: {} rows came back \
          (deleted rows live again), {} rows lost ({also}); first back: {:?}; first lost: {:?}",

@@ -16,6 +16,8 @@
 //! Java's reachable-file cleanup; `EQDV_RANDOM_INCREMENTAL_EXPIRY=1` uses the incremental one
 //! (see `incremental_expiry`).
 
+mod common;
+
 #[path = "../shared/tests/support/services.rs"]
 mod services;
 
@@ -120,26 +122,9 @@ impl Drop for Server {
     }
 }
 
-/// The rows of `a` not in `b`, counting multiplicity (both sorted).
-fn multiset_minus(a: &[String], b: &[String]) -> Vec<String> {
-    let (mut i, mut j, mut out) = (0, 0, Vec::new());
-    while i < a.len() {
-        if j >= b.len() || a[i] < b[j] {
-            out.push(a[i].clone());
-            i += 1;
-        } else if a[i] > b[j] {
-            j += 1;
-        } else {
-            i += 1;
-            j += 1;
-        }
-    }
-    out
-}
-
 fn difference(before: &[String], after: &[String]) -> String {
-    let back = multiset_minus(after, before);
-    let lost = multiset_minus(before, after);
+    let back = common::multiset_minus(after, before);
+    let lost = common::multiset_minus(before, after);
     format!(
         "{} rows before, {} after: {} rows came back or appeared, {} lost; first appeared: {:?}; \
          first lost: {:?}",

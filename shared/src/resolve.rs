@@ -394,7 +394,6 @@ async fn load_group_keys(
     let schema = table.metadata.current_schema();
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
-    table.refuse_unparsed_defaults(&key_columns.fields).await?;
     let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
     let mut keys = if single_long {
         KeySet::Long {
@@ -797,6 +796,14 @@ pub async fn resolve(
     let delete_rows: u64 = groups.iter().map(DeleteGroup::delete_rows).sum();
     let needed = delete_rows.saturating_mul(BYTES_PER_KEY);
     let passes = needed.div_ceil(options.key_memory_budget.max(1)).max(1);
+    // Once for all groups and passes (it may re-read the metadata file).
+    let schema = table.metadata.current_schema();
+    let key_fields: Vec<NestedFieldRef> = groups
+        .iter()
+        .flat_map(|g| &g.equality_ids)
+        .filter_map(|id| schema.as_struct().field_by_id(*id).cloned())
+        .collect();
+    table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
     for index in 0..passes {
         let pass = resolve_pass(table, files, groups, KeyPass { index, passes }, options).await?;

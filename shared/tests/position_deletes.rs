@@ -66,15 +66,32 @@ async fn add_position_deletes(w: &Warehouse, name: &str, targets: &[(String, Vec
         .file_size_in_bytes(size)
         .build()
         .unwrap();
+    commit_delete_file(w, first.spec_id, file).await;
+}
+
+/// Commits `file` (a delete file of spec `spec_id`) on main, as a writer would.
+async fn commit_delete_file(w: &Warehouse, spec_id: i32, file: iceberg::spec::DataFile) {
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
     let mut changes = SnapshotChanges::new(Operation::Delete);
-    changes.added_delete_files.push(AddedFile {
-        spec_id: first.spec_id,
-        file,
-    });
+    changes.added_delete_files.push(AddedFile { spec_id, file });
     let prepared = build_snapshot(&t, "main", &f, &changes).await.unwrap();
     eqdv::commit::publish(&w.catalog, &t, &prepared)
         .await
         .unwrap();
+}
+
+/// The positions the live equality deletes resolve to, per data file (nothing written).
+async fn resolved_positions(
+    w: &Warehouse,
+) -> std::collections::BTreeMap<String, roaring::RoaringTreemap> {
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
+        .await
+        .unwrap()
+        .positions
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,15 +221,7 @@ async fn add_unreadable_position_deletes(w: &Warehouse, name: &str, target: &str
     } else {
         builder.referenced_data_file(Some(target.to_string()));
     }
-    let mut changes = SnapshotChanges::new(Operation::Delete);
-    changes.added_delete_files.push(AddedFile {
-        spec_id: data.spec_id,
-        file: builder.build().unwrap(),
-    });
-    let prepared = build_snapshot(&t, "main", &f, &changes).await.unwrap();
-    eqdv::commit::publish(&w.catalog, &t, &prepared)
-        .await
-        .unwrap();
+    commit_delete_file(w, data.spec_id, builder.build().unwrap()).await;
 }
 
 /// A conversion reads only the position delete files that may reference a file it
@@ -233,17 +242,13 @@ async fn position_deletes_of_other_files_are_not_read() {
             ..Default::default()
         };
         generate_table(&w.catalog, &spec).await;
-        let t = load(&w.catalog).await;
-        let f = files(&w.catalog).await;
-        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-        let resolved = eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
+        let resolved = resolved_positions(&w).await;
+        let missed = files(&w.catalog)
             .await
-            .unwrap();
-        let missed = f
             .data_files
             .iter()
             .map(|d| d.path().to_string())
-            .find(|p| !resolved.positions.contains_key(p))
+            .find(|p| !resolved.contains_key(p))
             .expect("a data file without deletes");
         add_unreadable_position_deletes(&w, "v2-pos-elsewhere", &missed, by_bounds).await;
 
@@ -264,13 +269,7 @@ async fn position_deletes_of_other_files_are_not_read() {
         // conversion, naming it, with the table unchanged.
         let w = warehouse();
         generate_table(&w.catalog, &spec).await;
-        let t = load(&w.catalog).await;
-        let f = files(&w.catalog).await;
-        let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-        let resolved = eqdv::resolve::resolve(&t, &f, &groups, &Default::default())
-            .await
-            .unwrap();
-        let hit = resolved.positions.keys().next().unwrap().clone();
+        let hit = resolved_positions(&w).await.into_keys().next().unwrap();
         add_unreadable_position_deletes(&w, "v2-pos-broken", &hit, by_bounds).await;
         let pointer = load(&w.catalog).await.pointer;
         let err = convert(&w.catalog, &table(), &ConvertOptions::default())

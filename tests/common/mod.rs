@@ -230,3 +230,20 @@ fn parse_json<T: for<'de> Deserialize<'de>>(stdout: &str, what: &str) -> T {
     serde_json::from_str(stdout.trim_end())
         .unwrap_or_else(|e| panic!("{what} printed unexpected JSON ({e}):\n{stdout}"))
 }
+
+/// The rows of `a` not in `b`, counting multiplicity (both sorted).
+pub fn multiset_minus(a: &[String], b: &[String]) -> Vec<String> {
+    let (mut i, mut j, mut out) = (0, 0, Vec::new());
+    while i < a.len() {
+        if j >= b.len() || a[i] < b[j] {
+            out.push(a[i].clone());
+            i += 1;
+        } else if a[i] > b[j] {
+            j += 1;
+        } else {
+            i += 1;
+            j += 1;
+        }
+    }
+    out
+}
