@@ -78,6 +78,40 @@ impl JavaTable {
         self.java("dump", &[]).lines().map(str::to_string).collect()
     }
 
+    /// The Java handle of any table on the test services' Glue (Java reads a table it
+    /// did not write as well as its own).
+    pub fn of(warehouse: &str, name: &TableName) -> Self {
+        Self {
+            warehouse: warehouse.to_string(),
+            database: name.namespace.clone(),
+            table: name.name.clone(),
+        }
+    }
+
+    /// The judges' verdict on a converted table: Java's reader reads exactly `expected`
+    /// (as a multiset), Java's `check-dvs` loads every DV through Java's own DV reader
+    /// and finds no live equality delete, and PyIceberg reads the same rows and accepts
+    /// every DV. Returns check-dvs' report.
+    pub fn assert_converted(&self, expected: &[String]) -> Value {
+        eqdv_judges::assert_same_rows("Iceberg Java", &self.dump(), expected);
+        let check = self.java_json("check-dvs", &[]);
+        assert_eq!(check["equality_delete_files"], 0, "Java: {check}");
+        eqdv_judges::judge_converted_glue(&self.name().to_string(), expected);
+        check
+    }
+
+    /// The judges' verdict on a table that must still read `expected` with its equality
+    /// deletes live (a conversion that failed and changed nothing): only Java applies
+    /// equality deletes (PyIceberg refuses them).
+    pub fn assert_unconverted(&self, expected: &[String]) {
+        eqdv_judges::assert_same_rows("Iceberg Java", &self.dump(), expected);
+        let check = self.java_json("check-dvs", &[]);
+        assert_ne!(
+            check["equality_delete_files"], 0,
+            "Java: the equality deletes are gone: {check}"
+        );
+    }
+
     pub async fn catalog(&self) -> GlueCatalog {
         GlueCatalog::connect(GlueConfig {
             warehouse: Some(self.warehouse.clone()),

@@ -57,16 +57,20 @@ pub async fn files(catalog: &dyn Catalog) -> TableFiles {
         .expect("read files")
 }
 
-/// The invariants after a successful conversion: the live rows are `expected`, no
-/// equality delete is live, at most one DV per data file (TableFiles::read enforces it),
-/// every DV passes the reader's checks and sits in its data file's partition.
+/// The invariants after a successful conversion, judged first by a reader that is not
+/// eqdv: PyIceberg reads exactly `expected` (as a multiset), sees no live equality
+/// delete, and checks every DV byte by byte (`eqdv_judges::judge_converted_local`).
+/// Then eqdv's own reader and DV checks as a second opinion: the same rows, at most one
+/// DV per data file (TableFiles::read enforces it), every DV in its data file's
+/// partition.
 pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
     let t = load(catalog).await;
+    let warehouse = warehouse_of(&t);
+    eqdv_judges::judge_converted_local(&warehouse, &table().to_string(), expected);
     let rows = eqdv::read::read_canonical(&t, "main")
         .await
         .expect("read rows");
-    assert_eq!(rows.len(), expected.len(), "live row count");
-    assert!(rows == expected, "live rows differ from the expected rows");
+    eqdv_judges::assert_same_rows("eqdv's reader", &rows, expected);
     let f = files(catalog).await;
     assert!(
         f.equality_deletes.is_empty(),
@@ -74,6 +78,22 @@ pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
         f.equality_deletes.len()
     );
     assert_dvs_valid(catalog).await;
+}
+
+/// The warehouse directory of a local table: the nearest directory above its location
+/// that holds the SQLite catalog (`catalog.db`), which is what PyIceberg opens.
+pub fn warehouse_of(t: &LoadedTable) -> PathBuf {
+    let location = local(t.location());
+    location
+        .ancestors()
+        .find(|dir| dir.join("catalog.db").is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no catalog.db above the table location {}",
+                location.display()
+            )
+        })
+        .to_path_buf()
 }
 
 /// Every live DV passes the checks Java's reader makes (see `eqdv::verify`).

@@ -1,0 +1,230 @@
+//! PyIceberg as a judge: the Python interpreter of the test venv and
+//! `tests/pyiceberg/read_table.py`, which reads a table's live rows and checks every DV
+//! (see its docstring for what it checks and its exit statuses).
+//!
+//! A test that needs Python never skips: without `EQDV_PYTHON` it fails and says how to
+//! get one (`tests/run` creates the venv and sets it). A silently skipped judge would
+//! make every conversion look right.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::Deserialize;
+
+/// The Python interpreter with PyIceberg: `$EQDV_PYTHON`.
+///
+/// # Panics
+/// When `EQDV_PYTHON` is unset or does not name a file.
+pub fn python() -> PathBuf {
+    let Some(path) = std::env::var_os("EQDV_PYTHON") else {
+        panic!(
+            "EQDV_PYTHON is not set: run the tests with `tests/run` (it creates the venv and sets \
+             EQDV_PYTHON), or set EQDV_PYTHON to the python of a venv with \
+             `pip install -r tests/pyiceberg/requirements.txt`"
+        );
+    };
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "EQDV_PYTHON={} is not a file: run `tests/run`, or point it at the python of a venv \
+         with tests/pyiceberg/requirements.txt installed",
+        path.display()
+    );
+    path
+}
+
+/// The directory with the Python side of the tests (`tests/pyiceberg`).
+pub fn pyiceberg_dir() -> PathBuf {
+    // This crate sits in tests/judges; the scripts in tests/pyiceberg.
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../pyiceberg")).to_path_buf()
+}
+
+/// `tests/pyiceberg/read_table.py`.
+pub fn read_table_script() -> PathBuf {
+    pyiceberg_dir().join("read_table.py")
+}
+
+/// What PyIceberg sees at the head of a branch (read_table.py's output).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct PyIcebergView {
+    /// Live rows in canonical form, sorted (the same form as `eqdv::read::canonical_rows`).
+    pub rows: Vec<String>,
+    pub equality_delete_files: usize,
+    pub dv_count: usize,
+    pub position_delete_files: usize,
+    pub data_files: usize,
+    pub snapshot_id: Option<i64>,
+    pub format_version: u8,
+}
+
+/// The file counts of a branch head that may still hold equality deletes (no rows).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct PyIcebergCounts {
+    pub equality_delete_files: usize,
+    pub dv_count: usize,
+    pub position_delete_files: usize,
+    pub data_files: usize,
+    pub snapshot_id: Option<i64>,
+    pub format_version: u8,
+}
+
+/// read_table.py exited non-zero.
+#[derive(Clone, Debug)]
+pub struct ReadTableError {
+    /// The exit status: 3 = live equality deletes, 4 = an invalid DV, else 1 or 2.
+    pub status: Option<i32>,
+    pub stderr: String,
+    pub command: String,
+}
+
+impl fmt::Display for ReadTableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` failed (exit status {:?}):\n{}",
+            self.command,
+            self.status,
+            self.stderr.trim_end()
+        )
+    }
+}
+
+impl std::error::Error for ReadTableError {}
+
+/// Reads the head of `main` with PyIceberg.
+///
+/// # Panics
+/// When read_table.py fails (the message holds its stderr), e.g. because the head still
+/// has live equality deletes or an invalid DV.
+pub fn pyiceberg_read(warehouse: &Path, table: &str) -> PyIcebergView {
+    pyiceberg_read_branch(warehouse, table, "main")
+}
+
+/// [`pyiceberg_read`] for any branch.
+pub fn pyiceberg_read_branch(warehouse: &Path, table: &str, branch: &str) -> PyIcebergView {
+    try_pyiceberg_read(warehouse, table, branch).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Reads the head of `branch` with PyIceberg; an error carries read_table.py's exit status
+/// and stderr (for tests that expect a refusal).
+pub fn try_pyiceberg_read(
+    warehouse: &Path,
+    table: &str,
+    branch: &str,
+) -> Result<PyIcebergView, ReadTableError> {
+    let stdout = read_table(warehouse, table, &["--branch", branch])?;
+    Ok(parse_json(&stdout, "read_table.py"))
+}
+
+/// Reads the head of `main` of a Glue table (`DATABASE.TABLE`) with PyIceberg's Glue
+/// catalog, configured from the AWS_* environment of the test services.
+///
+/// # Panics
+/// When read_table.py fails.
+pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
+    try_pyiceberg_read_glue(table).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`pyiceberg_read_glue`], with read_table.py's failure as an error (for tables PyIceberg
+/// may not be able to read).
+pub fn try_pyiceberg_read_glue(table: &str) -> Result<PyIcebergView, ReadTableError> {
+    let script = read_table_script();
+    let args: Vec<&OsStr> = vec![
+        script.as_os_str(),
+        OsStr::new("--catalog"),
+        OsStr::new("glue"),
+        OsStr::new("--table"),
+        OsStr::new(table),
+    ];
+    let output = run(&python(), &args);
+    let stdout = into_stdout(
+        output,
+        &format!("read_table.py --catalog glue --table {table}"),
+    )?;
+    Ok(parse_json(&stdout, "read_table.py --catalog glue"))
+}
+
+/// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).
+///
+/// # Panics
+/// When read_table.py fails.
+pub fn pyiceberg_counts(warehouse: &Path, table: &str) -> PyIcebergCounts {
+    let stdout = read_table(warehouse, table, &["--allow-equality-deletes"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    parse_json(&stdout, "read_table.py --allow-equality-deletes")
+}
+
+fn read_table(warehouse: &Path, table: &str, extra: &[&str]) -> Result<String, ReadTableError> {
+    let script = read_table_script();
+    let mut args: Vec<&OsStr> = vec![
+        script.as_os_str(),
+        OsStr::new("--warehouse"),
+        warehouse.as_os_str(),
+        OsStr::new("--table"),
+        OsStr::new(table),
+    ];
+    args.extend(extra.iter().map(OsStr::new));
+    let output = run(&python(), &args);
+    let command = format!(
+        "read_table.py --warehouse {} --table {table} {}",
+        warehouse.display(),
+        extra.join(" ")
+    );
+    into_stdout(output, command.trim_end())
+}
+
+/// Runs `code` with the PyIceberg interpreter (`python -c code args...`) and returns its
+/// stdout.
+///
+/// # Panics
+/// When the interpreter cannot start or exits non-zero (the message holds its stderr).
+pub fn run_python(code: &str, args: &[&OsStr]) -> String {
+    let mut all: Vec<&OsStr> = vec![OsStr::new("-c"), OsStr::new(code)];
+    all.extend_from_slice(args);
+    let output = run(&python(), &all);
+    into_stdout(output, "python -c <snippet>").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs a script from `tests/pyiceberg` with the PyIceberg interpreter and returns its
+/// stdout.
+///
+/// # Panics
+/// When it exits non-zero (the message holds its stderr).
+pub fn run_pyiceberg_script(script: &str, args: &[&OsStr]) -> String {
+    let path = pyiceberg_dir().join(script);
+    let mut all: Vec<&OsStr> = vec![path.as_os_str()];
+    all.extend_from_slice(args);
+    let output = run(&python(), &all);
+    into_stdout(output, script).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub(crate) fn run(program: &Path, args: &[&OsStr]) -> Output {
+    Command::new(program)
+        .args(args)
+        .env("PYTHONUTF8", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
+}
+
+pub(crate) fn into_stdout(output: Output, command: &str) -> Result<String, ReadTableError> {
+    if !output.status.success() {
+        return Err(ReadTableError {
+            status: output.status.code(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            command: command.to_string(),
+        });
+    }
+    String::from_utf8(output.stdout).map_err(|e| ReadTableError {
+        status: output.status.code(),
+        stderr: format!("stdout is not UTF-8: {e}"),
+        command: command.to_string(),
+    })
+}
+
+pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(stdout: &str, what: &str) -> T {
+    serde_json::from_str(stdout.trim_end())
+        .unwrap_or_else(|e| panic!("{what} printed unexpected JSON ({e}):\n{stdout}"))
+}
