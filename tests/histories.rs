@@ -60,6 +60,7 @@ fn dump_lineage(t: &JavaTable) -> Vec<String> {
         .map(str::to_string)
         .collect();
     rows.sort();
+    common::record_read("java");
     rows
 }
 

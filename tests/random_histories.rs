@@ -92,6 +92,7 @@ impl Server {
 
     fn dump(&mut self, branch: &str) -> Result<Vec<String>, String> {
         let v = self.call(json!({"op": "dump", "branch": branch}))?;
+        common::record_read("java");
         let mut rows: Vec<String> = v["rows"]
             .as_array()
             .unwrap()

@@ -971,6 +971,15 @@ async fn branches_convert_alone_and_tags_are_refused() {
         .unwrap();
     assert!(audit_files.equality_deletes.is_empty());
     assert!(!audit_files.dvs.is_empty());
+    // PyIceberg judges the converted branch; main keeps its equality deletes, which
+    // only eqdv's reader (here) applies.
+    let view = eqdv_judges::judge_converted_local_branch(
+        &warehouse_of(&after),
+        &table().to_string(),
+        "audit",
+        &expected,
+    );
+    assert_eq!(view.snapshot_id, Some(audit_head.snapshot_id()));
     for branch in ["main", "audit"] {
         let rows = eqdv::read::read_canonical(&after, branch).await.unwrap();
         assert!(

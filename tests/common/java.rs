@@ -75,7 +75,9 @@ impl JavaTable {
 
     /// Java's canonical dump: one row per line, sorted.
     pub fn dump(&self) -> Vec<String> {
-        self.java("dump", &[]).lines().map(str::to_string).collect()
+        let rows = self.java("dump", &[]).lines().map(str::to_string).collect();
+        eqdv_judges::record_read("java");
+        rows
     }
 
     /// The Java handle of any table on the test services' Glue (Java reads a table it

@@ -13,11 +13,13 @@
 //! generator's model or a judge's dump taken before the step under test.
 
 pub mod pyiceberg;
+pub mod record;
 pub mod rows;
 
 use std::path::Path;
 
 pub use pyiceberg::*;
+pub use record::record_read;
 pub use rows::{assert_same_rows, multiset_difference, multiset_minus};
 
 /// Judges a converted local table (`warehouse/catalog.db`, `table` as `NS.NAME`) at the
@@ -25,8 +27,18 @@ pub use rows::{assert_same_rows, multiset_difference, multiset_minus};
 /// is live, and every DV passes read_table.py's checks (it exits non-zero otherwise,
 /// which panics here with its message). Returns what PyIceberg saw.
 pub fn judge_converted_local(warehouse: &Path, table: &str, expected: &[String]) -> PyIcebergView {
-    let view = pyiceberg_read(warehouse, table);
-    judge_view(&view, &format!("PyIceberg ({table})"), expected);
+    judge_converted_local_branch(warehouse, table, "main", expected)
+}
+
+/// [`judge_converted_local`] at the head of another branch.
+pub fn judge_converted_local_branch(
+    warehouse: &Path,
+    table: &str,
+    branch: &str,
+    expected: &[String],
+) -> PyIcebergView {
+    let view = pyiceberg_read_branch(warehouse, table, branch);
+    judge_view(&view, &format!("PyIceberg ({table} at {branch})"), expected);
     view
 }
 

@@ -115,7 +115,9 @@ pub fn try_pyiceberg_read(
     branch: &str,
 ) -> Result<PyIcebergView, ReadTableError> {
     let stdout = read_table(warehouse, table, &["--branch", branch])?;
-    Ok(parse_json(&stdout, "read_table.py"))
+    let view = parse_json(&stdout, "read_table.py");
+    crate::record_read("pyiceberg");
+    Ok(view)
 }
 
 /// Reads the head of `main` of a Glue table (`DATABASE.TABLE`) with PyIceberg's Glue
@@ -143,7 +145,9 @@ pub fn try_pyiceberg_read_glue(table: &str) -> Result<PyIcebergView, ReadTableEr
         output,
         &format!("read_table.py --catalog glue --table {table}"),
     )?;
-    Ok(parse_json(&stdout, "read_table.py --catalog glue"))
+    let view = parse_json(&stdout, "read_table.py --catalog glue");
+    crate::record_read("pyiceberg");
+    Ok(view)
 }
 
 /// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).

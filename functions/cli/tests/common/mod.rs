@@ -48,3 +48,22 @@ pub fn assert_exit(out: &Output, code: i32, what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The rows the generator's model says a table `eqdv generate` wrote in `warehouse`
+/// holds (recomputed from the state stored in the table, in its current schema): what
+/// every judge must read, whatever eqdv did to the table since.
+pub fn model_rows(warehouse: &std::path::Path, table: &str) -> Vec<String> {
+    let name = eqdv::catalog::TableName::parse(table).expect("table name");
+    let catalog = eqdv::catalog::SqliteCatalog::open_warehouse(warehouse).expect("catalog");
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime")
+        .block_on(eqdv::generate::expected_rows_of(&catalog, &name))
+        .expect("the generator's model of the table")
+}
+
+/// A table the CLI converted, judged by PyIceberg against the generator's model: the
+/// same rows as a multiset, no live equality delete, every DV valid.
+pub fn assert_converted(warehouse: &std::path::Path, table: &str) {
+    eqdv_judges::judge_converted_local(warehouse, table, &model_rows(warehouse, table));
+}
