@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds tests/interop/target/eqdv-interop.jar (the Apache Iceberg Java reference as a CLI, see
 # README.md "Java interop") with Maven, quietly, and prints the jar's path. Skips the build
-# when the jar is newer than pom.xml and every file under src/.
+# when the jar is newer than pom.xml and every file under src/. A build runs the JUnit tests
+# (surefire) unless EQDV_INTEROP_SKIP_TESTS=1 (tests/interop/junit sets it: it runs them
+# itself, whether or not the jar was rebuilt).
 #
 # Environment: EQDV_CACHE (default ~/.cache/eqdv): Maven's local repository is $EQDV_CACHE/m2.
-# Extra arguments go to mvn (e.g. -DskipTests, -o).
+# Extra arguments go to mvn (e.g. -DskipTests, -o) and force a build.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,9 +35,13 @@ command -v mvn >/dev/null 2>&1 || die "mvn is not on PATH: install Maven 3.8 or 
 mkdir -p "$cache/m2"
 
 cd "$here"
+skip=()
+if [ "${EQDV_INTEROP_SKIP_TESTS:-0}" = 1 ]; then
+    skip=(-DskipTests)
+fi
 # Maven's output (errors only, with -q) goes to stderr so that stdout is just the jar's path;
 # lines that are nothing but colour resets (Maven 3.8 prints them even in batch mode) go.
-if ! mvn -B -q -Dmaven.repo.local="$cache/m2" -Dstyle.color=never package "$@" 2>&1 |
+if ! mvn -B -q -Dmaven.repo.local="$cache/m2" -Dstyle.color=never package "${skip[@]}" "$@" 2>&1 |
     sed -e $'s/\e\\[[0-9;]*m//g' -e '/^$/d' >&2; then
     die "the Maven build failed (see above)"
 fi
