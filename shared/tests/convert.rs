@@ -4,14 +4,16 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use eqdv::Error;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
-use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
+use support::state::{TableState, expected_conversion};
 use support::*;
 
 fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpec {
@@ -349,9 +351,126 @@ async fn shards_too_big_for_a_message_are_split() {
     assert!(err.to_string().contains(".parquet"), "{err}");
 }
 
+/// Converter B, run whole inside converter A's first swap: both loaded the same head.
+#[derive(Debug)]
+struct Overtaker {
+    other: SqliteCatalog,
+    ran: AtomicBool,
+    report: Mutex<Option<ConvertReport>>,
+}
+
+fn overtake(swap: Swap<'_, Overtaker, SqliteCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        if !swap.state.ran.swap(true, Ordering::SeqCst) {
+            let b = convert(&swap.state.other, swap.table, &ConvertOptions::default())
+                .await
+                .expect("converter B");
+            *swap.state.report.lock().unwrap() = Some(b);
+        }
+        Then::Swap
+    })
+}
+
+/// (outcome, conflicts, rebases, replans, commit attempts): how a conversion got there.
+fn course(r: &ConvertReport) -> (Outcome, u32, u32, u32, u32) {
+    (
+        r.outcome,
+        r.conflicts,
+        r.rebases,
+        r.replans,
+        r.commit_attempts,
+    )
+}
+
+/// What the converter that lost a race reports: its swap conflicted, B had removed the
+/// equality deletes it meant to remove, so it planned again on B's snapshot and found
+/// nothing left. NothingToDo, not Converted: Converted means this run's own commit
+/// landed, and nothing it wrote is in the table.
+fn assert_lost_the_race(loser: &ConvertReport, winner: &ConvertReport) {
+    assert_eq!(
+        course(loser),
+        (Outcome::NothingToDo, 1, 0, 1, 1),
+        "the loser: one conflict, one re-plan, nothing to do"
+    );
+    assert_eq!(loser.base_snapshot_id, winner.new_snapshot_id);
+    assert_eq!(loser.new_snapshot_id, None);
+    assert_eq!(loser.metadata_location, None);
+    assert_eq!(loser.puffin_file, None, "names a Puffin file it deleted");
+    assert_eq!(
+        (
+            loser.groups,
+            loser.dvs_written,
+            loser.equality_delete_files_removed
+        ),
+        (0, 0, 0),
+        "reports work of the attempt it threw away"
+    );
+    assert_eq!(
+        course(winner),
+        (Outcome::Converted, 0, 0, 0, 1),
+        "the winner converts at once"
+    );
+}
+
+/// Two converters load the same head; B converts the whole table while A waits right
+/// before its swap. A's swap conflicts, and it ends as [`assert_lost_the_race`] says.
+/// The table is converted once: one eqdv snapshot, one DV per data file, the rows kept,
+/// A's files removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_converters_both_end_cleanly() {
-    let mut raced = 0;
+async fn a_converter_overtaken_before_its_swap_plans_again() {
+    for seed in [20, 21] {
+        let w = warehouse();
+        let report = generate_table(
+            &w.catalog,
+            &spec(seed, vec![KeyType::Long], PartitionKind::Identity),
+        )
+        .await;
+        let expected = expected_rows(&report.state).unwrap();
+        let before = TableState::read(&w.catalog, &table()).await;
+        let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
+        let a = BeforeSwap::new(
+            w.another_handle(),
+            Overtaker {
+                other: w.another_handle(),
+                ran: AtomicBool::new(false),
+                report: Mutex::new(None),
+            },
+            overtake,
+        );
+        let ra = convert(&a, &table(), &ConvertOptions::default())
+            .await
+            .expect("converter A");
+        let rb = a.state.report.lock().unwrap().take().expect("B ran");
+        assert_lost_the_race(&ra, &rb);
+        let after = TableState::read(&w.catalog, &table()).await;
+        before.assert_converted_once(&after, &conversion);
+        assert_eq!(after.head, rb.new_snapshot_id);
+        assert_converted(&w.catalog, &expected).await;
+    }
+}
+
+/// Holds each converter before its first swap until both got there: both planned on
+/// the same head, and both swap at once.
+#[derive(Debug)]
+struct Meet {
+    both: Arc<tokio::sync::Barrier>,
+    met: AtomicBool,
+}
+
+fn meet(swap: Swap<'_, Meet, SqliteCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        if !swap.state.met.swap(true, Ordering::SeqCst) {
+            swap.state.both.wait().await;
+        }
+        Then::Swap
+    })
+}
+
+/// Two converters really concurrent (own catalog connections), held only so that both
+/// plan on the same head: exactly one swap lands, the other conflicts once and ends as
+/// [`assert_lost_the_race`] says. Which one wins is the race's; the rest is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_converters_convert_once() {
     for seed in [20, 21, 22] {
         let w = warehouse();
         let report = generate_table(
@@ -360,40 +479,33 @@ async fn racing_converters_both_end_cleanly() {
         )
         .await;
         let expected = expected_rows(&report.state).unwrap();
-        let other = w.another_handle();
+        let before = TableState::read(&w.catalog, &table()).await;
+        let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
+        let both = Arc::new(tokio::sync::Barrier::new(2));
+        let converter = || {
+            let state = Meet {
+                both: both.clone(),
+                met: AtomicBool::new(false),
+            };
+            BeforeSwap::new(w.another_handle(), state, meet)
+        };
+        let (a, b) = (converter(), converter());
         let options = ConvertOptions::default();
         let name = table();
-        let (a, b) = tokio::join!(
-            convert(&w.catalog, &name, &options),
-            convert(&other, &name, &options)
-        );
-        let (a, b) = (a.expect("converter A"), b.expect("converter B"));
-        let converted = [a.outcome, b.outcome]
-            .iter()
-            .filter(|o| **o == Outcome::Converted)
-            .count();
-        assert!(
-            converted >= 1,
-            "neither converter committed: {:?} {:?}",
-            a.outcome,
-            b.outcome
-        );
-        for r in [&a, &b] {
-            assert!(matches!(
-                r.outcome,
-                Outcome::Converted | Outcome::NothingToDo
-            ));
-        }
-        eprintln!(
-            "seed {seed}: A {:?} ({} conflicts), B {:?} ({} conflicts)",
-            a.outcome, a.conflicts, b.outcome, b.conflicts
-        );
-        raced += a.conflicts + b.conflicts;
+        let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
+        let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
+        eprintln!("seed {seed}: A {:?}, B {:?}", course(&ra), course(&rb));
+        let (winner, loser) = if ra.outcome == Outcome::Converted {
+            (&ra, &rb)
+        } else {
+            (&rb, &ra)
+        };
+        assert_lost_the_race(loser, winner);
+        let after = TableState::read(&w.catalog, &table()).await;
+        before.assert_converted_once(&after, &conversion);
+        assert_eq!(after.head, winner.new_snapshot_id);
         assert_converted(&w.catalog, &expected).await;
-        assert_no_orphans(&w.catalog).await;
     }
-    // Both loaded the same head, so the loser must have hit a real conflict.
-    assert!(raced > 0, "the converters never overlapped");
 }
 
 /// Another writer that commits right before each of eqdv's swaps.
@@ -445,14 +557,61 @@ async fn pointer_moved_mid_commit_rebases() {
     let w = warehouse();
     let s = spec(30, vec![KeyType::Long], PartitionKind::Identity);
     generate_table(&w.catalog, &s).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
     let catalog = interfering(&w, &s, 1);
     let report = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect("conversion with a concurrent writer");
     assert_eq!(report.outcome, Outcome::Converted);
-    assert_eq!(report.conflicts, 1);
-    assert_eq!(report.rebases + report.replans, 1);
+    // The other commit only added files: nothing eqdv removes or targets changed, so
+    // the same Puffin file is committed on the new head, without planning again.
+    assert_eq!(
+        (report.conflicts, report.rebases, report.replans),
+        (1, 1, 0),
+        "{report:#?}"
+    );
     assert_eq!(report.commit_attempts, 2);
+    assert_eq!(catalog.state.swaps.load(Ordering::SeqCst), 2);
+    // The other writer's snapshot, then eqdv's on top of it with the DVs planned on the
+    // first head; the other writer's (new) equality deletes are still live.
+    let after = TableState::read(&w.catalog, &table()).await;
+    let head = after.head.expect("head");
+    let ours = &after.snapshots[&head];
+    assert_eq!(
+        ours.converted_from,
+        before.head.map(|id| id.to_string()),
+        "eqdv's snapshot"
+    );
+    let theirs = ours.parent.expect("a parent");
+    assert_eq!(after.snapshots[&theirs].parent, before.head);
+    let new: Vec<&i64> = after
+        .snapshots
+        .keys()
+        .filter(|id| !before.snapshots.contains_key(id))
+        .collect();
+    assert_eq!(new, {
+        let mut both = vec![&theirs, &head];
+        both.sort();
+        both
+    });
+    let dvs: std::collections::BTreeMap<String, u64> = after
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect();
+    assert_eq!(dvs, planned.dvs, "not the DVs planned on the first head");
+    assert_eq!(
+        after.dvs.values().next().map(|dv| &dv.puffin),
+        report.puffin_file.as_ref()
+    );
+    assert!(before.data_files.is_subset(&after.data_files));
+    assert!(!after.equality_deletes.is_empty());
+    assert!(after.equality_deletes.is_disjoint(&before.equality_deletes));
+    assert_eq!(
+        after.orphans, before.orphans,
+        "the first attempt left files"
+    );
     // The concurrent commit's rows and its (new, unconverted) deletes are all there.
     let t = load(&w.catalog).await;
     let expected = eqdv::generate::expected_rows_of(&w.catalog, &table())
