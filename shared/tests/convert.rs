@@ -4,15 +4,16 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use eqdv::Error;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
-use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, convert};
+use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
+use support::race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
 use support::state::{TableState, expected_conversion};
 use support::*;
 
@@ -351,67 +352,6 @@ async fn shards_too_big_for_a_message_are_split() {
     assert!(err.to_string().contains(".parquet"), "{err}");
 }
 
-/// Converter B, run whole inside converter A's first swap: both loaded the same head.
-#[derive(Debug)]
-struct Overtaker {
-    other: SqliteCatalog,
-    ran: AtomicBool,
-    report: Mutex<Option<ConvertReport>>,
-}
-
-fn overtake(swap: Swap<'_, Overtaker, SqliteCatalog>) -> BoxFuture<'_, Then> {
-    Box::pin(async move {
-        if !swap.state.ran.swap(true, Ordering::SeqCst) {
-            let b = convert(&swap.state.other, swap.table, &ConvertOptions::default())
-                .await
-                .expect("converter B");
-            *swap.state.report.lock().unwrap() = Some(b);
-        }
-        Then::Swap
-    })
-}
-
-/// (outcome, conflicts, rebases, replans, commit attempts): how a conversion got there.
-fn course(r: &ConvertReport) -> (Outcome, u32, u32, u32, u32) {
-    (
-        r.outcome,
-        r.conflicts,
-        r.rebases,
-        r.replans,
-        r.commit_attempts,
-    )
-}
-
-/// What the converter that lost a race reports: its swap conflicted, B had removed the
-/// equality deletes it meant to remove, so it planned again on B's snapshot and found
-/// nothing left. NothingToDo, not Converted: Converted means this run's own commit
-/// landed, and nothing it wrote is in the table.
-fn assert_lost_the_race(loser: &ConvertReport, winner: &ConvertReport) {
-    assert_eq!(
-        course(loser),
-        (Outcome::NothingToDo, 1, 0, 1, 1),
-        "the loser: one conflict, one re-plan, nothing to do"
-    );
-    assert_eq!(loser.base_snapshot_id, winner.new_snapshot_id);
-    assert_eq!(loser.new_snapshot_id, None);
-    assert_eq!(loser.metadata_location, None);
-    assert_eq!(loser.puffin_file, None, "names a Puffin file it deleted");
-    assert_eq!(
-        (
-            loser.groups,
-            loser.dvs_written,
-            loser.equality_delete_files_removed
-        ),
-        (0, 0, 0),
-        "reports work of the attempt it threw away"
-    );
-    assert_eq!(
-        course(winner),
-        (Outcome::Converted, 0, 0, 0, 1),
-        "the winner converts at once"
-    );
-}
-
 /// Two converters load the same head; B converts the whole table while A waits right
 /// before its swap. A's swap conflicts, and it ends as [`assert_lost_the_race`] says.
 /// The table is converted once: one eqdv snapshot, one DV per data file, the rows kept,
@@ -428,42 +368,17 @@ async fn a_converter_overtaken_before_its_swap_plans_again() {
         let expected = expected_rows(&report.state).unwrap();
         let before = TableState::read(&w.catalog, &table()).await;
         let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
-        let a = BeforeSwap::new(
-            w.another_handle(),
-            Overtaker {
-                other: w.another_handle(),
-                ran: AtomicBool::new(false),
-                report: Mutex::new(None),
-            },
-            overtake,
-        );
+        let a = overtaken_by(w.another_handle(), w.another_handle());
         let ra = convert(&a, &table(), &ConvertOptions::default())
             .await
             .expect("converter A");
-        let rb = a.state.report.lock().unwrap().take().expect("B ran");
+        let rb = a.state.report();
         assert_lost_the_race(&ra, &rb);
         let after = TableState::read(&w.catalog, &table()).await;
         before.assert_converted_once(&after, &conversion);
         assert_eq!(after.head, rb.new_snapshot_id);
         assert_converted(&w.catalog, &expected).await;
     }
-}
-
-/// Holds each converter before its first swap until both got there: both planned on
-/// the same head, and both swap at once.
-#[derive(Debug)]
-struct Meet {
-    both: Arc<tokio::sync::Barrier>,
-    met: AtomicBool,
-}
-
-fn meet(swap: Swap<'_, Meet, SqliteCatalog>) -> BoxFuture<'_, Then> {
-    Box::pin(async move {
-        if !swap.state.met.swap(true, Ordering::SeqCst) {
-            swap.state.both.wait().await;
-        }
-        Then::Swap
-    })
 }
 
 /// Two converters really concurrent (own catalog connections), held only so that both
@@ -482,24 +397,14 @@ async fn racing_converters_convert_once() {
         let before = TableState::read(&w.catalog, &table()).await;
         let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
         let both = Arc::new(tokio::sync::Barrier::new(2));
-        let converter = || {
-            let state = Meet {
-                both: both.clone(),
-                met: AtomicBool::new(false),
-            };
-            BeforeSwap::new(w.another_handle(), state, meet)
-        };
-        let (a, b) = (converter(), converter());
+        let a = meeting(w.another_handle(), both.clone());
+        let b = meeting(w.another_handle(), both);
         let options = ConvertOptions::default();
         let name = table();
         let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
         let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
         eprintln!("seed {seed}: A {:?}, B {:?}", course(&ra), course(&rb));
-        let (winner, loser) = if ra.outcome == Outcome::Converted {
-            (&ra, &rb)
-        } else {
-            (&rb, &ra)
-        };
+        let (winner, loser) = winner_and_loser(&ra, &rb);
         assert_lost_the_race(loser, winner);
         let after = TableState::read(&w.catalog, &table()).await;
         before.assert_converted_once(&after, &conversion);
