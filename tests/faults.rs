@@ -19,15 +19,19 @@ mod services;
 #[path = "common/java.rs"]
 mod java;
 
+#[path = "../shared/tests/support/state.rs"]
+mod state;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
-use eqdv::cleanup::{CleanupOptions, cleanup, list_files, normalize_location, reachable_files};
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
+use eqdv::cleanup::{CleanupOptions, cleanup, normalize_location};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
-use eqdv::table::{LoadedTable, TableFiles};
+use eqdv::table::LoadedTable;
 use proxy::{Fault, Proxy};
+use state::{Conversion, TableState, expected_conversion};
 
 /// The services' settings: the warehouse root and MinIO's endpoint.
 fn require_services() -> (String, String) {
@@ -48,9 +52,13 @@ struct Setup {
     /// The same warehouse without any proxy: another writer, or a judge.
     direct: GlueCatalog,
     name: TableName,
+    /// The table as generated, read directly.
+    generated: TableState,
+    /// What converting the generated table must give.
+    conversion: Conversion,
     /// The generator's model of the table's rows.
     expected: Vec<String>,
-    /// Iceberg Java on the same table: the judge of its rows and DVs.
+    /// Iceberg Java on the same table: the judge of its rows and DVs (with PyIceberg).
     java: java::JavaTable,
 }
 
@@ -95,13 +103,21 @@ async fn setup_on(test: &str, seed: u64, glue_proxy: bool) -> Setup {
         .await
         .expect("generate on Glue/S3");
     let expected = expected_rows(&report.state).unwrap();
+    let generated = TableState::read(&direct, &name).await;
+    assert!(generated.rows == expected, "generated rows");
+    assert!(!generated.equality_deletes.is_empty());
+    assert!(generated.orphans.is_empty(), "{:#?}", generated.orphans);
+    let conversion = expected_conversion(&direct, &name, &expected).await;
     let java = java::JavaTable::of(&warehouse, &name);
+    java.assert_unconverted(&expected);
     Setup {
         proxy,
         glue,
         catalog,
         direct,
         name,
+        generated,
+        conversion,
         expected,
         java,
     }
@@ -122,67 +138,24 @@ fn spec(seed: u64) -> WorkloadSpec {
 }
 
 impl Setup {
-    async fn pointer(&self) -> TablePointer {
-        self.catalog
-            .load_pointer(&self.name)
-            .await
-            .expect("pointer")
-    }
-
     async fn table(&self) -> LoadedTable {
         LoadedTable::load(&self.catalog, &self.name)
             .await
             .expect("load")
     }
 
-    async fn files(&self) -> TableFiles {
-        let t = self.table().await;
-        let head = t.head("main").expect("head");
-        TableFiles::read(&t, head.as_ref()).await.expect("files")
+    /// The table's whole state, read without the proxies.
+    async fn state(&self) -> TableState {
+        TableState::read(&self.direct, &self.name).await
     }
 
-    async fn rows(&self) -> Vec<String> {
-        eqdv::read::read_canonical(&self.table().await, "main")
-            .await
-            .expect("read rows")
-    }
-
-    /// Every object under the table location.
-    async fn objects(&self) -> BTreeSet<String> {
-        list_files(&self.table().await)
-            .await
-            .expect("list")
-            .into_iter()
-            .map(|f| normalize_location(&f.path))
-            .collect()
-    }
-
-    /// Objects no metadata version references.
-    async fn orphans(&self) -> BTreeSet<String> {
-        let reachable = reachable_files(&self.table().await)
-            .await
-            .expect("reachable");
-        self.objects()
-            .await
-            .into_iter()
-            .filter(|o| !reachable.files.contains(o))
-            .collect()
-    }
-
-    /// Converted: Java and PyIceberg read the rows as generated and accept every DV, no
-    /// equality delete is live, no orphan; eqdv's reader and DV checks agree.
+    /// Converted once on top of the generated table: Java and PyIceberg read the model's
+    /// rows and accept every DV; one eqdv snapshot, the DVs a full scan expects (valid,
+    /// in one new Puffin file), no equality delete, no object deleted and no orphan.
     async fn assert_converted(&self) {
         self.java.assert_converted(&self.expected);
-        common::assert_same_rows("eqdv's reader", &self.rows().await, &self.expected);
-        let files = self.files().await;
-        assert!(files.equality_deletes.is_empty());
-        assert!(!files.dvs.is_empty());
-        let t = self.table().await;
-        eqdv::verify::verify_dvs(&t, &files)
-            .await
-            .unwrap_or_else(|e| panic!("invalid DV: {e}"));
-        let orphans = self.orphans().await;
-        assert!(orphans.is_empty(), "orphans: {orphans:#?}");
+        self.generated
+            .assert_converted_once(&self.state().await, &self.conversion);
     }
 
     /// The Glue proxy of [`setup_with_glue_proxy`].
@@ -191,41 +164,28 @@ impl Setup {
     }
 
     /// Converted through a Glue commit whose answer went wrong: the pointer names the
-    /// new metadata, the table loads, every file it references exists, and it is
-    /// converted ([`Setup::assert_converted`]: rows, DVs, no equality delete, no orphan).
-    async fn assert_landed(&self, report: &eqdv::convert::ConvertReport) {
+    /// report's metadata and snapshot, and the table is converted once on top of the
+    /// generated table and the metadata files `others` committed in between
+    /// ([`TableState::assert_converted_on`]: nothing referenced is missing either).
+    async fn assert_landed(&self, report: &eqdv::convert::ConvertReport, others: &[&str]) {
         assert_eq!(report.outcome, Outcome::Converted);
-        let pointer = self.direct.load_pointer(&self.name).await.expect("pointer");
+        let after = self.state().await;
         assert_eq!(
-            Some(&pointer.metadata_location),
+            Some(&after.pointer.metadata_location),
             report.metadata_location.as_ref(),
             "the pointer is not the converted metadata"
         );
-        let table = LoadedTable::load(&self.direct, &self.name)
-            .await
-            .expect("the table loads");
-        assert_eq!(
-            table.head("main").expect("head").map(|s| s.snapshot_id()),
-            report.new_snapshot_id
-        );
-        let reachable = reachable_files(&table).await.expect("reachable");
-        assert!(reachable.missing.is_empty(), "{:#?}", reachable.missing);
-        for file in &reachable.files {
-            assert!(
-                table.file_io.exists(file).await.expect("exists"),
-                "{file} is referenced but missing"
-            );
-        }
-        self.assert_converted().await;
+        assert_eq!(after.head, report.new_snapshot_id);
+        self.java.assert_converted(&self.expected);
+        self.generated
+            .assert_converted_on(&after, &self.conversion, others);
     }
 
-    /// Unchanged: same pointer, Java reads the rows as generated with the equality
-    /// deletes still live (eqdv's reader agrees).
-    async fn assert_unchanged(&self, pointer: &TablePointer) {
-        assert_eq!(&self.pointer().await, pointer, "the pointer moved");
+    /// Unchanged: the generated table, on S3 too (no object added or deleted), and Java
+    /// still reads the model's rows with the equality deletes live.
+    async fn assert_unchanged(&self) {
+        self.generated.assert_unchanged(&self.state().await);
         self.java.assert_unconverted(&self.expected);
-        common::assert_same_rows("eqdv's reader", &self.rows().await, &self.expected);
-        assert!(!self.files().await.equality_deletes.is_empty());
     }
 }
 
@@ -276,8 +236,6 @@ async fn transient_write_failures_are_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn persistent_write_failure_fails_cleanly() {
     let s = setup("persistent", 72).await;
-    let pointer = s.pointer().await;
-    let before = s.objects().await;
     s.proxy
         .inject("PUT", ".avro", Fault::Status(503), usize::MAX);
     let started = Instant::now();
@@ -285,10 +243,6 @@ async fn persistent_write_failure_fails_cleanly() {
         .await
         .expect_err("manifests cannot be written");
     eprintln!("failed after {:?}: {err}", started.elapsed());
-    assert!(
-        err.to_string().contains(".avro") || err.to_string().contains("503"),
-        "{err}"
-    );
     // What an operator reads (the CLI prints the chain down to the engine's error, as
     // here): one short line naming the file and the cause, no HTTP headers.
     let line = err.to_string();
@@ -305,14 +259,17 @@ async fn persistent_write_failure_fails_cleanly() {
             "{line}"
         );
     }
+    // The first manifest write, tried once and retried three times (OpenDAL's
+    // RetryLayer as iceberg-storage-opendal sets it up); then the attempt gives up.
+    let injected = s.proxy.injected();
+    eprintln!("{} manifest writes answered 503", injected.len());
+    assert_eq!(injected.len(), 4, "{injected:#?}");
     assert!(
-        s.proxy.injected().len() >= 4,
-        "the storage layer retried: {:#?}",
-        s.proxy.injected()
+        injected.iter().all(|l| l.path == injected[0].path),
+        "{injected:#?}"
     );
     s.proxy.clear();
-    s.assert_unchanged(&pointer).await;
-    assert_eq!(s.objects().await, before, "the failed attempt left files");
+    s.assert_unchanged().await;
     assert!(
         s.proxy
             .log()
@@ -329,14 +286,12 @@ async fn persistent_write_failure_fails_cleanly() {
 }
 
 /// The connection drops after S3 stored the new metadata.json, on every try: the
-/// conversion fails with the table unchanged. Whatever the attempt could not remove
-/// (the write's outcome was unknown to it) is an orphan that cleanup removes; nothing
-/// else is. A later run converts.
+/// conversion fails with the table unchanged. The attempt removes what it wrote,
+/// the metadata file whose write "failed" (but landed) included: no swap was tried, so
+/// nothing can reference it. Cleanup then finds nothing; a later run converts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dropped_metadata_write_fails_and_cleanup_removes_the_leftovers() {
+async fn dropped_metadata_write_fails_and_leaves_nothing() {
     let s = setup("dropmeta", 73).await;
-    let pointer = s.pointer().await;
-    let before = s.objects().await;
     s.proxy
         .inject("PUT", ".metadata.json", Fault::DropAfterForward, usize::MAX);
     let started = Instant::now();
@@ -344,32 +299,34 @@ async fn dropped_metadata_write_fails_and_cleanup_removes_the_leftovers() {
         .await
         .expect_err("the metadata file cannot be written");
     eprintln!("failed after {:?}: {err}", started.elapsed());
+    assert!(err.to_string().contains(".metadata.json"), "{err}");
+    // One metadata file, tried once and retried three times, stored by S3 each time.
+    let injected = s.proxy.injected();
+    assert_eq!(injected.len(), 4, "{injected:#?}");
+    assert!(
+        injected
+            .iter()
+            .all(|l| l.path == injected[0].path && l.upstream_status == Some(200)),
+        "{injected:#?}"
+    );
     s.proxy.clear();
-    s.assert_unchanged(&pointer).await;
+    assert!(
+        s.proxy
+            .log()
+            .iter()
+            .any(|l| l.method == "DELETE" && l.path == injected[0].path),
+        "the landed metadata file was never deleted"
+    );
+    s.assert_unchanged().await;
 
-    let leftovers: BTreeSet<String> = s.objects().await.difference(&before).cloned().collect();
-    assert_eq!(s.orphans().await, leftovers);
-    // The Puffin file, manifests and manifest list were removed by the engine; only
-    // the metadata file whose write "failed" (but landed) can be left.
-    for l in &leftovers {
-        assert!(l.ends_with(".metadata.json"), "left behind: {leftovers:#?}");
+    for options in [CleanupOptions::default(), now_only()] {
+        let r = cleanup(&s.catalog, &s.name, &options)
+            .await
+            .expect("cleanup");
+        assert_eq!(r.orphans_found, 0, "{r:#?}");
+        assert!(r.deleted.is_empty(), "{r:#?}");
     }
-    if !leftovers.is_empty() {
-        eprintln!("left for cleanup: {leftovers:#?}");
-    }
-
-    let young = cleanup(&s.catalog, &s.name, &CleanupOptions::default())
-        .await
-        .expect("cleanup");
-    assert!(young.deleted.is_empty());
-    let r = cleanup(&s.catalog, &s.name, &now_only())
-        .await
-        .expect("cleanup");
-    let deleted: BTreeSet<String> = r.deleted.iter().map(|p| normalize_location(p)).collect();
-    assert_eq!(deleted, leftovers);
-    assert!(s.orphans().await.is_empty());
-    assert_eq!(s.objects().await, before);
-    s.assert_unchanged(&pointer).await;
+    s.assert_unchanged().await;
 
     let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
         .await
@@ -435,7 +392,9 @@ async fn cleanup_on_s3_is_safe() {
             .await
             .unwrap();
     }
-    let live = s.objects().await;
+    let planted = s.state().await;
+    let ours_set = BTreeSet::from([normalize_location(&ours)]);
+    assert!(planted.orphans == ours_set, "{:#?}", planted.orphans);
 
     // The listing fails: nothing is deleted.
     s.proxy
@@ -445,7 +404,7 @@ async fn cleanup_on_s3_is_safe() {
         .expect_err("listing fails");
     eprintln!("listing failure: {err}");
     s.proxy.clear();
-    assert!(io.exists(&ours).await.unwrap());
+    planted.assert_unchanged(&s.state().await);
 
     // Reading a manifest fails: nothing is deleted.
     s.proxy
@@ -455,7 +414,7 @@ async fn cleanup_on_s3_is_safe() {
         .expect_err("the reachable walk fails");
     eprintln!("walk failure: {err}");
     s.proxy.clear();
-    assert!(io.exists(&ours).await.unwrap());
+    planted.assert_unchanged(&s.state().await);
 
     // Young: kept.
     let r = cleanup(&s.catalog, &s.name, &CleanupOptions::default())
@@ -463,7 +422,8 @@ async fn cleanup_on_s3_is_safe() {
         .unwrap();
     assert_eq!(r.kept_too_young, vec![ours.clone()]);
     assert!(r.deleted.is_empty());
-    assert_eq!(r.scanned, live.len());
+    assert_eq!(r.scanned, planted.objects.len());
+    planted.assert_unchanged(&s.state().await);
 
     // Old enough: only our stray goes.
     let r = cleanup(&s.catalog, &s.name, &now_only()).await.unwrap();
@@ -473,10 +433,8 @@ async fn cleanup_on_s3_is_safe() {
         io.exists(&theirs).await.unwrap(),
         "deleted a neighbour's file"
     );
-    let mut expected = live.clone();
-    expected.remove(&normalize_location(&ours));
-    assert_eq!(s.objects().await, expected);
-    s.java.assert_unconverted(&s.expected);
+    planted.assert_only_removed(&s.state().await, &ours_set);
+    s.assert_unchanged().await;
 }
 
 /// The target header of Glue's UpdateTable (AWS JSON protocol).
@@ -501,16 +459,25 @@ async fn glue_commit_whose_answer_is_lost_is_converted() {
         Some(200),
         "Glue applied the UpdateTable whose answer was dropped"
     );
-    // The SDK retried it, and the retry was refused (stale VersionId).
-    let update_tables: Vec<_> = s
-        .glue()
-        .log()
-        .into_iter()
-        .filter(|l| l.method == "POST" && l.fault.is_none() && l.status == Some(400))
+    // The SDK retried it once, and the retry was refused (stale VersionId), which the
+    // SDK does not retry; every other Glue call after the fault succeeded (before it,
+    // setting up the table met EntityNotFound answers).
+    let log = s.glue().log();
+    let fault = log
+        .iter()
+        .position(|l| l.fault.is_some())
+        .expect("the dropped UpdateTable");
+    let refused: Vec<_> = log[fault + 1..]
+        .iter()
+        .filter(|l| l.status != Some(200))
         .collect();
-    assert!(!update_tables.is_empty(), "{:#?}", s.glue().log());
-    assert_eq!(r.commit_attempts, 1, "{r:#?}");
-    s.assert_landed(&r).await;
+    assert_eq!(refused.len(), 1, "{log:#?}");
+    assert_eq!(
+        (refused[0].method.as_str(), refused[0].status),
+        ("POST", Some(400))
+    );
+    assert_eq!((r.commit_attempts, r.conflicts), (1, 0), "{r:#?}");
+    s.assert_landed(&r, &[]).await;
 }
 
 /// Glue applies the UpdateTable and every answer is a 500 (the SDK's retries too): the
@@ -528,16 +495,18 @@ async fn glue_commit_answered_500_after_it_landed_is_converted() {
         .await
         .expect("the commit landed: converted");
     s.glue().clear();
+    // The SDK's three attempts (its standard retry mode): the first applied, the
+    // retries refused for the VersionId it replaced; all answered 500.
     let injected = s.glue().injected();
-    assert!(!injected.is_empty());
+    let upstream: Vec<Option<u16>> = injected.iter().map(|l| l.upstream_status).collect();
     assert_eq!(
-        injected[0].upstream_status,
-        Some(200),
-        "Glue applied the first UpdateTable: {injected:#?}"
+        upstream,
+        [Some(200), Some(400), Some(400)],
+        "Glue applied the first UpdateTable only: {injected:#?}"
     );
     assert!(injected.iter().all(|l| l.status == Some(500)));
-    assert_eq!(r.commit_attempts, 1, "{r:#?}");
-    s.assert_landed(&r).await;
+    assert_eq!((r.commit_attempts, r.conflicts), (1, 0), "{r:#?}");
+    s.assert_landed(&r, &[]).await;
 }
 
 /// Another writer moves the pointer while our UpdateTable is in flight (after our
@@ -547,7 +516,7 @@ async fn glue_commit_answered_500_after_it_landed_is_converted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_glue_conflict_deletes_the_attempt_and_rebases() {
     let s = setup_with_glue_proxy("glue_conflict", 79).await;
-    let before = s.pointer().await;
+    let before = s.generated.pointer.clone();
     s.glue().inject_request(
         "POST",
         UPDATE_TABLE,
@@ -605,7 +574,7 @@ async fn real_glue_conflict_deletes_the_attempt_and_rebases() {
             .iter()
             .any(|m| m.metadata_file == other)
     );
-    s.assert_landed(&r).await;
+    s.assert_landed(&r, &[&other]).await;
 }
 
 const OTHER_WRITER_PROPERTY: &str = "eqdv.test.other-writer";

@@ -19,6 +19,12 @@ mod manifests;
 #[path = "../shared/tests/support/before_swap.rs"]
 mod before_swap;
 
+#[path = "../shared/tests/support/race.rs"]
+mod race;
+
+#[path = "../shared/tests/support/state.rs"]
+mod state;
+
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,7 +33,9 @@ use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
 use java::JavaTable;
+use race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
 use serde_json::Value;
+use state::{TableState, expected_conversion};
 
 async fn eqdv_rows(catalog: &dyn Catalog, name: &TableName) -> Vec<String> {
     let t = LoadedTable::load(catalog, name).await.expect("load");
@@ -313,14 +321,14 @@ async fn compaction_of_a_dv_target_forces_a_replan() {
     assert_java_agrees(&t, &direct, &before).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_converters_on_one_partition() {
-    let t = JavaTable::new("two");
+/// A Java CDC table for two converters: one partition, string keys.
+fn two_converters_table(test: &str, seed: &str) -> JavaTable {
+    let t = JavaTable::new(test);
     t.java(
         "write-cdc",
         &[
             "--seed",
-            "4",
+            seed,
             "--commits",
             "3",
             "--rows",
@@ -331,22 +339,56 @@ async fn two_converters_on_one_partition() {
             "none",
         ],
     );
+    t
+}
+
+/// Two converters (own Glue clients) plan on the same head; B converts the whole table
+/// while A waits right before its UpdateTable. A conflicts once, plans again on B's
+/// snapshot and has nothing to do (race.rs, `assert_lost_the_race`). The table is
+/// converted once, and Java reads it as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_converter_overtaken_before_its_swap_plans_again() {
+    let t = two_converters_table("overtaken", "4");
     let before = t.dump();
-    let (a, b) = (t.catalog().await, t.catalog().await);
+    let direct = t.catalog().await;
+    let generated = TableState::read(&direct, &t.name()).await;
+    let conversion = expected_conversion(&direct, &t.name(), &generated.rows).await;
+    let a = overtaken_by(t.catalog().await, t.catalog().await);
+    let ra = convert(&a, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("converter A");
+    let rb = a.state.report();
+    assert_lost_the_race(&ra, &rb);
+    let after = TableState::read(&direct, &t.name()).await;
+    generated.assert_converted_once(&after, &conversion);
+    assert_eq!(after.head, rb.new_snapshot_id);
+    assert_java_agrees(&t, &direct, &before).await;
+}
+
+/// Two converters really concurrent on Glue, held only so that both plan on the same
+/// head: Glue's VersionId lets exactly one UpdateTable land; the other conflicts once
+/// and ends with nothing to do. Which one wins is the race's; the rest is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_converters_on_one_partition() {
+    let t = two_converters_table("two", "5");
+    let before = t.dump();
+    let direct = t.catalog().await;
+    let generated = TableState::read(&direct, &t.name()).await;
+    let conversion = expected_conversion(&direct, &t.name(), &generated.rows).await;
+    let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let a = meeting(t.catalog().await, both.clone());
+    let b = meeting(t.catalog().await, both);
     let name = t.name();
     let options = ConvertOptions::default();
     let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
     let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
-    let outcomes = [ra.outcome, rb.outcome];
-    assert!(outcomes.contains(&Outcome::Converted), "{outcomes:?}");
-    assert!(
-        outcomes
-            .iter()
-            .all(|o| matches!(o, Outcome::Converted | Outcome::NothingToDo)),
-        "{outcomes:?}"
-    );
-    // live_files fails on two DVs for one data file; Java's check plans the scan too.
-    assert_java_agrees(&t, &a, &before).await;
+    eprintln!("A {:?}, B {:?}", course(&ra), course(&rb));
+    let (winner, loser) = winner_and_loser(&ra, &rb);
+    assert_lost_the_race(loser, winner);
+    let after = TableState::read(&direct, &t.name()).await;
+    generated.assert_converted_once(&after, &conversion);
+    assert_eq!(after.head, winner.new_snapshot_id);
+    assert_java_agrees(&t, &direct, &before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -370,18 +412,55 @@ async fn java_commit_before_the_swap_is_rebased_over() {
     t.java("write-cdc", &first);
     let mut more = cdc.clone();
     more.extend(["--commits".to_string(), "1".to_string()]);
+    let direct = t.catalog().await;
+    let generated = TableState::read(&direct, &t.name()).await;
+    let planned = expected_conversion(&direct, &t.name(), &generated.rows).await;
     let catalog = java_before_swap(t.catalog().await, &t, JavaFirst::WriteCdc, more);
     let r = convert(&catalog, &t.name(), &ConvertOptions::default())
         .await
         .expect("conversion with a Java commit in between");
     assert_eq!(r.outcome, Outcome::Converted);
+    // Java's batch only added files: the same Puffin file is committed on its snapshot.
     assert_eq!(
-        (r.conflicts, r.rebases, r.replans),
-        (1, 1, 0),
+        (r.conflicts, r.rebases, r.replans, r.commit_attempts),
+        (1, 1, 0, 2),
         "expected one rebase"
     );
+    // Java's snapshot, then eqdv's on top of it with the DVs planned on the first head.
+    let after = TableState::read(&direct, &t.name()).await;
+    let head = after.head.expect("head");
+    assert_eq!(after.head, r.new_snapshot_id);
+    let ours = &after.snapshots[&head];
+    assert_eq!(ours.converted_from, generated.head.map(|id| id.to_string()));
+    let java = ours.parent.expect("a parent");
+    assert_eq!(after.snapshots[&java].parent, generated.head);
+    let mut new: Vec<i64> = after
+        .snapshots
+        .keys()
+        .filter(|id| !generated.snapshots.contains_key(id))
+        .copied()
+        .collect();
+    new.sort();
+    let mut both = vec![java, head];
+    both.sort();
+    assert_eq!(new, both, "Java's snapshot and eqdv's, nothing else");
+    let dvs: std::collections::BTreeMap<String, u64> = after
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect();
+    assert_eq!(dvs, planned.dvs, "not the DVs planned on the first head");
+    assert!(generated.data_files.is_subset(&after.data_files));
+    assert!(
+        after
+            .equality_deletes
+            .is_disjoint(&generated.equality_deletes)
+    );
+    assert_eq!(
+        after.orphans, generated.orphans,
+        "the first attempt left files"
+    );
     // Java's new batch (its equality deletes still live) and eqdv's DVs both landed.
-    let direct = t.catalog().await;
     let check = t.java_json("check-dvs", &[]);
     assert!(
         check["equality_delete_files"].as_u64().unwrap() > 0,
@@ -395,9 +474,12 @@ async fn java_commit_before_the_swap_is_rebased_over() {
 }
 
 /// The other order: a compaction planned before eqdv's commit tries to commit after it.
-/// eqdv's snapshot is a `delete` (not a `replace`), so Java's RewriteFiles validation sees
-/// the new DVs for the file it rewrites. Whatever Java decides, no deleted row returns
-/// and no DV dangles.
+/// eqdv's snapshot is a `delete` (not a `replace`) that adds a DV for the file the
+/// compaction rewrites, and Java validates a RewriteFiles against the delete files added
+/// since its starting snapshot: with the starting snapshot's sequence number kept (as
+/// `rewrite` does by default) it ignores new equality deletes but refuses a new position
+/// delete or DV for a replaced file. So Java refuses, and the table stays eqdv's
+/// conversion: the file and its DV live, the rows Java read before the conversion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_started_before_the_conversion_commits_after() {
     let t = JavaTable::new("late_compact");
@@ -425,8 +507,8 @@ async fn compaction_started_before_the_conversion_commits_after() {
         .await
         .expect("convert");
     assert_eq!(r.outcome, Outcome::Converted);
-    let files = live_files(&catalog, &t.name()).await;
-    let target = files
+    let converted = TableState::read(&catalog, &t.name()).await;
+    let target = converted
         .dvs
         .keys()
         .next()
@@ -439,24 +521,40 @@ async fn compaction_started_before_the_conversion_commits_after() {
         )
         .output()
         .expect("run java rewrite");
-    eprintln!(
-        "Java compaction from snapshot {start} after eqdv's commit: {} {}{}",
-        out.status,
+    let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
     );
-    let files = live_files(&catalog, &t.name()).await;
-    if out.status.success() {
-        assert!(
-            !files.data_files.iter().any(|d| d.path() == target),
-            "rewritten file still live"
-        );
-    } else {
-        // Java's validation refused: the file and its DV stay.
-        assert!(
-            files.dvs.contains_key(&target),
-            "the DV of the kept file is gone"
-        );
-    }
+    eprintln!(
+        "Java compaction from snapshot {start} after eqdv's commit: {} {stdout}{stderr}",
+        out.status
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "Java committed a compaction over a new DV: {stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "ValidationException: Cannot commit, found new position delete for replaced data file"
+        ) && stderr.contains(target.as_str()),
+        "not Java's validation of new deletes for {target}: {stderr}"
+    );
+    // Refused: the table is eqdv's conversion as it was. The one new object is the
+    // compacted file Java wrote before committing, which nothing references.
+    let after = TableState::read(&catalog, &t.name()).await;
+    let leftovers: std::collections::BTreeSet<String> = after
+        .objects
+        .difference(&converted.objects)
+        .cloned()
+        .collect();
+    assert_eq!(leftovers.len(), 1, "{leftovers:#?}");
+    let written = leftovers.first().unwrap();
+    assert!(
+        written.contains("/data/") && written.ends_with("-rewrite.parquet"),
+        "{leftovers:#?}"
+    );
+    converted.assert_failed(&after, &leftovers);
+    assert!(after.data_files.contains(&target) && after.dvs.contains_key(&target));
     assert_java_agrees(&t, &catalog, &before).await;
 }

@@ -184,6 +184,23 @@ pub struct PhaseTimes {
     pub write_commit_ms: f64,
 }
 
+impl ConvertReport {
+    /// Drops what a discarded attempt planned and wrote (its files are deleted): a re-plan
+    /// that finds nothing to do must not report them. The commit counters stay.
+    fn forget_attempt(&mut self) {
+        self.groups = 0;
+        self.equality_delete_files_removed = 0;
+        self.equality_deletes_removed = 0;
+        self.dvs_written = 0;
+        self.dvs_replaced = 0;
+        self.position_delete_files_removed = 0;
+        self.positions_added = 0;
+        self.puffin_file = None;
+        self.phases = PhaseTimes::default();
+        self.resolve = ResolveMetrics::default();
+    }
+}
+
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
@@ -360,6 +377,7 @@ pub async fn convert(
             Ok(AttemptEnd::Committed) => return Ok(report),
             Ok(AttemptEnd::Replan) => {
                 crate::storage::delete_files(&file_io, &attempt_files).await;
+                report.forget_attempt();
                 continue 'plan;
             }
             // The swap may have landed: keep every file; cleanup decides later.

@@ -4,6 +4,7 @@
 
 mod support;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -12,6 +13,8 @@ use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
+use support::race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
+use support::state::{TableState, expected_conversion};
 use support::*;
 
 fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpec {
@@ -349,9 +352,40 @@ async fn shards_too_big_for_a_message_are_split() {
     assert!(err.to_string().contains(".parquet"), "{err}");
 }
 
+/// Two converters load the same head; B converts the whole table while A waits right
+/// before its swap. A's swap conflicts, and it ends as [`assert_lost_the_race`] says.
+/// The table is converted once: one eqdv snapshot, one DV per data file, the rows kept,
+/// A's files removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn racing_converters_both_end_cleanly() {
-    let mut raced = 0;
+async fn a_converter_overtaken_before_its_swap_plans_again() {
+    for seed in [20, 21] {
+        let w = warehouse();
+        let report = generate_table(
+            &w.catalog,
+            &spec(seed, vec![KeyType::Long], PartitionKind::Identity),
+        )
+        .await;
+        let expected = expected_rows(&report.state).unwrap();
+        let before = TableState::read(&w.catalog, &table()).await;
+        let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
+        let a = overtaken_by(w.another_handle(), w.another_handle());
+        let ra = convert(&a, &table(), &ConvertOptions::default())
+            .await
+            .expect("converter A");
+        let rb = a.state.report();
+        assert_lost_the_race(&ra, &rb);
+        let after = TableState::read(&w.catalog, &table()).await;
+        before.assert_converted_once(&after, &conversion);
+        assert_eq!(after.head, rb.new_snapshot_id);
+        assert_converted(&w.catalog, &expected).await;
+    }
+}
+
+/// Two converters really concurrent (own catalog connections), held only so that both
+/// plan on the same head: exactly one swap lands, the other conflicts once and ends as
+/// [`assert_lost_the_race`] says. Which one wins is the race's; the rest is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_converters_convert_once() {
     for seed in [20, 21, 22] {
         let w = warehouse();
         let report = generate_table(
@@ -360,40 +394,23 @@ async fn racing_converters_both_end_cleanly() {
         )
         .await;
         let expected = expected_rows(&report.state).unwrap();
-        let other = w.another_handle();
+        let before = TableState::read(&w.catalog, &table()).await;
+        let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
+        let both = Arc::new(tokio::sync::Barrier::new(2));
+        let a = meeting(w.another_handle(), both.clone());
+        let b = meeting(w.another_handle(), both);
         let options = ConvertOptions::default();
         let name = table();
-        let (a, b) = tokio::join!(
-            convert(&w.catalog, &name, &options),
-            convert(&other, &name, &options)
-        );
-        let (a, b) = (a.expect("converter A"), b.expect("converter B"));
-        let converted = [a.outcome, b.outcome]
-            .iter()
-            .filter(|o| **o == Outcome::Converted)
-            .count();
-        assert!(
-            converted >= 1,
-            "neither converter committed: {:?} {:?}",
-            a.outcome,
-            b.outcome
-        );
-        for r in [&a, &b] {
-            assert!(matches!(
-                r.outcome,
-                Outcome::Converted | Outcome::NothingToDo
-            ));
-        }
-        eprintln!(
-            "seed {seed}: A {:?} ({} conflicts), B {:?} ({} conflicts)",
-            a.outcome, a.conflicts, b.outcome, b.conflicts
-        );
-        raced += a.conflicts + b.conflicts;
+        let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
+        let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
+        eprintln!("seed {seed}: A {:?}, B {:?}", course(&ra), course(&rb));
+        let (winner, loser) = winner_and_loser(&ra, &rb);
+        assert_lost_the_race(loser, winner);
+        let after = TableState::read(&w.catalog, &table()).await;
+        before.assert_converted_once(&after, &conversion);
+        assert_eq!(after.head, winner.new_snapshot_id);
         assert_converted(&w.catalog, &expected).await;
-        assert_no_orphans(&w.catalog).await;
     }
-    // Both loaded the same head, so the loser must have hit a real conflict.
-    assert!(raced > 0, "the converters never overlapped");
 }
 
 /// Another writer that commits right before each of eqdv's swaps.
@@ -445,14 +462,61 @@ async fn pointer_moved_mid_commit_rebases() {
     let w = warehouse();
     let s = spec(30, vec![KeyType::Long], PartitionKind::Identity);
     generate_table(&w.catalog, &s).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
     let catalog = interfering(&w, &s, 1);
     let report = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect("conversion with a concurrent writer");
     assert_eq!(report.outcome, Outcome::Converted);
-    assert_eq!(report.conflicts, 1);
-    assert_eq!(report.rebases + report.replans, 1);
+    // The other commit only added files: nothing eqdv removes or targets changed, so
+    // the same Puffin file is committed on the new head, without planning again.
+    assert_eq!(
+        (report.conflicts, report.rebases, report.replans),
+        (1, 1, 0),
+        "{report:#?}"
+    );
     assert_eq!(report.commit_attempts, 2);
+    assert_eq!(catalog.state.swaps.load(Ordering::SeqCst), 2);
+    // The other writer's snapshot, then eqdv's on top of it with the DVs planned on the
+    // first head; the other writer's (new) equality deletes are still live.
+    let after = TableState::read(&w.catalog, &table()).await;
+    let head = after.head.expect("head");
+    let ours = &after.snapshots[&head];
+    assert_eq!(
+        ours.converted_from,
+        before.head.map(|id| id.to_string()),
+        "eqdv's snapshot"
+    );
+    let theirs = ours.parent.expect("a parent");
+    assert_eq!(after.snapshots[&theirs].parent, before.head);
+    let new: Vec<&i64> = after
+        .snapshots
+        .keys()
+        .filter(|id| !before.snapshots.contains_key(id))
+        .collect();
+    assert_eq!(new, {
+        let mut both = vec![&theirs, &head];
+        both.sort();
+        both
+    });
+    let dvs: std::collections::BTreeMap<String, u64> = after
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect();
+    assert_eq!(dvs, planned.dvs, "not the DVs planned on the first head");
+    assert_eq!(
+        after.dvs.values().next().map(|dv| &dv.puffin),
+        report.puffin_file.as_ref()
+    );
+    assert!(before.data_files.is_subset(&after.data_files));
+    assert!(!after.equality_deletes.is_empty());
+    assert!(after.equality_deletes.is_disjoint(&before.equality_deletes));
+    assert_eq!(
+        after.orphans, before.orphans,
+        "the first attempt left files"
+    );
     // The concurrent commit's rows and its (new, unconverted) deletes are all there.
     let t = load(&w.catalog).await;
     let expected = eqdv::generate::expected_rows_of(&w.catalog, &table())

@@ -20,6 +20,7 @@ use eqdv::cleanup::{CleanupOptions, CleanupReport, cleanup, list_files, reachabl
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
+use support::state::{TableState, expected_conversion};
 use support::*;
 
 fn spec(seed: u64) -> WorkloadSpec {
@@ -97,9 +98,13 @@ async fn a_clean_table_has_no_orphans_and_cleanup_deletes_nothing() {
         .map(|f| local(f.path()))
         .collect();
     assert!(!removed.is_empty());
+    let generated = TableState::read(&w.catalog, &table()).await;
+    let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
     convert(&w.catalog, &table(), &ConvertOptions::default())
         .await
         .expect("convert");
+    let converted = TableState::read(&w.catalog, &table()).await;
+    generated.assert_converted_once(&converted, &conversion);
     assert_no_orphans(&w.catalog).await;
 
     let before = all_files(&table_dir(&w));
@@ -109,6 +114,7 @@ async fn a_clean_table_has_no_orphans_and_cleanup_deletes_nothing() {
     assert_eq!(r.scanned, before.len());
     assert_eq!(r.reachable, before.len(), "every file on disk is reachable");
     assert_eq!(all_files(&table_dir(&w)), before);
+    converted.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
 
     // The library's listing and reachable set agree with the support walk.
     let t = load(&w.catalog).await;
@@ -263,6 +269,8 @@ async fn cleanup_deletes_nothing_when_the_metadata_cannot_be_read() {
     let dir = table_dir(&w);
     let stray = dir.join("data/stray.parquet");
     plant(&stray, Some(Duration::from_secs(10 * 86_400)));
+    let planted = TableState::read(&w.catalog, &table()).await;
+    let on_disk = all_files(&dir);
 
     // A corrupt (present but unreadable) metadata file in the log.
     let t = load(&w.catalog).await;
@@ -277,8 +285,9 @@ async fn cleanup_deletes_nothing_when_the_metadata_cannot_be_read() {
             .contains(&old_metadata.display().to_string()),
         "the error names the file: {err}"
     );
-    assert!(
-        stray.exists(),
+    assert_eq!(
+        all_files(&dir),
+        on_disk,
         "deleted despite an unreadable metadata file"
     );
     std::fs::write(&old_metadata, saved).unwrap();
@@ -295,12 +304,21 @@ async fn cleanup_deletes_nothing_when_the_metadata_cannot_be_read() {
         err.to_string().contains(&manifest.display().to_string()),
         "the error names the manifest: {err}"
     );
-    assert!(stray.exists(), "deleted despite a missing manifest");
+    let mut without_manifest = on_disk.clone();
+    without_manifest.remove(&manifest);
+    assert_eq!(
+        all_files(&dir),
+        without_manifest,
+        "deleted despite a missing manifest"
+    );
     std::fs::write(&manifest, saved).unwrap();
+    planted.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
 
     // Restored: the stray goes, nothing else.
     let r = cleanup(&w.catalog, &table(), &now_only()).await.unwrap();
     assert_eq!(paths(&r.deleted), BTreeSet::from([stray.clone()]));
+    let stray = BTreeSet::from([stray.display().to_string()]);
+    planted.assert_only_removed(&TableState::read(&w.catalog, &table()).await, &stray);
     assert_no_orphans(&w.catalog).await;
 }
 
@@ -407,6 +425,30 @@ fn deleted_set(r: &CleanupReport) -> BTreeSet<PathBuf> {
     paths(&r.deleted)
 }
 
+/// The objects a dead or unknown attempt left on top of `before`: exactly what its
+/// metadata file (the one new `.metadata.json`, the next version) references that
+/// `before` did not hold: the manifest list, the new manifests and the Puffin file.
+async fn attempt_files(
+    catalog: &dyn Catalog,
+    before: &TableState,
+    after: &TableState,
+) -> BTreeSet<String> {
+    let added: BTreeSet<&String> = after.objects.difference(&before.objects).collect();
+    let metadata: Vec<&&String> = added
+        .iter()
+        .filter(|o| o.ends_with(".metadata.json"))
+        .collect();
+    assert_eq!(metadata.len(), 1, "one new metadata file: {added:#?}");
+    let written = before.written_by(catalog, metadata[0]).await;
+    let puffins = written.iter().filter(|o| o.ends_with(".puffin")).count();
+    let lists = written
+        .iter()
+        .filter(|o| o.contains("/metadata/snap-"))
+        .count();
+    assert_eq!((puffins, lists), (1, 1), "{written:#?}");
+    written
+}
+
 /// The swap never landed and the pointer cannot be read back: convert reports an
 /// unknown outcome and keeps every file (they might be live). The table is unchanged;
 /// cleanup later removes exactly those files; a re-run converts.
@@ -415,48 +457,46 @@ async fn unknown_outcome_that_did_not_land_keeps_files_for_cleanup() {
     let w = warehouse();
     let report = generate_table(&w.catalog, &spec(5)).await;
     let expected = expected_rows(&report.state).unwrap();
-    let pointer = w.catalog.load_pointer(&table()).await.unwrap();
-    let before = all_files(&table_dir(&w));
+    let before = TableState::read(&w.catalog, &table()).await;
+    assert!(before.rows == expected);
+    assert!(!before.equality_deletes.is_empty());
 
     let catalog = unknown_outcome(&w, SwapFault::LostBeforeApply);
     let err = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect_err("unknown outcome");
     assert!(matches!(err, Error::CommitStateUnknown { .. }), "{err}");
-    assert_eq!(w.catalog.load_pointer(&table()).await.unwrap(), pointer);
-    assert_rows(&w.catalog, &expected).await;
-    assert!(!files(&w.catalog).await.equality_deletes.is_empty());
 
     // Kept: the Puffin file, the manifests, the manifest list and the metadata file.
-    let attempt: BTreeSet<PathBuf> = all_files(&table_dir(&w))
-        .difference(&before)
-        .cloned()
-        .collect();
+    let after = TableState::read(&w.catalog, &table()).await;
+    let attempt = attempt_files(&w.catalog, &before, &after).await;
+    before.assert_failed(&after, &attempt);
     let orphans: BTreeSet<PathBuf> = orphan_files(&w.catalog).await.into_iter().collect();
-    assert_eq!(orphans, attempt);
-    let names: Vec<String> = attempt.iter().map(|p| p.display().to_string()).collect();
-    assert!(names.iter().any(|n| n.ends_with(".puffin")), "{names:#?}");
-    assert!(
-        names.iter().any(|n| n.ends_with(".metadata.json")),
-        "{names:#?}"
-    );
-    assert!(names.iter().any(|n| n.contains("/snap-")), "{names:#?}");
+    assert_eq!(orphans, attempt.iter().map(PathBuf::from).collect());
 
     // Too young by default; at age 0 exactly the attempt's files go.
     let r = cleanup(&w.catalog, &table(), &CleanupOptions::default())
         .await
         .unwrap();
     assert!(r.deleted.is_empty());
-    assert_eq!(paths(&r.kept_too_young), attempt);
+    assert_eq!(
+        paths(&r.kept_too_young),
+        attempt.iter().map(PathBuf::from).collect()
+    );
+    after.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
     let r = cleanup(&w.catalog, &table(), &now_only()).await.unwrap();
-    assert_eq!(deleted_set(&r), attempt);
+    assert_eq!(deleted_set(&r), attempt.iter().map(PathBuf::from).collect());
+    let cleaned = TableState::read(&w.catalog, &table()).await;
+    after.assert_only_removed(&cleaned, &attempt);
+    before.assert_unchanged(&cleaned);
     assert_no_orphans(&w.catalog).await;
-    assert_eq!(all_files(&table_dir(&w)), before);
 
+    let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
     let again = convert(&w.catalog, &table(), &ConvertOptions::default())
         .await
         .expect("re-run");
     assert_eq!(again.outcome, Outcome::Converted);
+    before.assert_converted_once(&TableState::read(&w.catalog, &table()).await, &conversion);
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
 }
@@ -469,17 +509,21 @@ async fn unknown_outcome_that_landed_is_never_cleaned_up() {
     let w = warehouse();
     let report = generate_table(&w.catalog, &spec(6)).await;
     let expected = expected_rows(&report.state).unwrap();
+    let before = TableState::read(&w.catalog, &table()).await;
+    let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
     let catalog = unknown_outcome(&w, SwapFault::LostAfterApply);
     let err = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect_err("unknown outcome");
     assert!(matches!(err, Error::CommitStateUnknown { .. }), "{err}");
+    let after = TableState::read(&w.catalog, &table()).await;
+    before.assert_converted_once(&after, &conversion);
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
-    let before = all_files(&table_dir(&w));
     let r = cleanup(&w.catalog, &table(), &now_only()).await.unwrap();
     assert_eq!(r.orphans_found, 0, "{r:#?}");
-    assert_eq!(all_files(&table_dir(&w)), before);
+    assert!(r.deleted.is_empty(), "{r:#?}");
+    after.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
     assert_converted(&w.catalog, &expected).await;
 }
 
@@ -490,12 +534,22 @@ async fn lost_answer_with_a_readable_pointer_is_a_success() {
     let w = warehouse();
     let report = generate_table(&w.catalog, &spec(7)).await;
     let expected = expected_rows(&report.state).unwrap();
+    let before = TableState::read(&w.catalog, &table()).await;
+    let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
     // The read after the swap succeeds.
     let catalog = readable_unknown_outcome(&w, SwapFault::LostAfterApply);
     let r = convert(&catalog, &table(), &ConvertOptions::default())
         .await
         .expect("the read-back shows the commit landed");
     assert_eq!(r.outcome, Outcome::Converted);
+    assert_eq!((r.commit_attempts, r.conflicts), (1, 0), "{r:#?}");
+    let after = TableState::read(&w.catalog, &table()).await;
+    before.assert_converted_once(&after, &conversion);
+    assert_eq!(after.head, r.new_snapshot_id);
+    assert_eq!(
+        Some(&after.pointer.metadata_location),
+        r.metadata_location.as_ref()
+    );
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
 }

@@ -16,13 +16,13 @@ mod common;
 mod kill;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::Instant;
 
 use common::{eqdv_command, eqdv_json, json};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use support::state::{TableState, expected_conversion};
 use support::*;
 
 fn spec(seed: u64) -> WorkloadSpec {
@@ -52,12 +52,12 @@ fn eqdv(w: &Warehouse, command: &str, extra: &[&str]) -> Output {
     eqdv_json(command, &table_args(w), extra)
 }
 
-fn path_set(value: &serde_json::Value) -> BTreeSet<PathBuf> {
+fn path_set(value: &serde_json::Value) -> BTreeSet<String> {
     value
         .as_array()
         .expect("a JSON array of paths")
         .iter()
-        .map(|p| PathBuf::from(eqdv::cleanup::normalize_location(p.as_str().expect("path"))))
+        .map(|p| eqdv::cleanup::normalize_location(p.as_str().expect("path")))
         .collect()
 }
 
@@ -68,28 +68,68 @@ fn convert_killed_at(w: &Warehouse, point: &str) {
     kill::kill_when_paused(command, point);
 }
 
-/// What the dead attempt must have left at `point`.
-fn assert_attempt_files(point: &str, dead: &BTreeSet<PathBuf>) {
-    let names: Vec<String> = dead.iter().map(|p| p.display().to_string()).collect();
-    let count = |f: &dyn Fn(&str) -> bool| names.iter().filter(|n| f(n)).count();
-    let puffins = count(&|n| n.contains("/data/") && n.ends_with(".puffin"));
-    let metadata_json = count(&|n| n.contains("/metadata/") && n.ends_with(".metadata.json"));
-    let lists = count(&|n| n.contains("/metadata/snap-") && n.ends_with(".avro"));
-    let manifests = count(&|n| n.contains("/metadata/") && n.ends_with(".avro")) - lists;
+/// The version number of a `<location>/metadata/<version>-<uuid>.metadata.json`.
+fn metadata_version(location: &str) -> u64 {
+    let file = location.rsplit('/').next().unwrap_or(location);
+    file.split('-')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("not a versioned metadata file: {location}"))
+}
+
+/// What the dead attempt must have left at `point` on top of `before`: after the
+/// Puffin write that one file in data/; before the swap, the next metadata version and
+/// exactly what it references that `before` did not hold (its manifest list, the new
+/// delete manifest, the rewritten manifests, the Puffin file).
+async fn assert_attempt_files(
+    w: &Warehouse,
+    point: &str,
+    before: &TableState,
+    dead: &BTreeSet<String>,
+) {
+    let data = format!("{}/data/", table_dir(w));
     match point {
         AFTER_PUFFIN => {
-            assert_eq!((puffins, dead.len()), (1, 1), "{names:#?}");
+            assert_eq!(dead.len(), 1, "{dead:#?}");
+            let puffin = dead.first().unwrap();
+            assert!(
+                puffin.starts_with(&data) && puffin.ends_with(".puffin"),
+                "{dead:#?}"
+            );
         }
         BEFORE_SWAP => {
-            assert_eq!((puffins, metadata_json, lists), (1, 1, 1), "{names:#?}");
-            assert!(
-                manifests >= 2,
-                "new delete manifest + rewritten ones: {names:#?}"
+            let metadata: Vec<&String> = dead
+                .iter()
+                .filter(|n| n.ends_with(".metadata.json"))
+                .collect();
+            assert_eq!(metadata.len(), 1, "{dead:#?}");
+            assert_eq!(
+                metadata_version(metadata[0]),
+                metadata_version(&before.pointer.metadata_location) + 1,
+                "not the next metadata version: {}",
+                metadata[0]
             );
-            assert_eq!(dead.len(), puffins + metadata_json + lists + manifests);
+            let written = before.written_by(&w.catalog, metadata[0]).await;
+            assert_eq!(
+                &written, dead,
+                "not exactly what the dead metadata references"
+            );
+            let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
+            let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
+            let lists = count(&|n| n.contains("/metadata/snap-") && n.ends_with(".avro"));
+            assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
         }
         _ => unreachable!(),
     }
+}
+
+fn table_dir(w: &Warehouse) -> String {
+    eqdv::cleanup::normalize_location(&w.path().join("db.db").join("events").display().to_string())
+}
+
+async fn state(w: &Warehouse) -> TableState {
+    // A new connection, as after a crash.
+    TableState::read(&w.another_handle(), &table()).await
 }
 
 async fn killed_at(point: &str, seed: u64) {
@@ -97,29 +137,29 @@ async fn killed_at(point: &str, seed: u64) {
     let w = warehouse();
     let report = generate_table(&w.catalog, &spec(seed)).await;
     let expected = expected_rows(&report.state).unwrap();
-    let dir = w.path().join("db.db").join("events");
-    let pointer = eqdv::catalog::Catalog::load_pointer(&w.catalog, &table())
-        .await
-        .unwrap();
-    let before = all_files(&dir);
+    let before = state(&w).await;
+    assert!(before.rows == expected, "generated rows");
+    assert!(!before.equality_deletes.is_empty());
+    assert!(before.orphans.is_empty(), "{:#?}", before.orphans);
+    let conversion = expected_conversion(&w.catalog, &table(), &expected).await;
 
     convert_killed_at(&w, point);
 
-    // The table is unchanged.
-    let after_kill = eqdv::catalog::Catalog::load_pointer(&w.another_handle(), &table())
+    // The table is unchanged; the dead attempt's files are the only new objects, and
+    // orphans all (the support's walk agrees).
+    let killed = state(&w).await;
+    let dead: BTreeSet<String> = killed
+        .objects
+        .difference(&before.objects)
+        .cloned()
+        .collect();
+    assert_attempt_files(&w, point, &before, &dead).await;
+    before.assert_failed(&killed, &dead);
+    let orphans: BTreeSet<String> = orphan_files(&w.catalog)
         .await
-        .unwrap();
-    assert_eq!(after_kill, pointer, "the pointer moved");
-    let rows = eqdv::read::read_canonical(&load(&w.catalog).await, "main")
-        .await
-        .unwrap();
-    assert!(rows == expected, "rows changed after a kill at {point}");
-    assert!(!files(&w.catalog).await.equality_deletes.is_empty());
-
-    // The dead attempt's files are exactly the orphans.
-    let dead: BTreeSet<PathBuf> = all_files(&dir).difference(&before).cloned().collect();
-    assert_attempt_files(point, &dead);
-    let orphans: BTreeSet<PathBuf> = orphan_files(&w.catalog).await.into_iter().collect();
+        .into_iter()
+        .map(|p| p.display().to_string())
+        .collect();
     assert_eq!(orphans, dead);
 
     // With the default safety age they are too young to delete.
@@ -133,6 +173,7 @@ async fn killed_at(point: &str, seed: u64) {
     let r = json(&out);
     assert_eq!(r["deleted"].as_array().map(Vec::len), Some(0));
     assert_eq!(path_set(&r["kept_too_young"]), dead);
+    killed.assert_unchanged(&state(&w).await);
 
     // A re-run converts the table, next to the dead attempt's files.
     let out = eqdv(&w, "convert", &[]);
@@ -142,15 +183,22 @@ async fn killed_at(point: &str, seed: u64) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(json(&out)["outcome"], "converted");
+    let r = json(&out);
+    assert_eq!(r["outcome"], "converted");
+    assert_eq!(
+        (r["commit_attempts"].as_u64(), r["conflicts"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    let converted = state(&w).await;
+    killed.assert_converted_once(&converted, &conversion);
     assert_converted(&w.catalog, &expected).await;
-    let live = all_files(&dir);
 
     // A dry run names exactly the dead files and deletes nothing.
     let out = eqdv(&w, "cleanup", &["--older-than", "0s", "--dry-run"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(path_set(&json(&out)["eligible"]), dead);
-    assert_eq!(all_files(&dir), live);
+    converted.assert_unchanged(&state(&w).await);
 
     // Cleanup removes exactly the dead attempt's files; the table still reads.
     let out = eqdv(&w, "cleanup", &["--older-than", "0s"]);
@@ -162,12 +210,13 @@ async fn killed_at(point: &str, seed: u64) {
     );
     let r = json(&out);
     assert_eq!(path_set(&r["deleted"]), dead);
+    let cleaned = state(&w).await;
+    converted.assert_only_removed(&cleaned, &dead);
     assert_no_orphans(&w.catalog).await;
-    let remaining: BTreeSet<PathBuf> = live.difference(&dead).cloned().collect();
-    assert_eq!(all_files(&dir), remaining, "a live file was deleted");
     assert_converted(&w.catalog, &expected).await;
     let out = eqdv(&w, "convert", &[]);
     assert_eq!(out.status.code(), Some(3), "nothing left to convert");
+    cleaned.assert_unchanged(&state(&w).await);
     eprintln!("{point}: {:?}", started.elapsed());
 }
 

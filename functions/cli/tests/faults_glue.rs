@@ -16,6 +16,9 @@
 #[path = "../../../shared/tests/support/services.rs"]
 mod services;
 
+#[path = "../../../shared/tests/support/state.rs"]
+mod state;
+
 mod common;
 mod kill;
 
@@ -29,6 +32,7 @@ use eqdv::cleanup::normalize_location;
 use eqdv::generate::{expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use state::{TableState, expected_conversion};
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn glue_catalog(test: &str) -> (GlueCatalog, String) {
@@ -70,17 +74,6 @@ fn path_set(value: &serde_json::Value) -> BTreeSet<String> {
 
 async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {
     LoadedTable::load(catalog, name).await.expect("load table")
-}
-
-/// Every object under the table's location on S3.
-async fn listing(catalog: &dyn Catalog, name: &TableName) -> BTreeSet<String> {
-    let t = load(catalog, name).await;
-    eqdv::cleanup::list_files(&t)
-        .await
-        .expect("list the table location")
-        .into_iter()
-        .map(|f| normalize_location(&f.path))
-        .collect()
 }
 
 async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
@@ -139,9 +132,17 @@ fn metadata_version(location: &str) -> u64 {
         .unwrap_or_else(|| panic!("not a versioned metadata file: {location}"))
 }
 
-/// What the dead attempt must have left at `point`, given the table's location and the
-/// metadata file the (unmoved) pointer names.
-fn assert_attempt_files(point: &str, dead: &BTreeSet<String>, location: &str, current: &str) {
+/// What the dead attempt must have left at `point` on top of `before`, given the
+/// table's location: after the Puffin write that one object in data/; before
+/// UpdateTable, the next metadata version and exactly what it references that `before`
+/// did not hold (its manifest list, the new and rewritten manifests, the Puffin file).
+async fn assert_attempt_files(
+    catalog: &dyn Catalog,
+    point: &str,
+    before: &TableState,
+    dead: &BTreeSet<String>,
+    location: &str,
+) {
     let location = normalize_location(location.trim_end_matches('/'));
     let data = format!("{location}/data/");
     let metadata = format!("{location}/metadata/");
@@ -155,33 +156,30 @@ fn assert_attempt_files(point: &str, dead: &BTreeSet<String>, location: &str, cu
     );
     let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
     let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
-    let metadata_json = count(&|n| n.starts_with(&metadata) && n.ends_with(".metadata.json"));
-    let lists = count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
-    let manifests = count(&|n| n.starts_with(&metadata) && n.ends_with(".avro")) - lists;
     match point {
         AFTER_PUFFIN => {
             assert_eq!((puffins, dead.len()), (1, 1), "{dead:#?}");
         }
         BEFORE_SWAP => {
-            assert_eq!((puffins, metadata_json, lists), (1, 1, 1), "{dead:#?}");
-            assert!(
-                manifests >= 2,
-                "new delete manifest + rewritten ones: {dead:#?}"
-            );
-            assert_eq!(
-                dead.len(),
-                puffins + metadata_json + lists + manifests,
-                "{dead:#?}"
-            );
-            let written = dead
+            let written: Vec<&String> = dead
                 .iter()
-                .find(|n| n.ends_with(".metadata.json"))
-                .expect("metadata.json");
+                .filter(|n| n.starts_with(&metadata) && n.ends_with(".metadata.json"))
+                .collect();
+            assert_eq!(written.len(), 1, "{dead:#?}");
             assert_eq!(
-                metadata_version(written),
-                metadata_version(current) + 1,
-                "the dead attempt's metadata.json is not the next version: {written}"
+                metadata_version(written[0]),
+                metadata_version(&before.pointer.metadata_location) + 1,
+                "the dead attempt's metadata.json is not the next version: {}",
+                written[0]
             );
+            let referenced = before.written_by(catalog, written[0]).await;
+            assert_eq!(
+                &referenced, dead,
+                "not exactly what the dead metadata references"
+            );
+            let lists =
+                count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
+            assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
         }
         _ => unreachable!(),
     }
@@ -197,44 +195,30 @@ async fn killed_at(point: &str, test: &str, seed: u64) {
     let expected = expected_rows(&report.state).unwrap();
     let location = load(&catalog, &name).await.location().to_string();
     assert!(location.starts_with("s3://"), "{location}");
-    let pointer = catalog.load_pointer(&name).await.unwrap();
-    assert!(pointer.version.is_some(), "Glue returned no VersionId");
-    let before = listing(&catalog, &name).await;
+    let before = TableState::read(&catalog, &name).await;
     assert!(
-        !head_files(&catalog, &name)
-            .await
-            .equality_deletes
-            .is_empty()
+        before.pointer.version.is_some(),
+        "Glue returned no VersionId"
     );
+    assert!(before.rows == expected, "generated rows");
+    assert!(!before.equality_deletes.is_empty());
+    assert!(before.orphans.is_empty(), "{:#?}", before.orphans);
+    let conversion = expected_conversion(&catalog, &name, &expected).await;
     eprintln!("{point}: generated in {:?}", started.elapsed());
 
     convert_killed_at(&name, point);
 
-    // Glue's pointer did not move (read through a new client), the rows are unchanged.
+    // Glue's pointer and VersionId did not move (read through a new client), the table
+    // is as generated, and the only new objects are the dead attempt's, orphans all.
     let fresh = connect(None).await;
-    let after_kill = fresh.load_pointer(&name).await.unwrap();
-    assert_eq!(
-        after_kill, pointer,
-        "the Glue pointer or VersionId moved after a kill at {point}"
-    );
-    assert_rows(
-        &fresh,
-        &name,
-        &expected,
-        &format!("after a kill at {point}"),
-    )
-    .await;
-    assert!(!head_files(&fresh, &name).await.equality_deletes.is_empty());
-
-    // The dead attempt's objects: what the kill left on S3 and nothing else.
-    let killed = listing(&fresh, &name).await;
-    assert!(
-        before.is_subset(&killed),
-        "a kill deleted objects: {:#?}",
-        before.difference(&killed).collect::<Vec<_>>()
-    );
-    let dead: BTreeSet<String> = killed.difference(&before).cloned().collect();
-    assert_attempt_files(point, &dead, &location, &pointer.metadata_location);
+    let killed = TableState::read(&fresh, &name).await;
+    let dead: BTreeSet<String> = killed
+        .objects
+        .difference(&before.objects)
+        .cloned()
+        .collect();
+    assert_attempt_files(&fresh, point, &before, &dead, &location).await;
+    before.assert_failed(&killed, &dead);
     eprintln!("{point}: the dead attempt left {dead:#?}");
 
     // With the default safety age they are too young to delete.
@@ -243,35 +227,39 @@ async fn killed_at(point: &str, test: &str, seed: u64) {
     let r = json(&out);
     assert_eq!(path_set(&r["deleted"]), BTreeSet::new());
     assert_eq!(path_set(&r["kept_too_young"]), dead);
-    assert_eq!(listing(&fresh, &name).await, killed);
+    killed.assert_unchanged(&TableState::read(&fresh, &name).await);
 
     // A re-run converts the table, next to the dead attempt's objects.
     let out = eqdv(&name, "convert", &[]);
     assert_exit(&out, 0, "re-run of convert");
     let r = json(&out);
     assert_eq!(r["outcome"], "converted");
-    let converted = fresh.load_pointer(&name).await.unwrap();
-    assert_ne!(converted.metadata_location, pointer.metadata_location);
+    assert_eq!(
+        (r["commit_attempts"].as_u64(), r["conflicts"].as_u64()),
+        (Some(1), Some(0)),
+        "{r}"
+    );
+    let converted = TableState::read(&fresh, &name).await;
+    killed.assert_converted_once(&converted, &conversion);
     assert_ne!(
-        converted.version, pointer.version,
+        converted.pointer.version, before.pointer.version,
         "Glue VersionId not bumped"
     );
-    assert_converted(&fresh, &name, &expected).await;
-    let live = listing(&fresh, &name).await;
-    assert!(killed.is_subset(&live), "the re-run deleted objects");
-    let added: BTreeSet<String> = live.difference(&killed).cloned().collect();
     let puffin = normalize_location(r["puffin_file"].as_str().expect("puffin_file"));
-    assert!(added.contains(&puffin), "{puffin} not among {added:#?}");
     assert!(
-        added.contains(&normalize_location(&converted.metadata_location)),
-        "the new metadata.json is not among {added:#?}"
+        converted
+            .dvs
+            .values()
+            .all(|dv| normalize_location(&dv.puffin) == puffin),
+        "the DVs are not in {puffin}"
     );
+    assert_converted(&fresh, &name, &expected).await;
 
     // A dry run names exactly the dead objects and deletes nothing.
     let out = eqdv(&name, "cleanup", &["--older-than", "0s", "--dry-run"]);
     assert_exit(&out, 0, "cleanup dry run");
     assert_eq!(path_set(&json(&out)["eligible"]), dead);
-    assert_eq!(listing(&fresh, &name).await, live);
+    converted.assert_unchanged(&TableState::read(&fresh, &name).await);
 
     // Cleanup deletes exactly the dead attempt's objects; the table still reads.
     let out = eqdv(&name, "cleanup", &["--older-than", "0s"]);
@@ -289,16 +277,12 @@ async fn killed_at(point: &str, test: &str, seed: u64) {
         r["delete_failures"]
     );
     assert_eq!(path_set(&r["kept_too_young"]), BTreeSet::new());
-    let remaining: BTreeSet<String> = before.union(&added).cloned().collect();
-    assert_eq!(
-        listing(&fresh, &name).await,
-        remaining,
-        "the final listing is not the generated table plus the conversion"
-    );
-    assert_eq!(fresh.load_pointer(&name).await.unwrap(), converted);
+    let cleaned = TableState::read(&fresh, &name).await;
+    converted.assert_only_removed(&cleaned, &dead);
     assert_converted(&fresh, &name, &expected).await;
     let out = eqdv(&name, "convert", &[]);
     assert_exit(&out, 3, "nothing left to convert");
+    cleaned.assert_unchanged(&TableState::read(&fresh, &name).await);
     eprintln!("{point}: {:?}", started.elapsed());
 }
 
@@ -323,7 +307,8 @@ async fn persistent_s3_failure_prints_one_short_line() {
     generate(&catalog, &name, &services::glue_spec(68))
         .await
         .expect("generate on Glue/S3");
-    let metadata = catalog.load_pointer(&name).await.unwrap().metadata_location;
+    let before = TableState::read(&catalog, &name).await;
+    let metadata = before.pointer.metadata_location.clone();
     let s3 = always_503();
     let args = [
         "convert",
@@ -368,6 +353,8 @@ async fn persistent_s3_failure_prints_one_short_line() {
         detail.len() > line.len() && detail.contains("503"),
         "{detail}"
     );
+    // No request reached S3 or moved Glue's pointer.
+    before.assert_unchanged(&TableState::read(&catalog, &name).await);
 }
 
 /// An S3 endpoint that answers every request with 503 SlowDown.

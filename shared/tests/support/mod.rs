@@ -12,6 +12,8 @@ use iceberg::spec::{ManifestList, TableMetadata};
 
 pub mod before_swap;
 pub mod manifests;
+pub mod race;
+pub mod state;
 
 pub struct Warehouse {
     pub dir: tempfile::TempDir,
