@@ -1,0 +1,444 @@
+//! The generic Avro side of the decoder: the object container (header, sync markers,
+//! blocks), the binary encoding (zig-zag varints, strings, arrays, maps, unions) and
+//! the writer's schema, which drives decoding and skipping of values.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::codec::Codec;
+use super::{DecodeError, Decoded, declined};
+
+// ---------------------------------------------------------------------------------------
+// The container: header and blocks (the codec is in `codec.rs`).
+
+const MAGIC: &[u8; 4] = b"Obj\x01";
+const SYNC_LEN: usize = 16;
+
+pub(super) struct Container<'a> {
+    pub(super) metadata: HashMap<String, Vec<u8>>,
+    pub(super) codec: Codec,
+    sync: &'a [u8],
+    body: &'a [u8],
+}
+
+pub(super) struct Block<'a> {
+    pub(super) count: usize,
+    pub(super) data: &'a [u8],
+}
+
+impl<'a> Container<'a> {
+    pub(super) fn parse(bytes: &'a [u8]) -> Decoded<Self> {
+        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+            return declined("not an Avro object container file");
+        }
+        let mut cursor = Cursor::new(&bytes[MAGIC.len()..]);
+        let mut metadata = HashMap::new();
+        loop {
+            let count = cursor.block_count()?;
+            if count == 0 {
+                break;
+            }
+            for _ in 0..count {
+                let key = cursor.string()?.to_string();
+                let value = cursor.bytes()?.to_vec();
+                metadata.insert(key, value);
+            }
+        }
+        let sync = cursor.take(SYNC_LEN)?;
+        let codec = Codec::from_name(
+            metadata
+                .get("avro.codec")
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .as_deref()
+                .unwrap_or("null"),
+        )?;
+        Ok(Self {
+            metadata,
+            codec,
+            sync,
+            body: cursor.rest(),
+        })
+    }
+
+    pub(super) fn writer_schema(&self) -> Decoded<AvroType> {
+        let json = self
+            .metadata
+            .get("avro.schema")
+            .ok_or_else(|| DecodeError("no avro.schema".into()))?;
+        let json: serde_json::Value = serde_json::from_slice(json)
+            .map_err(|e| DecodeError(format!("avro.schema is not JSON: {e}")))?;
+        AvroType::parse(&json, &mut HashMap::new())
+    }
+
+    pub(super) fn blocks(&self) -> impl Iterator<Item = Decoded<Block<'a>>> + '_ {
+        let mut cursor = Cursor::new(self.body);
+        std::iter::from_fn(move || {
+            if cursor.is_empty() {
+                return None;
+            }
+            Some((|| {
+                let count = usize::try_from(cursor.long()?)
+                    .map_err(|_| DecodeError("negative block count".into()))?;
+                let size = usize::try_from(cursor.long()?)
+                    .map_err(|_| DecodeError("negative block size".into()))?;
+                let data = cursor.take(size)?;
+                if cursor.take(SYNC_LEN)? != self.sync {
+                    return declined("block sync marker mismatch");
+                }
+                Ok(Block { count, data })
+            })())
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Avro binary encoding.
+
+pub(super) struct Cursor<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Self {
+        Self { data }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.data
+    }
+
+    pub(super) fn take(&mut self, n: usize) -> Decoded<&'a [u8]> {
+        if n > self.data.len() {
+            return declined("truncated Avro data");
+        }
+        let (head, tail) = self.data.split_at(n);
+        self.data = tail;
+        Ok(head)
+    }
+
+    /// A zig-zag varint (Avro's int and long).
+    pub(super) fn long(&mut self) -> Decoded<i64> {
+        let mut value: u64 = 0;
+        let mut shift = 0;
+        loop {
+            let Some((&byte, tail)) = self.data.split_first() else {
+                return declined("truncated varint");
+            };
+            self.data = tail;
+            if shift >= 64 {
+                return declined("varint longer than 64 bits");
+            }
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        Ok(((value >> 1) as i64) ^ -((value & 1) as i64))
+    }
+
+    pub(super) fn int(&mut self) -> Decoded<i32> {
+        i32::try_from(self.long()?).map_err(|_| DecodeError("int out of range".into()))
+    }
+
+    fn len(&mut self) -> Decoded<usize> {
+        usize::try_from(self.long()?).map_err(|_| DecodeError("negative length".into()))
+    }
+
+    pub(super) fn bytes(&mut self) -> Decoded<&'a [u8]> {
+        let n = self.len()?;
+        self.take(n)
+    }
+
+    pub(super) fn string(&mut self) -> Decoded<&'a str> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| DecodeError("string is not UTF-8".into()))
+    }
+
+    /// The item count of an array or map block (a negative count is followed by the
+    /// block's size in bytes, which a reader may use to skip it).
+    fn block_count(&mut self) -> Decoded<usize> {
+        let count = self.long()?;
+        if count < 0 {
+            self.long()?;
+        }
+        usize::try_from(count.unsigned_abs()).map_err(|_| DecodeError("block count".into()))
+    }
+}
+
+/// A writer schema, as far as decoding needs it (logical types do not change the
+/// encoding).
+#[derive(Clone, Debug)]
+pub(super) enum AvroType {
+    Null,
+    Boolean,
+    Int,
+    Long,
+    Float,
+    Double,
+    Bytes,
+    String,
+    Fixed(usize),
+    Enum,
+    Array(Box<AvroType>),
+    Map(Box<AvroType>),
+    Union(Vec<AvroType>),
+    Record(Arc<Vec<(String, AvroType)>>),
+}
+
+impl AvroType {
+    fn parse(json: &serde_json::Value, named: &mut HashMap<String, AvroType>) -> Decoded<Self> {
+        use serde_json::Value;
+        match json {
+            Value::String(name) => Self::primitive(name)
+                .or_else(|| named.get(name).cloned())
+                .ok_or_else(|| DecodeError(format!("unknown Avro type {name}"))),
+            Value::Array(variants) => Ok(Self::Union(
+                variants
+                    .iter()
+                    .map(|v| Self::parse(v, named))
+                    .collect::<Decoded<_>>()?,
+            )),
+            Value::Object(object) => {
+                let Some(kind) = object.get("type") else {
+                    return declined("Avro schema object without a type");
+                };
+                let parsed = match kind.as_str() {
+                    Some("record") | Some("error") => {
+                        let fields = object
+                            .get("fields")
+                            .and_then(Value::as_array)
+                            .ok_or_else(|| DecodeError("record without fields".into()))?;
+                        let mut parsed = Vec::with_capacity(fields.len());
+                        for field in fields {
+                            let name = field
+                                .get("name")
+                                .and_then(Value::as_str)
+                                .ok_or_else(|| DecodeError("field without a name".into()))?;
+                            let ty = field
+                                .get("type")
+                                .ok_or_else(|| DecodeError(format!("field {name} without type")))?;
+                            parsed.push((name.to_string(), Self::parse(ty, named)?));
+                        }
+                        Self::Record(Arc::new(parsed))
+                    }
+                    Some("enum") => Self::Enum,
+                    Some("array") => Self::Array(Box::new(Self::parse(
+                        object
+                            .get("items")
+                            .ok_or_else(|| DecodeError("array without items".into()))?,
+                        named,
+                    )?)),
+                    Some("map") => Self::Map(Box::new(Self::parse(
+                        object
+                            .get("values")
+                            .ok_or_else(|| DecodeError("map without values".into()))?,
+                        named,
+                    )?)),
+                    Some("fixed") => Self::Fixed(
+                        object
+                            .get("size")
+                            .and_then(Value::as_u64)
+                            .and_then(|s| usize::try_from(s).ok())
+                            .ok_or_else(|| DecodeError("fixed without size".into()))?,
+                    ),
+                    // A primitive with attributes (e.g. a logical type), or a nested form.
+                    _ => Self::parse(kind, named)?,
+                };
+                if let Some(name) = object.get("name").and_then(Value::as_str) {
+                    named.insert(name.to_string(), parsed.clone());
+                    if let Some(ns) = object.get("namespace").and_then(Value::as_str) {
+                        named.insert(format!("{ns}.{name}"), parsed.clone());
+                    }
+                }
+                Ok(parsed)
+            }
+            _ => declined("unexpected Avro schema JSON"),
+        }
+    }
+
+    fn primitive(name: &str) -> Option<Self> {
+        Some(match name {
+            "null" => Self::Null,
+            "boolean" => Self::Boolean,
+            "int" => Self::Int,
+            "long" => Self::Long,
+            "float" => Self::Float,
+            "double" => Self::Double,
+            "bytes" => Self::Bytes,
+            "string" => Self::String,
+            _ => return None,
+        })
+    }
+
+    pub(super) fn skip(&self, cursor: &mut Cursor<'_>) -> Decoded<()> {
+        match self {
+            Self::Null => {}
+            Self::Boolean => {
+                cursor.take(1)?;
+            }
+            Self::Int | Self::Long | Self::Enum => {
+                cursor.long()?;
+            }
+            Self::Float => {
+                cursor.take(4)?;
+            }
+            Self::Double => {
+                cursor.take(8)?;
+            }
+            Self::Bytes | Self::String => {
+                cursor.bytes()?;
+            }
+            Self::Fixed(n) => {
+                cursor.take(*n)?;
+            }
+            Self::Array(items) => loop {
+                let n = cursor.block_count()?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    items.skip(cursor)?;
+                }
+            },
+            Self::Map(values) => loop {
+                let n = cursor.block_count()?;
+                if n == 0 {
+                    break;
+                }
+                for _ in 0..n {
+                    cursor.bytes()?;
+                    values.skip(cursor)?;
+                }
+            },
+            Self::Union(variants) => variant(variants, cursor)?.skip(cursor)?,
+            Self::Record(fields) => {
+                for (_, ty) in fields.iter() {
+                    ty.skip(cursor)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn variant<'t>(variants: &'t [AvroType], cursor: &mut Cursor<'_>) -> Decoded<&'t AvroType> {
+    let index = cursor.long()?;
+    usize::try_from(index)
+        .ok()
+        .and_then(|i| variants.get(i))
+        .ok_or_else(|| DecodeError(format!("union branch {index} out of range")))
+}
+
+/// Reads a value that may be wrapped in a `["null", T]` union: `None` for null.
+pub(super) fn optional<'t, T>(
+    ty: &'t AvroType,
+    cursor: &mut Cursor<'_>,
+    read: impl FnOnce(&'t AvroType, &mut Cursor<'_>) -> Decoded<T>,
+) -> Decoded<Option<T>> {
+    let ty = match ty {
+        AvroType::Union(variants) => variant(variants, cursor)?,
+        other => other,
+    };
+    match ty {
+        AvroType::Null => Ok(None),
+        AvroType::Union(_) => declined("nested union"),
+        other => read(other, cursor).map(Some),
+    }
+}
+
+pub(super) fn required<'t, T>(
+    what: &str,
+    ty: &'t AvroType,
+    cursor: &mut Cursor<'_>,
+    read: impl FnOnce(&'t AvroType, &mut Cursor<'_>) -> Decoded<T>,
+) -> Decoded<T> {
+    optional(ty, cursor, read)?.ok_or_else(|| DecodeError(format!("{what} is null")))
+}
+
+pub(super) fn read_long(ty: &AvroType, cursor: &mut Cursor<'_>) -> Decoded<i64> {
+    match ty {
+        AvroType::Int | AvroType::Long => cursor.long(),
+        other => declined(format!("expected a long, found {other:?}")),
+    }
+}
+
+pub(super) fn read_int(ty: &AvroType, cursor: &mut Cursor<'_>) -> Decoded<i32> {
+    match ty {
+        AvroType::Int => cursor.int(),
+        other => declined(format!("expected an int, found {other:?}")),
+    }
+}
+
+pub(super) fn read_string(ty: &AvroType, cursor: &mut Cursor<'_>) -> Decoded<String> {
+    match ty {
+        AvroType::String => cursor.string().map(str::to_string),
+        other => declined(format!("expected a string, found {other:?}")),
+    }
+}
+
+pub(super) fn read_bytes(ty: &AvroType, cursor: &mut Cursor<'_>) -> Decoded<Vec<u8>> {
+    match ty {
+        AvroType::Bytes => cursor.bytes().map(<[u8]>::to_vec),
+        AvroType::Fixed(n) => cursor.take(*n).map(<[u8]>::to_vec),
+        other => declined(format!("expected bytes, found {other:?}")),
+    }
+}
+
+/// Reads every item of an array.
+fn read_array<'t>(
+    ty: &'t AvroType,
+    cursor: &mut Cursor<'_>,
+    mut item: impl FnMut(&'t AvroType, &mut Cursor<'_>) -> Decoded<()>,
+) -> Decoded<()> {
+    let AvroType::Array(items) = ty else {
+        return declined(format!("expected an array, found {ty:?}"));
+    };
+    loop {
+        let n = cursor.block_count()?;
+        if n == 0 {
+            return Ok(());
+        }
+        for _ in 0..n {
+            item(items, cursor)?;
+        }
+    }
+}
+
+/// Reads every item of an array into a `Vec`.
+pub(super) fn read_list<T>(
+    ty: &AvroType,
+    cursor: &mut Cursor<'_>,
+    mut item: impl FnMut(&AvroType, &mut Cursor<'_>) -> Decoded<T>,
+) -> Decoded<Vec<T>> {
+    let mut out = Vec::new();
+    read_array(ty, cursor, |ty, c| {
+        out.push(item(ty, c)?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Reads Iceberg's int-keyed map, stored as an array of `{key, value}` records.
+pub(super) fn read_int_map<V>(
+    ty: &AvroType,
+    cursor: &mut Cursor<'_>,
+    mut value: impl FnMut(&AvroType, &mut Cursor<'_>) -> Decoded<V>,
+) -> Decoded<Vec<(i32, V)>> {
+    read_list(ty, cursor, |item, cursor| {
+        let AvroType::Record(fields) = item else {
+            return declined("int map item is not a record");
+        };
+        let [(k_name, k_ty), (v_name, v_ty)] = fields.as_slice() else {
+            return declined("int map item does not have two fields");
+        };
+        if k_name != "key" || v_name != "value" {
+            return declined("int map item fields are not key, value");
+        }
+        let key = read_int(k_ty, cursor)?;
+        Ok((key, required("map value", v_ty, cursor, &mut value)?))
+    })
+}
