@@ -9,15 +9,15 @@ use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Operation}
 
 use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
-use super::{
-    CONVERTED_FROM_PROPERTY, ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy,
-    SHARD_PROPERTY, SOURCE_PROPERTY, ms_since,
-};
+use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{DvBlobInput, write_dv_puffin};
 use crate::resolve::resolve;
-use crate::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
+use crate::snapshot::{
+    AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
+    build_snapshot,
+};
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 

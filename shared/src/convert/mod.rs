@@ -28,12 +28,9 @@ use crate::resolve::{ResolveMetrics, ResolveOptions};
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
-/// Summary property naming the snapshot a conversion was planned on.
-pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
-/// Summary property naming what ran the conversion (e.g. `eqdv-converter`, `eqdv-cli`).
-pub const SOURCE_PROPERTY: &str = "eqdv.source";
-/// Summary property naming the shard converted, when there was one.
-pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
+// The summary properties a conversion records live with the snapshot code; kept here too
+// for the callers that name them through `convert`.
+pub use crate::snapshot::{CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY};
 
 /// How to run a conversion.
 #[derive(Clone, Debug)]
