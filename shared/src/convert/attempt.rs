@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Operation};
+use iceberg::spec::Operation;
 
 use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
@@ -201,19 +201,7 @@ impl Attempt<'_> {
                     plan.data_file.file.partition(),
                     &spec.partition_type(schema)?,
                 );
-                let file = DataFileBuilder::default()
-                    .content(DataContentType::PositionDeletes)
-                    .file_path(written.location.clone())
-                    .file_format(DataFileFormat::Puffin)
-                    .partition(partition)
-                    .partition_spec_id(plan.data_file.spec_id)
-                    .record_count(dv.cardinality)
-                    .file_size_in_bytes(written.file_size_in_bytes)
-                    .referenced_data_file(Some(dv.referenced_data_file.clone()))
-                    .content_offset(Some(dv.content_offset))
-                    .content_size_in_bytes(Some(dv.content_size_in_bytes))
-                    .build()
-                    .map_err(|e| Error::InvalidInput(format!("building DV entry: {e}")))?;
+                let file = written.dv_entry(dv, plan.data_file.spec_id, partition)?;
                 added.push(AddedFile {
                     spec_id: plan.data_file.spec_id,
                     file,
