@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::catalog::{Catalog, TableName};
 use crate::events::{BackfillScope, Trigger};
 use crate::plan::{PlanOptions, Shard, plan};
+use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
 use crate::table::{LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -154,8 +155,11 @@ async fn plan_table(
     // A head eqdv wrote whose summary counts no equality deletes needs no manifest reads.
     if let Some(snapshot) = &head {
         let props = &snapshot.summary().additional_properties;
-        if props.contains_key(crate::convert::CONVERTED_FROM_PROPERTY)
-            && props.get("total-equality-deletes").map(String::as_str) == Some("0")
+        if props.contains_key(CONVERTED_FROM_PROPERTY)
+            && props
+                .get(TOTAL_EQUALITY_DELETES_PROPERTY)
+                .map(String::as_str)
+                == Some("0")
         {
             return Ok((
                 TableDecision::NothingToDo {

@@ -6,6 +6,7 @@
 //! [`PuffinWriter`], then reads the footer back and refuses to report offsets the footer
 //! does not confirm. It must never hand out an offset it has not checked, and
 //! [`validate_dv_entry`] makes the same checks a reader makes before any DV is trusted.
+//! [`WrittenPuffin::dv_entry`] builds the manifest entry from those checked numbers.
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
@@ -15,6 +16,7 @@ use iceberg::puffin::{
     Blob, BlobMetadata, CREATED_BY_PROPERTY, CompressionCodec, FileMetadata, PuffinReader,
     PuffinWriter,
 };
+use iceberg::spec::{DataContentType, DataFile, DataFileBuilder, DataFileFormat, Struct};
 use roaring::RoaringTreemap;
 
 use crate::dv::{DV_BLOB_TYPE, DvError, deserialize_dv, serialize_dv};
@@ -58,6 +60,31 @@ pub struct WrittenPuffin {
     pub location: String,
     pub file_size_in_bytes: u64,
     pub dvs: Vec<WrittenDv>,
+}
+
+impl WrittenPuffin {
+    /// The manifest entry of `dv`, one of this file's DVs, in `partition` of spec
+    /// `spec_id`: the entry points into this file at the offset and length written.
+    pub fn dv_entry(
+        &self,
+        dv: &WrittenDv,
+        spec_id: i32,
+        partition: Struct,
+    ) -> crate::Result<DataFile> {
+        DataFileBuilder::default()
+            .content(DataContentType::PositionDeletes)
+            .file_path(self.location.clone())
+            .file_format(DataFileFormat::Puffin)
+            .partition(partition)
+            .partition_spec_id(spec_id)
+            .record_count(dv.cardinality)
+            .file_size_in_bytes(self.file_size_in_bytes)
+            .referenced_data_file(Some(dv.referenced_data_file.clone()))
+            .content_offset(Some(dv.content_offset))
+            .content_size_in_bytes(Some(dv.content_size_in_bytes))
+            .build()
+            .map_err(|e| crate::Error::InvalidInput(format!("building DV entry: {e}")))
+    }
 }
 
 /// A DV manifest entry to check against the Puffin file it points into.

@@ -18,6 +18,15 @@ use crate::storage::new_metadata_file;
 use crate::table::{FileEntryKey, LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 
+/// Summary property naming the snapshot a conversion was planned on.
+pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
+/// Summary property naming what ran the conversion (e.g. `eqdv-converter`, `eqdv-cli`).
+pub const SOURCE_PROPERTY: &str = "eqdv.source";
+/// Summary property naming the shard converted, when there was one.
+pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
+/// Summary property counting the equality deletes live after a snapshot.
+pub const TOTAL_EQUALITY_DELETES_PROPERTY: &str = "total-equality-deletes";
+
 /// A file to add, with the partition spec it was written for.
 #[derive(Clone, Debug)]
 pub struct AddedFile {
@@ -394,7 +403,7 @@ fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, St
         ("total-data-files", total.data_files),
         ("total-delete-files", total.delete_files),
         ("total-position-deletes", total.position_deletes),
-        ("total-equality-deletes", total.equality_deletes),
+        (TOTAL_EQUALITY_DELETES_PROPERTY, total.equality_deletes),
     ] {
         s.insert(k.to_string(), v.to_string());
     }

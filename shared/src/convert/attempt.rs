@@ -1,0 +1,350 @@
+//! One conversion attempt on the current head: plan, resolve keys to positions, merge
+//! with what is already deleted, write the Puffin file and commit it, rebasing on a
+//! moved head while validation allows.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use iceberg::spec::Operation;
+
+use super::merge::{self, DvPlan};
+use super::validate::{AttemptFootprint, validate};
+use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
+use crate::catalog::{Catalog, TableName};
+use crate::plan::{DeleteGroup, Shard, group_equality_deletes};
+use crate::puffin::{DvBlobInput, write_dv_puffin};
+use crate::resolve::resolve;
+use crate::snapshot::{
+    AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
+    build_snapshot,
+};
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// How one attempt ended, short of an error.
+pub(super) enum AttemptEnd {
+    /// The report is final: nothing to do, a dry run, or a commit.
+    Done,
+    /// The head moved in a way that invalidates the attempt: plan again.
+    Replan,
+}
+
+/// What an attempt needs besides its own work.
+pub(super) struct Attempt<'a> {
+    pub catalog: &'a dyn Catalog,
+    pub name: &'a TableName,
+    pub options: &'a ConvertOptions,
+    pub started: Instant,
+}
+
+impl Attempt<'_> {
+    /// One attempt on the current head. `policy` is settled on the first attempt, from
+    /// the table's properties unless the options set it.
+    pub(super) async fn run(
+        &self,
+        policy: &mut Option<RetryPolicy>,
+        report: &mut ConvertReport,
+    ) -> Result<AttemptEnd> {
+        let (catalog, name, options, started) =
+            (self.catalog, self.name, self.options, self.started);
+        options.check_deadline(name, "planning")?;
+        let phase = Instant::now();
+        let table = LoadedTable::load(catalog, name).await?;
+        table.require_v3()?;
+        table.require_branch(&options.branch)?;
+        if let Some(shard) = &options.shard
+            && shard.branch != options.branch
+        {
+            return Err(Error::InvalidInput(format!(
+                "shard {} was planned on branch '{}', not '{}'",
+                shard.id, shard.branch, options.branch
+            )));
+        }
+        let policy = policy
+            .get_or_insert_with(|| {
+                let mut policy = RetryPolicy::from_properties(table.metadata.properties());
+                if let Some(retries) = options.commit_retries {
+                    policy.num_retries = retries;
+                }
+                policy
+            })
+            .clone();
+        let head = table.head(&options.branch)?;
+        let files = TableFiles::read(&table, head.as_ref()).await?;
+        let groups = select_groups(&table, &files, options.shard.as_ref())?;
+        report.base_snapshot_id = files.snapshot_id;
+        report.groups = groups.len();
+        report.phases = PhaseTimes {
+            read_table_ms: ms_since(phase),
+            ..Default::default()
+        };
+        if groups.is_empty() {
+            report.outcome = Outcome::NothingToDo;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            return Ok(AttemptEnd::Done);
+        }
+
+        options.check_deadline(name, "resolving keys to positions")?;
+        let phase = Instant::now();
+        let resolving = resolve(&table, &files, &groups, &options.resolve);
+        let resolved = match options.deadline {
+            // Dropping the scan cancels it (its tasks abort on drop).
+            Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
+                .await
+                .map_err(|_| options.deadline_error(name, "resolving keys to positions"))??,
+            None => resolving.await?,
+        };
+        report.resolve = resolved.metrics.clone();
+        let (dv_plans, removed_position_deletes) =
+            merge::with_existing_deletes(&table, &files, resolved.positions).await?;
+        report.phases.resolve_ms = ms_since(phase);
+
+        let mut removed: Vec<LiveFile> = groups
+            .iter()
+            .flat_map(|g| g.delete_files.iter().cloned())
+            .collect();
+        removed.extend(dv_plans.iter().filter_map(|p| p.replaced.clone()));
+        removed.extend(removed_position_deletes.iter().cloned());
+
+        report.equality_delete_files_removed = groups.iter().map(|g| g.delete_files.len()).sum();
+        report.equality_deletes_removed = groups.iter().map(DeleteGroup::delete_rows).sum();
+        report.dvs_written = dv_plans.len();
+        report.dvs_replaced = dv_plans.iter().filter(|p| p.replaced.is_some()).count();
+        report.position_delete_files_removed = removed_position_deletes.len();
+        report.positions_added = dv_plans.iter().map(|p| p.added).sum();
+        if options.dry_run {
+            report.outcome = Outcome::DryRun;
+            report.duration_ms = started.elapsed().as_millis() as u64;
+            return Ok(AttemptEnd::Done);
+        }
+
+        // From the first file written on, every error but an unknown commit outcome
+        // removes what this attempt wrote.
+        let file_io = table.file_io.clone();
+        let phase = Instant::now();
+        let mut attempt_files: Vec<String> = Vec::new();
+        let result = self
+            .write_and_commit(
+                &policy,
+                table,
+                files,
+                groups,
+                dv_plans,
+                removed,
+                report,
+                &mut attempt_files,
+            )
+            .await;
+        report.phases.write_commit_ms = ms_since(phase);
+        match result {
+            Ok(AttemptEnd::Done) => Ok(AttemptEnd::Done),
+            Ok(AttemptEnd::Replan) => {
+                crate::storage::delete_files(&file_io, &attempt_files).await;
+                report.forget_attempt();
+                Ok(AttemptEnd::Replan)
+            }
+            // The swap may have landed: keep every file; cleanup decides later.
+            Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
+            Err(e) => {
+                crate::storage::delete_files(&file_io, &attempt_files).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the DVs and commits them, rebasing on a moved head while validation allows.
+    /// Every file written is recorded in `attempt_files` (manifests and metadata of
+    /// failed swaps are removed here already).
+    #[allow(clippy::too_many_arguments)]
+    async fn write_and_commit(
+        &self,
+        policy: &RetryPolicy,
+        table: LoadedTable,
+        files: TableFiles,
+        groups: Vec<DeleteGroup>,
+        dv_plans: Vec<DvPlan>,
+        removed: Vec<LiveFile>,
+        report: &mut ConvertReport,
+        attempt_files: &mut Vec<String>,
+    ) -> Result<AttemptEnd> {
+        let (catalog, name, options, started) =
+            (self.catalog, self.name, self.options, self.started);
+        // Write every DV into one Puffin file next to the data.
+        options.check_deadline(name, "writing deletion vectors")?;
+        let mut added = Vec::new();
+        if !dv_plans.is_empty() {
+            let location =
+                crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
+            attempt_files.push(location.clone());
+            let inputs: Vec<DvBlobInput> = dv_plans
+                .iter()
+                .map(|p| DvBlobInput {
+                    referenced_data_file: p.data_file.path().to_string(),
+                    positions: p.positions.clone(),
+                })
+                .collect();
+            let written = write_dv_puffin(&table.file_io, &location, &inputs).await?;
+            let schema = table.metadata.current_schema();
+            for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
+                // The DV sits in its data file's partition, in the partition types the new
+                // manifest is written with (the current schema's: a data file written
+                // before a promotion carries the old types).
+                let spec_id = plan.data_file.spec_id;
+                let spec = table
+                    .metadata
+                    .partition_spec_by_id(spec_id)
+                    .ok_or_else(|| Error::UnsupportedTable {
+                        table: table.name.to_string(),
+                        message: format!("partition spec {spec_id} does not exist"),
+                    })?;
+                let partition = crate::plan::partition_as_type(
+                    plan.data_file.file.partition(),
+                    &spec.partition_type(schema)?,
+                );
+                let file = written.dv_entry(dv, plan.data_file.spec_id, partition)?;
+                added.push(AddedFile {
+                    spec_id: plan.data_file.spec_id,
+                    file,
+                });
+            }
+            report.puffin_file = Some(written.location);
+            crate::test_hooks::pause_point(crate::test_hooks::AFTER_PUFFIN).await;
+        }
+
+        let footprint = AttemptFootprint {
+            groups: groups.clone(),
+            dv_targets: dv_plans
+                .iter()
+                .map(|p| p.data_file.path().to_string())
+                .collect(),
+            removed: removed.clone(),
+        };
+        let base_snapshot_id = files.snapshot_id;
+        let mut changes = SnapshotChanges::new(Operation::Delete);
+        changes.added_delete_files = added;
+        changes.removed_files = removed;
+        if let Some(id) = base_snapshot_id {
+            changes
+                .extra_summary
+                .insert(CONVERTED_FROM_PROPERTY.into(), id.to_string());
+        }
+        changes
+            .extra_summary
+            .insert(SOURCE_PROPERTY.into(), options.source.clone());
+        if let Some(shard) = &options.shard {
+            changes
+                .extra_summary
+                .insert(SHARD_PROPERTY.into(), shard.id.clone());
+        }
+
+        // Commit loop: rebase on a moved head while validation allows it.
+        let mut table = table;
+        let mut files = files;
+        loop {
+            options.check_deadline(name, "committing")?;
+            report.commit_attempts += 1;
+            let prepared = build_snapshot(&table, &options.branch, &files, &changes).await?;
+            // publish read the pointer back after a failed swap: any error but
+            // CommitStateUnknown means this commit is not in the table, so the deletes
+            // below (and the caller's) cannot remove a file the table references.
+            match crate::commit::publish(catalog, &table, &prepared).await {
+                Ok(published) => {
+                    report.outcome = Outcome::Converted;
+                    report.new_snapshot_id = Some(prepared.snapshot_id);
+                    report.metadata_location = Some(published.metadata_location);
+                    report.base_snapshot_id = files.snapshot_id;
+                    report.duration_ms = started.elapsed().as_millis() as u64;
+                    tracing::info!(
+                        table = %name,
+                        base_snapshot_id = ?files.snapshot_id,
+                        new_snapshot_id = prepared.snapshot_id,
+                        dvs = report.dvs_written,
+                        equality_delete_files = report.equality_delete_files_removed,
+                        "converted"
+                    );
+                    return Ok(AttemptEnd::Done);
+                }
+                Err(Error::CommitConflict { message, .. }) => {
+                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    report.conflicts += 1;
+                    if report.commit_attempts > policy.num_retries
+                        || started.elapsed() > policy.total_timeout
+                    {
+                        return Err(Error::RetriesExhausted {
+                            table: name.to_string(),
+                            attempts: report.commit_attempts,
+                            last: message,
+                        });
+                    }
+                    let wait = policy.backoff(report.commit_attempts);
+                    if options
+                        .deadline
+                        .is_some_and(|deadline| Instant::now() + wait >= deadline)
+                    {
+                        return Err(options.deadline_error(name, "retrying a conflicting commit"));
+                    }
+                    tokio::time::sleep(wait).await;
+                    let reloaded = LoadedTable::load(catalog, name).await?;
+                    let head = reloaded.head(&options.branch)?;
+                    let new_files = TableFiles::read(&reloaded, head.as_ref()).await?;
+                    match validate(&files, &new_files, &footprint) {
+                        Ok(refreshed_removed) => {
+                            tracing::info!(table = %name, "head moved; rebasing the conversion");
+                            report.rebases += 1;
+                            changes.removed_files = refreshed_removed;
+                            table = reloaded;
+                            files = new_files;
+                        }
+                        Err(reason) => {
+                            tracing::info!(table = %name, %reason, "head moved; planning again");
+                            report.replans += 1;
+                            return Ok(AttemptEnd::Replan);
+                        }
+                    }
+                }
+                // The swap may have landed: keep every file; cleanup decides later.
+                Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
+                Err(e) => {
+                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// The groups to convert: all, or only the delete files the shard names that are still live.
+fn select_groups(
+    table: &LoadedTable,
+    files: &TableFiles,
+    shard: Option<&Shard>,
+) -> Result<Vec<DeleteGroup>> {
+    let groups = group_equality_deletes(table, files)?;
+    let Some(shard) = shard else {
+        return Ok(groups);
+    };
+    if shard.table != table.name {
+        return Err(Error::InvalidInput(format!(
+            "shard {} is for table {}, not {}",
+            shard.id, shard.table, table.name
+        )));
+    }
+    let wanted: HashSet<&str> = shard.delete_files().collect();
+    Ok(groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.delete_files.retain(|f| wanted.contains(f.path()));
+            if g.delete_files.is_empty() {
+                None
+            } else {
+                g.max_sequence_number = g
+                    .delete_files
+                    .iter()
+                    .map(|f| f.data_sequence_number)
+                    .max()
+                    .unwrap_or(i64::MIN);
+                Some(g)
+            }
+        })
+        .collect())
+}

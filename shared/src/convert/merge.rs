@@ -1,0 +1,151 @@
+//! Merging a resolution's new positions with what is already deleted: each data file's
+//! existing DV and the v2 position deletes that apply to it, so one DV per data file
+//! carries every deleted position.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use roaring::RoaringTreemap;
+
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// The DV to write for one data file.
+pub(super) struct DvPlan {
+    pub data_file: LiveFile,
+    pub positions: RoaringTreemap,
+    /// Positions no older DV or position delete had deleted.
+    pub added: u64,
+    pub replaced: Option<LiveFile>,
+}
+
+/// The DVs to write for `new_positions` (merged with what is already deleted), and the
+/// v2 position delete files they make redundant.
+pub(super) async fn with_existing_deletes(
+    table: &LoadedTable,
+    files: &TableFiles,
+    new_positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<(Vec<DvPlan>, Vec<LiveFile>)> {
+    // Each v2 position delete file that may reference a file we write a DV for is
+    // read once, for merging and for removal; the others (other partitions, other
+    // shards' files) are not this attempt's business.
+    let scoped_position_deletes: Vec<LiveFile> = if new_positions.is_empty() {
+        Vec::new()
+    } else {
+        crate::position_deletes::may_reference_any(&files.position_deletes, &new_positions)
+    };
+    let position_deletes = if scoped_position_deletes.is_empty() {
+        Vec::new()
+    } else {
+        crate::position_deletes::read_each(table, &scoped_position_deletes).await?
+    };
+    let dv_plans = merge_with_existing(
+        table,
+        files,
+        (&scoped_position_deletes, &position_deletes),
+        new_positions,
+    )
+    .await?;
+    let removed_position_deletes = covered_position_deletes(
+        files,
+        &scoped_position_deletes,
+        &position_deletes,
+        &dv_plans,
+    );
+    Ok((dv_plans, removed_position_deletes))
+}
+
+/// Unions new positions with each file's existing DV and applicable v2 position deletes.
+/// Files whose positions were all deleted already need no new DV.
+async fn merge_with_existing(
+    table: &LoadedTable,
+    files: &TableFiles,
+    (position_delete_files, position_deletes): (
+        &[LiveFile],
+        &[crate::position_deletes::FilePositions],
+    ),
+    new_positions: BTreeMap<String, RoaringTreemap>,
+) -> Result<Vec<DvPlan>> {
+    let data_by_path: HashMap<&str, &LiveFile> =
+        files.data_files.iter().map(|f| (f.path(), f)).collect();
+    let position_deletes =
+        crate::position_deletes::by_data_file(position_delete_files, position_deletes);
+    let mut plans = Vec::new();
+    for (path, positions) in new_positions {
+        let Some(data) = data_by_path.get(path.as_str()) else {
+            continue;
+        };
+        let mut merged = positions;
+        let mut before = RoaringTreemap::new();
+        let replaced = files.dvs.get(&path).cloned();
+        if let Some(dv) = &replaced
+            && dv.data_sequence_number >= data.data_sequence_number
+        {
+            let (Some(offset), Some(size)) =
+                (dv.file.content_offset(), dv.file.content_size_in_bytes())
+            else {
+                return Err(Error::file(
+                    dv.path(),
+                    "deletion vector entry lacks content_offset/content_size_in_bytes",
+                    "invalid manifest entry",
+                ));
+            };
+            let existing = crate::puffin::validate_dv_entry(
+                &table.file_io,
+                &crate::puffin::DvEntryCheck {
+                    puffin_location: dv.path(),
+                    referenced_data_file: &path,
+                    content_offset: offset,
+                    content_size_in_bytes: size,
+                    record_count: dv.file.record_count(),
+                    file_size_in_bytes: dv.file.file_size_in_bytes(),
+                },
+            )
+            .await?;
+            before |= existing;
+        }
+        if let Some(entries) = position_deletes.get(&path) {
+            for (seq, positions) in entries {
+                if data.data_sequence_number <= *seq {
+                    before |= positions;
+                }
+            }
+        }
+        let added = &merged - &before;
+        if added.is_empty() {
+            continue;
+        }
+        merged |= before;
+        plans.push(DvPlan {
+            data_file: (*data).clone(),
+            positions: merged,
+            added: added.len(),
+            replaced,
+        });
+    }
+    Ok(plans)
+}
+
+/// v2 position delete files that every live data file they reference now has a new DV for.
+/// `position_deletes` is what [`crate::position_deletes::read_each`] read from them.
+fn covered_position_deletes(
+    files: &TableFiles,
+    position_delete_files: &[LiveFile],
+    position_deletes: &[crate::position_deletes::FilePositions],
+    plans: &[DvPlan],
+) -> Vec<LiveFile> {
+    if plans.is_empty() {
+        return Vec::new();
+    }
+    let live: HashSet<&str> = files.data_files.iter().map(|f| f.path()).collect();
+    let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
+    position_delete_files
+        .iter()
+        .zip(position_deletes)
+        .filter(|(_, referenced)| {
+            referenced
+                .keys()
+                .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))
+        })
+        .map(|(delete, _)| delete.clone())
+        .collect()
+}
