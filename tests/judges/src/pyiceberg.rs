@@ -35,10 +35,27 @@ pub fn python() -> PathBuf {
     path
 }
 
-/// The directory with the Python side of the tests (`tests/pyiceberg`).
+/// The directory with the Python side of the tests (`tests/pyiceberg`) of the checkout
+/// under test.
+///
+/// Found at run time from the package cargo is testing (it sets `CARGO_MANIFEST_DIR` for
+/// the test process): a build of this crate from another checkout sharing the target
+/// directory must not send the judges to that checkout's scripts. This crate's own
+/// location is the fallback.
 pub fn pyiceberg_dir() -> PathBuf {
-    // This crate sits in tests/judges; the scripts in tests/pyiceberg.
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../pyiceberg")).to_path_buf()
+    let scripts = |root: &Path| root.join("tests").join("pyiceberg");
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .and_then(|package| {
+            package
+                .ancestors()
+                .map(scripts)
+                .find(|dir| dir.join("read_table.py").is_file())
+        })
+        // This crate sits in tests/judges, beside tests/pyiceberg.
+        .unwrap_or_else(|| {
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../pyiceberg")).to_path_buf()
+        })
 }
 
 /// `tests/pyiceberg/read_table.py`.
