@@ -1,0 +1,171 @@
+//! Reading Parquet files by Iceberg field id, the way every Iceberg reader does.
+//!
+//! This module is the one place that decides which column of a file holds a table field,
+//! and every read of a data or delete file goes through it, so eqdv's resolver and its
+//! own reader follow the same rules (what readers such as Iceberg Java do):
+//! - a file with Parquet field ids: columns are found by `PARQUET:field_id`, never by
+//!   name, so renamed columns resolve correctly;
+//! - a file without any field ids (imported by migrate / add_files, or written by a tool
+//!   that is not Iceberg): columns are found through the table's name mapping
+//!   (`schema.name-mapping.default`); without one the file cannot be read faithfully and
+//!   reading it is an error that names the file and the field;
+//! - a field the file lacks (written before the column was added) reads as the field's
+//!   `initial-default` (v3), or as null when it has none;
+//! - a column stored as a type the table's type was promoted from (int to long, decimal
+//!   widening, ...) is cast to the table's type; any other type is an error: eqdv never
+//!   compares values it cannot convert exactly (casts are strict, never lossy to null).
+//!
+//! Positions are the row's ordinal in the file: row-group first row + offset.
+//!
+//! `source` decides where each field's values come from in a file, `convert` which
+//! stored types convert exactly to the table's and `stream` reads the batches; this file
+//! opens files and answers questions about their footer.
+
+mod convert;
+mod source;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use arrow_schema::SchemaRef as ArrowSchemaRef;
+use iceberg::io::FileIO;
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use parquet::file::metadata::ParquetMetaData;
+
+pub use convert::{converts_exactly, target_schema};
+pub use source::{FieldIdSource, FieldSource};
+
+use crate::parquet_reader::FileReader;
+use crate::{Error, Result};
+use source::field_id_of;
+
+/// An open Parquet file with its footer read.
+pub struct ParquetFile {
+    path: String,
+    builder: ParquetRecordBatchStreamBuilder<FileReader>,
+    /// Field id of each top-level column of the file's Arrow schema, as resolved.
+    ids: Vec<Option<i32>>,
+    id_source: FieldIdSource,
+    /// Field ids the name mapping names (when ids come from it).
+    mapped_ids: Vec<i32>,
+}
+
+impl ParquetFile {
+    /// Opens `path` and reads its footer (without page indexes: see
+    /// [`crate::parquet_reader`]). `file_size` comes from the manifest, which saves a
+    /// HEAD request.
+    pub async fn open(file_io: &FileIO, path: &str, file_size: Option<u64>) -> Result<Self> {
+        let input = file_io.new_input(path)?;
+        let size = match file_size {
+            Some(size) => size,
+            None => {
+                input
+                    .metadata()
+                    .await
+                    .map_err(|e| Error::file(path, "cannot stat data file (missing?)", e))?
+                    .size
+            }
+        };
+        let reader = input
+            .reader()
+            .await
+            .map_err(|e| Error::file(path, "cannot open data file (missing?)", e))?;
+        Self::open_reader(path, FileReader::new(path, size, reader)).await
+    }
+
+    /// Opens `path` through `reader` (a [`FileReader`] of it) and reads its footer.
+    pub async fn open_reader(path: &str, reader: FileReader) -> Result<Self> {
+        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;
+        let ids: Vec<Option<i32>> = builder
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| field_id_of(f))
+            .collect();
+        let has_ids = ids.iter().any(Option::is_some)
+            || builder
+                .metadata()
+                .file_metadata()
+                .schema_descr()
+                .columns()
+                .iter()
+                .any(|c| c.self_type().get_basic_info().has_id());
+        Ok(Self {
+            path: path.to_string(),
+            builder,
+            ids,
+            id_source: if has_ids {
+                FieldIdSource::FileIds
+            } else {
+                FieldIdSource::Unresolvable
+            },
+            mapped_ids: Vec::new(),
+        })
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn metadata(&self) -> &Arc<ParquetMetaData> {
+        self.builder.metadata()
+    }
+
+    /// The bloom filter of column `leaf` in `row_group`, if the writer wrote one.
+    pub async fn bloom_filter(
+        &mut self,
+        row_group: usize,
+        leaf: usize,
+    ) -> Result<Option<parquet::bloom_filter::Sbbf>> {
+        self.builder
+            .get_row_group_column_bloom_filter(row_group, leaf)
+            .await
+            .map_err(|e| Error::file(&self.path, "cannot read a bloom filter", e))
+    }
+
+    /// The file's Arrow schema (as the Parquet reader sees it).
+    pub fn arrow_schema(&self) -> &ArrowSchemaRef {
+        self.builder.schema()
+    }
+
+    /// Compressed bytes of the given leaf columns over the given row groups: what a
+    /// projected read fetches.
+    pub fn projected_bytes(&self, leaves: &[usize], row_groups: &[usize]) -> u64 {
+        let meta = self.metadata();
+        row_groups
+            .iter()
+            .map(|&rg| {
+                leaves
+                    .iter()
+                    .map(|&c| meta.row_group(rg).column(c).compressed_size().max(0) as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
+    /// Rows per row group, in file order.
+    pub fn row_group_rows(&self) -> Vec<u64> {
+        self.metadata()
+            .row_groups()
+            .iter()
+            .map(|rg| rg.num_rows().max(0) as u64)
+            .collect()
+    }
+
+    /// The Parquet leaf column index holding field `field_id`, if the file has it.
+    pub fn leaf_index(&self, field_id: i32) -> Option<usize> {
+        let top = self.top_level_index(field_id)?;
+        // Only top-level primitive columns are keys; their leaf index equals their
+        // position among leaves, which we find through the Parquet schema descriptor.
+        let descr = self.metadata().file_metadata().schema_descr();
+        let name = self.builder.schema().field(top).name();
+        (0..descr.num_columns()).find(|&i| {
+            let col = descr.column(i);
+            col.path().parts().len() == 1 && col.path().parts()[0] == *name
+        })
+    }
+}

@@ -1,0 +1,167 @@
+//! Resolving equality-deleted keys to row positions: the hot path.
+//!
+//! For each delete group the keys are loaded into a hash set (per key, the highest
+//! sequence number of the group's files that hold it). Candidate data files are those
+//! the group may apply to (partition scope, `seq(F) < max seq`), pruned by column bounds
+//! in the manifest and then by Parquet row-group statistics; only the key columns of the
+//! survivors are read, in parallel. A row is deleted iff its key is in the set with
+//! `seq(F) < seq(key)`.
+//!
+//! Pruning is always conservative: a file or row group that may hold a key is read.
+//! Nothing here writes.
+//!
+//! This file holds the options, the results and the entry point; `key_set` loads and
+//! hashes the deleted keys, `prune` decides what need not be read and `scan` reads the
+//! candidates' key columns in parallel and probes them.
+
+mod key_set;
+mod prune;
+mod scan;
+
+use std::collections::{BTreeMap, HashSet};
+
+use iceberg::spec::NestedFieldRef;
+use roaring::RoaringTreemap;
+use serde::Serialize;
+
+pub use key_set::{KeyHashBuilder, KeyHasher};
+
+use crate::Result;
+use crate::plan::DeleteGroup;
+use crate::table::{LoadedTable, TableFiles};
+use key_set::KeyPass;
+
+/// Tuning knobs for resolving.
+#[derive(Clone, Debug)]
+pub struct ResolveOptions {
+    /// Data files read at once.
+    pub parallelism: usize,
+    /// Rows per decoded batch.
+    pub batch_size: usize,
+    /// Use Parquet row-group statistics to skip row groups.
+    pub row_group_pruning: bool,
+    /// Use Parquet bloom filters (where the writer wrote them) to skip row groups whose
+    /// range holds a few deleted keys that the filter says are absent: files whose
+    /// bounds were widened by upserts, random keys, deletes of keys never written.
+    pub bloom_pruning: bool,
+    /// Use manifest column bounds to skip data files. Turn off for tables whose
+    /// writers recorded bounds that are too narrow (iceberg-rust <= 0.10.1 could, for
+    /// strings over 64 bytes spread over several row groups).
+    pub bound_pruning: bool,
+    /// Memory for deleted keys. When the keys of the groups would need more, they are
+    /// split by hash into passes that each hold a share of the keys and each scan the
+    /// candidates again: memory stays bounded, at the price of more reads.
+    pub key_memory_budget: u64,
+}
+
+/// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
+/// per-column copies kept for pruning.
+const BYTES_PER_KEY: u64 = 160;
+
+impl Default for ResolveOptions {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Self {
+            parallelism: (cores * 2).max(2),
+            batch_size: 8192,
+            row_group_pruning: true,
+            bloom_pruning: true,
+            bound_pruning: true,
+            key_memory_budget: 1 << 30,
+        }
+    }
+}
+
+/// What resolving did, for reports and metrics.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ResolveMetrics {
+    pub groups: u64,
+    /// Key passes (more than one when the keys exceed the memory budget).
+    pub key_passes: u64,
+    pub delete_files_read: u64,
+    /// Distinct deleted keys over all groups.
+    pub delete_keys: u64,
+    pub live_data_files: u64,
+    /// Data files in scope of some group (partition and sequence number).
+    pub candidate_files: u64,
+    /// Candidates skipped because no key fits their column bounds.
+    pub pruned_by_bounds: u64,
+    pub files_opened: u64,
+    pub row_groups_read: u64,
+    pub row_groups_pruned: u64,
+    /// Of the row groups pruned, those a bloom filter ruled out.
+    pub row_groups_pruned_by_bloom: u64,
+    /// Files opened whose key columns were not read at all (every row group pruned).
+    pub files_pruned_by_footer: u64,
+    pub rows_scanned: u64,
+    /// Compressed bytes of the column chunks read (data and delete files).
+    pub bytes_read: u64,
+    /// Data files with at least one newly deleted row.
+    pub files_with_matches: u64,
+    pub positions_matched: u64,
+}
+
+/// The deleted rows found, per data file.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// Data file path -> positions deleted by the groups (not yet merged with old DVs).
+    pub positions: BTreeMap<String, RoaringTreemap>,
+    /// Every data file that was in scope of a group (opened or pruned).
+    pub candidates: HashSet<String>,
+    pub metrics: ResolveMetrics,
+}
+
+/// Resolves `groups` against the live data files of `files`.
+pub async fn resolve(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    options: &ResolveOptions,
+) -> Result<Resolved> {
+    // Delete rows bound the distinct keys from above, so this never underestimates.
+    let delete_rows: u64 = groups.iter().map(DeleteGroup::delete_rows).sum();
+    let needed = delete_rows.saturating_mul(BYTES_PER_KEY);
+    let passes = needed.div_ceil(options.key_memory_budget.max(1)).max(1);
+    // Once for all groups and passes (it may re-read the metadata file).
+    let schema = table.metadata.current_schema();
+    let key_fields: Vec<NestedFieldRef> = groups
+        .iter()
+        .flat_map(|g| &g.equality_ids)
+        .filter_map(|id| schema.as_struct().field_by_id(*id).cloned())
+        .collect();
+    table.refuse_unparsed_defaults(&key_fields).await?;
+    let mut resolved = Resolved::default();
+    for index in 0..passes {
+        let pass =
+            scan::resolve_pass(table, files, groups, KeyPass { index, passes }, options).await?;
+        // Passes hold disjoint keys, so a position is found by at most one pass.
+        for (path, positions) in pass.positions {
+            *resolved.positions.entry(path).or_default() |= positions;
+        }
+        resolved.candidates.extend(pass.candidates);
+        resolved.metrics.add(&pass.metrics);
+    }
+    resolved.metrics.key_passes = passes;
+    resolved.metrics.groups = groups.len() as u64;
+    resolved.metrics.live_data_files = files.data_files.len() as u64;
+    resolved.metrics.candidate_files = resolved.candidates.len() as u64;
+    resolved.metrics.files_with_matches = resolved.positions.len() as u64;
+    resolved.metrics.positions_matched = resolved.positions.values().map(|p| p.len()).sum();
+    Ok(resolved)
+}
+
+impl ResolveMetrics {
+    /// Adds the work counters of one pass.
+    fn add(&mut self, pass: &ResolveMetrics) {
+        self.delete_files_read += pass.delete_files_read;
+        self.delete_keys += pass.delete_keys;
+        self.pruned_by_bounds += pass.pruned_by_bounds;
+        self.files_opened += pass.files_opened;
+        self.row_groups_read += pass.row_groups_read;
+        self.row_groups_pruned += pass.row_groups_pruned;
+        self.row_groups_pruned_by_bloom += pass.row_groups_pruned_by_bloom;
+        self.files_pruned_by_footer += pass.files_pruned_by_footer;
+        self.rows_scanned += pass.rows_scanned;
+        self.bytes_read += pass.bytes_read;
+    }
+}

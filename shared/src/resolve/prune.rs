@@ -1,0 +1,328 @@
+//! Pruning a group's candidates without reading their rows: by the manifest's column
+//! bounds (whole files), by Parquet row-group statistics and by bloom filters (row
+//! groups). Always conservative: whatever may hold a deleted key is kept.
+
+use std::collections::HashMap;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use iceberg::spec::Literal;
+use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
+
+use super::key_set::GroupKeys;
+use crate::parquet_io::{FieldSource, ParquetFile};
+use crate::table::LiveFile;
+use crate::{Error, Result};
+
+/// A row group's deleted values per key column, as `row_group_candidates` finds them:
+/// `Some(range)` indexes the values within the row group's exact statistics; `None`
+/// when that is unknown (no usable statistics, column absent, null keys).
+pub(super) type ColumnRanges = Vec<Option<std::ops::Range<usize>>>;
+
+/// Bloom filters are probed only for row groups whose range holds at most this many
+/// deleted values of a column: with a typical 1% false-positive rate, more probes would
+/// rarely all come back negative, and each costs a hash.
+const BLOOM_MAX_PROBES: usize = 256;
+
+impl GroupKeys {
+    /// False when the file's manifest bounds prove that no key of the group is in it.
+    pub(super) fn may_match_file(&self, data: &LiveFile) -> bool {
+        let file = &data.file;
+        for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
+            let values = &self.columns[i];
+            // A file written before the field existed has no statistics for it and reads
+            // its initial-default: statistics cannot rule it out.
+            let has_bounds = file.lower_bounds().contains_key(&field_id)
+                && file.upper_bounds().contains_key(&field_id);
+            if self.key_columns.fields[i].initial_default.is_some() && !has_bounds {
+                continue;
+            }
+            let null_count = file.null_value_counts().get(&field_id).copied();
+            let value_count = file.value_counts().get(&field_id).copied();
+            let may_match_null = values.has_null && null_count != Some(0);
+            let all_null = matches!((null_count, value_count), (Some(n), Some(v)) if n == v);
+            let may_match_value = !all_null && {
+                let lower = file
+                    .lower_bounds()
+                    .get(&field_id)
+                    .and_then(|d| self.key_columns.encode_bound(i, d));
+                let upper = file
+                    .upper_bounds()
+                    .get(&field_id)
+                    .and_then(|d| self.key_columns.encode_bound(i, d));
+                values.any_within(
+                    lower.as_ref().map(|r| r.row().data()),
+                    upper.as_ref().map(|r| r.row().data()),
+                )
+            };
+            if !may_match_null && !may_match_value {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Row groups of `file` that may hold a key, by Parquet statistics: `None` for a
+    /// row group that cannot, else the deleted values in its range per key column.
+    pub(super) fn row_group_candidates(
+        &self,
+        file: &ParquetFile,
+        sources: &HashMap<i32, FieldSource>,
+    ) -> Result<Vec<Option<ColumnRanges>>> {
+        let row_groups = file.metadata().row_groups();
+        let columns = self.key_columns.field_ids.len();
+        let mut keep = vec![true; row_groups.len()];
+        let mut ranges: Vec<ColumnRanges> = vec![vec![None; columns]; row_groups.len()];
+        let parquet_schema = file.metadata().file_metadata().schema_descr();
+        for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
+            let constant = match sources.get(&field_id) {
+                Some(FieldSource::Column { .. }) => None,
+                Some(FieldSource::Constant(value)) => Some(value),
+                None => {
+                    return Err(Error::file(
+                        file.path(),
+                        format!("key field id {field_id} was not resolved before pruning"),
+                        "internal error",
+                    ));
+                }
+            };
+            if let Some(value) = constant {
+                // Column absent from this file: every row reads the field's default (or
+                // null), so the row groups may match only if that value was deleted.
+                if !self.may_match_constant(i, value.as_ref())? {
+                    keep.iter_mut().for_each(|k| *k = false);
+                }
+                continue;
+            }
+            let Some(field) = file.field_by_id(field_id) else {
+                continue;
+            };
+            let Some(leaf) = file.leaf_index(field_id) else {
+                continue;
+            };
+            let Ok(converter) =
+                StatisticsConverter::try_new(field.name(), file.arrow_schema(), parquet_schema)
+            else {
+                continue;
+            };
+            let target = self.key_columns.data_type(i);
+            let (Ok(mins), Ok(maxes), Ok(nulls)) = (
+                converter.row_group_mins(row_groups.iter()),
+                converter.row_group_maxes(row_groups.iter()),
+                converter.row_group_null_counts(row_groups.iter()),
+            ) else {
+                continue;
+            };
+            let (Some(mins), Some(maxes)) = (cast_to(&mins, target), cast_to(&maxes, target))
+            else {
+                continue;
+            };
+            let (Ok(min_rows), Ok(max_rows)) = (
+                self.key_columns.encode_column(i, &mins),
+                self.key_columns.encode_column(i, &maxes),
+            ) else {
+                continue;
+            };
+            let byte_like = matches!(
+                target,
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Binary | DataType::LargeBinary
+            );
+            for (rg, keep_rg) in keep.iter_mut().enumerate() {
+                if !*keep_rg {
+                    continue;
+                }
+                let stats = row_groups[rg].column(leaf).statistics();
+                // Truncated (inexact) byte statistics are not safe bounds.
+                let exact =
+                    stats.is_some_and(|s| !byte_like || (s.min_is_exact() && s.max_is_exact()));
+                let num_rows = row_groups[rg].num_rows().max(0) as u64;
+                let null_count = (!nulls.is_null(rg)).then(|| nulls.value(rg));
+                let may_match_null = self.columns[i].has_null && null_count != Some(0);
+                let all_null = null_count == Some(num_rows);
+                let may_match_value = !all_null
+                    && (!exact || mins.is_null(rg) || maxes.is_null(rg) || {
+                        let lo = min_rows.row(rg);
+                        let hi = max_rows.row(rg);
+                        let range = self.columns[i].range_within(lo.data(), hi.data());
+                        let any = !range.is_empty();
+                        if !may_match_null {
+                            ranges[rg][i] = Some(range);
+                        }
+                        any
+                    });
+                if !may_match_null && !may_match_value {
+                    *keep_rg = false;
+                }
+            }
+        }
+        Ok(keep
+            .into_iter()
+            .zip(ranges)
+            .map(|(k, r)| k.then_some(r))
+            .collect())
+    }
+
+    /// Whether key column `index` of the group holds `value` (null when `None`) among its
+    /// deleted values: what every row of a file that lacks the column reads.
+    fn may_match_constant(&self, index: usize, value: Option<&Literal>) -> Result<bool> {
+        let values = &self.columns[index];
+        let Some(value) = value else {
+            return Ok(values.has_null);
+        };
+        let data_type = self.key_columns.data_type(index);
+        let Some(array) = crate::keys::literal_to_array(value, data_type) else {
+            // Cannot encode it: the rows must be read (and then fail loudly if need be).
+            return Ok(true);
+        };
+        let encoded = self.key_columns.encode_column(index, &array)?;
+        let row = encoded.row(0);
+        Ok(!values.range_within(row.data(), row.data()).is_empty())
+    }
+
+    /// False when a bloom filter of `row_group` proves that none of the deleted values
+    /// in its range (`ranges`, from `row_group_candidates`) of some key column is there.
+    /// A key matches only if every one of its columns does, so one column suffices.
+    pub(super) async fn bloom_rules_out(
+        &self,
+        file: &mut ParquetFile,
+        row_group: usize,
+        ranges: &ColumnRanges,
+    ) -> Result<bool> {
+        for (i, range) in ranges.iter().enumerate() {
+            let Some(range) = range else { continue };
+            if range.is_empty() {
+                return Ok(true);
+            }
+            if range.len() > BLOOM_MAX_PROBES {
+                continue;
+            }
+            let Some(leaf) = file.leaf_index(self.key_columns.field_ids[i]) else {
+                continue;
+            };
+            let physical = file
+                .metadata()
+                .file_metadata()
+                .schema_descr()
+                .column(leaf)
+                .physical_type();
+            // The filter only ever saves a read: one that cannot be read is no filter.
+            let filter = match file.bloom_filter(row_group, leaf).await {
+                Ok(Some(filter)) => filter,
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, row_group, "ignoring an unreadable bloom filter");
+                    continue;
+                }
+            };
+            let values = &self.columns[i];
+            let decoded = self
+                .key_columns
+                .decode_column(i, range.clone().map(|j| values.value(j)))?;
+            let Some(probes) = plain_values(&decoded, physical) else {
+                continue;
+            };
+            if !probes.iter().any(|p| filter.check(p.as_slice())) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Values as Parquet's PLAIN encoding stores them for `physical` (what its bloom filters
+/// hash), or `None` for a type this does not map. Timestamps (microseconds) and dates are
+/// stored as their INT64 / INT32 values.
+fn plain_values(array: &ArrayRef, physical: parquet::basic::Type) -> Option<Vec<Vec<u8>>> {
+    use arrow_array::types::{Int32Type, Int64Type};
+    use parquet::basic::Type as Physical;
+    let out: Vec<Vec<u8>> = match (array.data_type(), physical) {
+        (
+            DataType::Int64 | DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _),
+            Physical::INT64,
+        ) => arrow_cast::cast(array, &DataType::Int64)
+            .ok()?
+            .as_primitive::<Int64Type>()
+            .iter()
+            .flatten()
+            .map(|v| v.to_le_bytes().to_vec())
+            .collect(),
+        (DataType::Int32 | DataType::Date32, Physical::INT32) => {
+            arrow_cast::cast(array, &DataType::Int32)
+                .ok()?
+                .as_primitive::<Int32Type>()
+                .iter()
+                .flatten()
+                .map(|v| v.to_le_bytes().to_vec())
+                .collect()
+        }
+        (DataType::Utf8, Physical::BYTE_ARRAY) => array
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .map(|v| v.as_bytes().to_vec())
+            .collect(),
+        (DataType::Binary, Physical::BYTE_ARRAY) => array
+            .as_binary::<i32>()
+            .iter()
+            .flatten()
+            .map(<[u8]>::to_vec)
+            .collect(),
+        _ => return None,
+    };
+    Some(out)
+}
+
+fn cast_to(array: &ArrayRef, to: &DataType) -> Option<ArrayRef> {
+    if array.data_type() == to {
+        Some(array.clone())
+    } else {
+        arrow_cast::cast(array, to).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn plain_values_match_parquet_physical_encodings() {
+        use arrow_array::{Int32Array, Int64Array, StringArray};
+        use parquet::basic::Type as Physical;
+        let longs: ArrayRef = Arc::new(Int64Array::from(vec![Some(-2), None, Some(7)]));
+        assert_eq!(
+            plain_values(&longs, Physical::INT64),
+            Some(vec![
+                (-2i64).to_le_bytes().to_vec(),
+                7i64.to_le_bytes().to_vec()
+            ])
+        );
+        // A column stored narrower than the table's type (int promoted to long) is not
+        // probed: its filter hashed other bytes.
+        assert_eq!(plain_values(&longs, Physical::INT32), None);
+        let micros: ArrayRef =
+            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![5]).with_timezone("UTC"));
+        assert_eq!(
+            plain_values(&micros, Physical::INT64),
+            Some(vec![5i64.to_le_bytes().to_vec()])
+        );
+        let dates: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![-3]));
+        assert_eq!(
+            plain_values(&dates, Physical::INT32),
+            Some(vec![(-3i32).to_le_bytes().to_vec()])
+        );
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![1]));
+        assert_eq!(
+            plain_values(&ints, Physical::INT32),
+            Some(vec![vec![1, 0, 0, 0]])
+        );
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["é", ""]));
+        assert_eq!(
+            plain_values(&strings, Physical::BYTE_ARRAY),
+            Some(vec!["é".as_bytes().to_vec(), vec![]])
+        );
+        assert_eq!(plain_values(&strings, Physical::FIXED_LEN_BYTE_ARRAY), None);
+    }
+}

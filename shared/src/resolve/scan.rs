@@ -1,0 +1,330 @@
+//! One pass of the resolve: the candidates of every group (after bound pruning), then
+//! their files opened in parallel tasks, row groups pruned, key columns read once per
+//! file and probed against each group's key set.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use futures::{StreamExt, TryStreamExt};
+use iceberg::spec::{NameMapping, NestedFieldRef};
+use roaring::RoaringTreemap;
+
+use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
+use super::prune::ColumnRanges;
+use super::{ResolveOptions, Resolved};
+use crate::parquet_io::{FieldSource, ParquetFile};
+use crate::plan::DeleteGroup;
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// One pass over the candidates with one share of the keys.
+pub(super) async fn resolve_pass(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    pass: KeyPass,
+    options: &ResolveOptions,
+) -> Result<Resolved> {
+    let mut resolved = Resolved::default();
+    let metrics = &mut resolved.metrics;
+
+    let name_mapping = table.name_mapping()?;
+    let mut loaded = Vec::with_capacity(groups.len());
+    for group in groups {
+        loaded.push(
+            load_group_keys(
+                table,
+                group,
+                pass,
+                options,
+                name_mapping.as_deref(),
+                metrics,
+            )
+            .await?,
+        );
+    }
+    metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
+    let loaded = Arc::new(loaded);
+
+    // Candidates: per data file, the groups that may apply after bound pruning, and the
+    // columns they read (files with the same surviving groups share one projection).
+    let mut work: Vec<(LiveFile, Vec<usize>, Arc<KeyProjection>)> = Vec::new();
+    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
+    for data in &files.data_files {
+        let in_scope: Vec<usize> = loaded
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.group.may_apply_to(data))
+            .map(|(i, _)| i)
+            .collect();
+        if in_scope.is_empty() {
+            continue;
+        }
+        metrics.candidate_files += 1;
+        resolved.candidates.insert(data.path().to_string());
+        let surviving: Vec<usize> = in_scope
+            .into_iter()
+            .filter(|&i| !options.bound_pruning || loaded[i].may_match_file(data))
+            .collect();
+        if surviving.is_empty() {
+            metrics.pruned_by_bounds += 1;
+            continue;
+        }
+        let projection = match projections.get(&surviving) {
+            Some(p) => p.clone(),
+            None => {
+                let p = Arc::new(KeyProjection::new(&loaded, &surviving)?);
+                projections.insert(surviving.clone(), p.clone());
+                p
+            }
+        };
+        work.push((data.clone(), surviving, projection));
+    }
+
+    let scans: Vec<FileScan> =
+        futures::stream::iter(work.into_iter().map(|(data, group_ids, projection)| {
+            let table = table.clone();
+            let loaded = loaded.clone();
+            let options = options.clone();
+            let name_mapping = name_mapping.clone();
+            let path = data.path().to_string();
+            async move {
+                let task = tokio::spawn(async move {
+                    let context = ScanContext {
+                        table: &table,
+                        loaded: &loaded,
+                        options: &options,
+                        name_mapping: name_mapping.as_deref(),
+                    };
+                    scan_file(&context, &data, &group_ids, &projection).await
+                });
+                // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
+                let _abort_on_drop = AbortOnDrop(task.abort_handle());
+                task.await.map_err(|e| Error::ScanTask {
+                    path,
+                    message: e.to_string(),
+                })?
+            }
+        }))
+        .buffer_unordered(options.parallelism.max(1))
+        .try_collect()
+        .await?;
+
+    for scan in scans {
+        metrics.files_opened += 1;
+        metrics.row_groups_read += scan.row_groups_read;
+        metrics.row_groups_pruned += scan.row_groups_pruned;
+        metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
+        if scan.row_groups_read == 0 {
+            metrics.files_pruned_by_footer += 1;
+        }
+        metrics.rows_scanned += scan.rows_scanned;
+        metrics.bytes_read += scan.bytes_read;
+        if !scan.positions.is_empty() {
+            metrics.files_with_matches += 1;
+            metrics.positions_matched += scan.positions.len();
+            resolved.positions.insert(scan.path, scan.positions);
+        }
+    }
+    Ok(resolved)
+}
+
+/// The key columns a set of groups reads (their union), as read from each file.
+struct KeyProjection {
+    fields: Vec<NestedFieldRef>,
+    /// Field id to column index in the batches read with `fields`.
+    column_of: HashMap<i32, usize>,
+}
+
+impl KeyProjection {
+    fn new(loaded: &[GroupKeys], group_ids: &[usize]) -> Result<Self> {
+        let mut fields: Vec<NestedFieldRef> = Vec::new();
+        for &g in group_ids {
+            for field in &loaded[g].key_columns.fields {
+                if !fields.iter().any(|f| f.id == field.id) {
+                    fields.push(field.clone());
+                }
+            }
+        }
+        let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        Ok(Self { fields, column_of })
+    }
+}
+
+/// What every file scan of one pass shares.
+struct ScanContext<'a> {
+    table: &'a LoadedTable,
+    loaded: &'a [GroupKeys],
+    options: &'a ResolveOptions,
+    name_mapping: Option<&'a NameMapping>,
+}
+
+async fn scan_file(
+    context: &ScanContext<'_>,
+    data: &LiveFile,
+    group_ids: &[usize],
+    projection: &KeyProjection,
+) -> Result<FileScan> {
+    let (table, loaded, options) = (context.table, context.loaded, context.options);
+    let mut file = ParquetFile::open(
+        &table.file_io,
+        data.path(),
+        Some(data.file.file_size_in_bytes()),
+    )
+    .await?
+    .with_name_mapping(context.name_mapping);
+    // The invariant: every candidate's key columns are resolved faithfully (by field id,
+    // through the name mapping, or as a known default), or the whole resolve fails with
+    // an error naming the file and the field. Checked before any pruning, so a file whose
+    // row groups are all skipped is held to it too.
+    let sources: HashMap<i32, FieldSource> = projection
+        .fields
+        .iter()
+        .map(|f| Ok((f.id, file.source_of(f)?)))
+        .collect::<Result<_>>()?;
+    let total_groups = file.row_group_rows().len();
+    let mut keep = vec![!options.row_group_pruning; total_groups];
+    let mut pruned_by_bloom = 0;
+    if options.row_group_pruning {
+        let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
+            .iter()
+            .map(|&g| loaded[g].row_group_candidates(&file, &sources))
+            .collect::<Result<_>>()?;
+        for (rg, keep_rg) in keep.iter_mut().enumerate() {
+            let mut by_stats = false;
+            for (n, &g) in group_ids.iter().enumerate() {
+                let Some(ranges) = &candidates[n][rg] else {
+                    continue;
+                };
+                by_stats = true;
+                if !options.bloom_pruning
+                    || !loaded[g].bloom_rules_out(&mut file, rg, ranges).await?
+                {
+                    *keep_rg = true;
+                    break;
+                }
+            }
+            if by_stats && !*keep_rg {
+                pruned_by_bloom += 1;
+            }
+        }
+    }
+    let selected: Vec<usize> = (0..total_groups).filter(|&i| keep[i]).collect();
+    let mut scan = FileScan {
+        path: data.path().to_string(),
+        positions: RoaringTreemap::new(),
+        row_groups_read: selected.len() as u64,
+        row_groups_pruned: (total_groups - selected.len()) as u64,
+        row_groups_pruned_by_bloom: pruned_by_bloom,
+        rows_scanned: 0,
+        bytes_read: 0,
+    };
+    if selected.is_empty() {
+        return Ok(scan);
+    }
+
+    // Read the union of the groups' key columns once.
+    let leaves: Vec<usize> = projection
+        .fields
+        .iter()
+        .filter_map(|f| file.leaf_index(f.id))
+        .collect();
+    scan.bytes_read = file.projected_bytes(&leaves, &selected);
+
+    let mut stream = Box::pin(file.read(&projection.fields, Some(selected), options.batch_size)?);
+    while let Some((first, batch)) = stream.try_next().await? {
+        scan.rows_scanned += batch.num_rows() as u64;
+        for &g in group_ids {
+            match_batch(
+                &loaded[g],
+                data,
+                &batch,
+                &projection.column_of,
+                first,
+                &mut scan.positions,
+            )?;
+        }
+    }
+    Ok(scan)
+}
+
+fn match_batch(
+    group: &GroupKeys,
+    data: &LiveFile,
+    batch: &RecordBatch,
+    column_of: &HashMap<i32, usize>,
+    first_position: u64,
+    positions: &mut RoaringTreemap,
+) -> Result<()> {
+    let deletes = |seq: Option<i64>| seq.is_some_and(|seq| data.data_sequence_number < seq);
+    match &group.keys {
+        KeySet::Long {
+            values,
+            null,
+            filter,
+        } => {
+            let filter = filter.as_ref();
+            let column = batch
+                .column(column_of[&group.key_columns.field_ids[0]])
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| {
+                    Error::file(data.path(), "key column is not a long", "type mismatch")
+                })?;
+            if column.null_count() == 0 {
+                for (offset, &value) in column.values().iter().enumerate() {
+                    if deletes(KeySet::long(values, filter, value)) {
+                        positions.insert(first_position + offset as u64);
+                    }
+                }
+            } else {
+                for (offset, value) in column.iter().enumerate() {
+                    let seq = match value {
+                        Some(v) => KeySet::long(values, filter, v),
+                        None => *null,
+                    };
+                    if deletes(seq) {
+                        positions.insert(first_position + offset as u64);
+                    }
+                }
+            }
+        }
+        KeySet::Rows(keys) => {
+            let columns: Vec<ArrayRef> = group
+                .key_columns
+                .field_ids
+                .iter()
+                .map(|id| batch.column(column_of[id]).clone())
+                .collect();
+            let rows = group.key_columns.encode(&columns)?;
+            for (offset, row) in rows.iter().enumerate() {
+                if deletes(keys.get(row.as_ref()).copied()) {
+                    positions.insert(first_position + offset as u64);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Aborts a spawned task when dropped, so that cancelled work does not run on.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Result of scanning one data file.
+struct FileScan {
+    path: String,
+    positions: RoaringTreemap,
+    row_groups_read: u64,
+    row_groups_pruned: u64,
+    row_groups_pruned_by_bloom: u64,
+    rows_scanned: u64,
+    bytes_read: u64,
+}
