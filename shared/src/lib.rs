@@ -1,14 +1,31 @@
 //! eqdv's engine: converts the live equality deletes of an Apache Iceberg v3 table into
-//! deletion vectors (DVs) and commits the result as a row-delta snapshot.
+//! deletion vectors (DVs) and commits the result as a row-delta snapshot. The rules it
+//! follows (which rows a delete removes, the DV bytes, the commit protocol) are written
+//! down in docs/design.md.
 //!
-//! One module per concern (see DESIGN.md): `catalog` (load + compare-and-swap),
-//! `table` (manifests and live files, decoded by `manifest_decode`), `plan` (groups and shards), `resolve` (keys to
-//! positions), `dv`/`puffin` (the blob codec and Puffin files), `snapshot` (building a
-//! new snapshot), `convert` (the commit protocol with validation and retries),
-//! `generate` (CDC workloads for tests and demos), `read` (a DV-aware reader used to
-//! check results), `events` (what the planner is asked to do, and shard messages),
-//! `planner` (triggers to shards, with reasons for what it skips), `verify` (DV checks
-//! as readers make them) and `cleanup` (orphan files).
+//! The modules, in the order data flows through a conversion:
+//! - `catalog`: where a table's metadata pointer lives (Glue, SQLite) and its
+//!   compare-and-swap.
+//! - `table`: loading a table and the live files of a snapshot; `manifest_decode` is
+//!   its fast manifest decoder.
+//! - `plan`: which equality deletes are live, how they group, and how work splits into
+//!   shards; `planner` turns triggers into shards with reasons for what it skips;
+//!   `events` holds the triggers and shard messages.
+//! - `resolve`: deleted keys to row positions (keys, pruning, the parallel scan), over
+//!   `parquet_io` (columns by field id, name mapping, defaults, exact casts) and
+//!   `parquet_reader` (the byte source); `keys` encodes key values as bytes;
+//!   `position_deletes` reads v2 position delete files.
+//! - `dv`: the deletion-vector blob codec; `puffin`: Puffin files of DVs.
+//! - `snapshot`: a new snapshot on a base (manifests, list, summary); `commit`: the
+//!   metadata write, the pointer swap and reading an unknown outcome back.
+//! - `convert`: the conversion job: attempts, merging with existing deletes,
+//!   validation and retries.
+//! - `inspect`: what a table holds, for operators; `verify`: DV checks as readers make
+//!   them; `cleanup`: orphan files.
+//! - `storage`: file names and I/O helpers; `error`: the typed error;
+//!   `test_hooks`: named pause points for fault tests.
+//! - `generate`: CDC workloads for tests, benchmarks and the demo; `read`: eqdv's own
+//!   DV-aware reader, a second opinion in tests.
 
 pub mod catalog;
 pub mod cleanup;

@@ -1,4 +1,4 @@
-//! The conversion job and its commit protocol (DESIGN.md, "The commit protocol").
+//! The conversion job and its commit protocol (docs/design.md, "The commit protocol").
 //!
 //! load -> plan -> resolve -> merge with existing DVs and v2 position deletes -> write
 //! Puffin -> build snapshot -> swap pointer. On a conflict the new head is validated
