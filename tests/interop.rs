@@ -558,3 +558,110 @@ async fn compaction_started_before_the_conversion_commits_after() {
     assert!(after.data_files.contains(&target) && after.dvs.contains_key(&target));
     assert_java_agrees(&t, &catalog, &before).await;
 }
+
+/// `{data file: [positions]}` of a Java JSON answer (check-dvs' `dv_positions`,
+/// deleted-positions' `deleted`).
+fn positions_by_file(v: &Value) -> std::collections::BTreeMap<String, Vec<u64>> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not a map of positions: {v}"))
+        .iter()
+        .map(|(file, positions)| {
+            let p = positions
+                .as_array()
+                .expect("positions")
+                .iter()
+                .map(|p| p.as_u64().expect("position"))
+                .collect();
+            (file.clone(), p)
+        })
+        .collect()
+}
+
+/// Java writes DVs (its own DV writer), then equality deletes hit more rows of the same
+/// data files. eqdv must merge: one DV per data file holding Java's positions and the
+/// equality-deleted ones, Java's DVs replaced, and Java reads the rows it read before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn equality_deletes_merge_into_dvs_java_wrote() {
+    let t = JavaTable::new("java_dvs");
+    let cdc = [
+        "--seed",
+        "13",
+        "--rows",
+        "600",
+        "--key",
+        "long",
+        "--partition",
+        "identity",
+    ];
+    // The initial load alone (no equality deletes yet), one data file per region...
+    t.java("write-cdc", &[&cdc[..], &["--commits", "0"]].concat());
+    // ...Java's DVs on three of them...
+    let written = t.java_json(
+        "write-dvs",
+        &["--seed", "2", "--files", "3", "--positions", "10"],
+    );
+    assert_eq!(written["dvs_written"], 3, "{written}");
+    // ...then two commits of equality deletes, which hit rows of every initial file.
+    t.java("write-cdc", &[&cdc[..], &["--commits", "2"]].concat());
+
+    let java_dvs = t.java_json("check-dvs", &["--positions"]);
+    assert_eq!(java_dvs["dvs"], 3, "{java_dvs}");
+    assert!(
+        java_dvs["equality_delete_files"].as_u64().unwrap() > 0,
+        "{java_dvs}"
+    );
+    let old = positions_by_file(&java_dvs["dv_positions"]);
+    // What Java's reader drops, file by file: the DVs' and the equality deletes' rows.
+    let deleted = positions_by_file(&t.java_json("deleted-positions", &[])["deleted"]);
+    for (file, positions) in &old {
+        assert_eq!(positions.len(), 10, "{file}");
+        let all = deleted
+            .get(file)
+            .expect("a file with a DV has deleted rows");
+        assert!(
+            positions.iter().all(|p| all.binary_search(p).is_ok()),
+            "Java's reader returns a row of Java's DV in {file}"
+        );
+        assert!(
+            all.len() > positions.len(),
+            "no equality delete hits {file}: the merge would go untested"
+        );
+    }
+    assert!(deleted.len() > old.len(), "{deleted:?}");
+    let catalog = t.catalog().await;
+    let java_entries: Vec<_> = live_files(&catalog, &t.name())
+        .await
+        .dvs
+        .values()
+        .map(|dv| dv.entry_key())
+        .collect();
+    assert_eq!(java_entries.len(), 3);
+
+    let before = t.dump();
+    let r = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("convert");
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_java_agrees(&t, &catalog, &before).await;
+    // Exactly one DV per data file with a deleted row, holding exactly the positions Java's
+    // reader dropped before: Java's DV positions and the equality-deleted ones.
+    let after = t.java_json("check-dvs", &["--positions"]);
+    assert_eq!(after["equality_delete_files"], 0, "{after}");
+    assert_eq!(after["dvs"].as_u64(), Some(deleted.len() as u64), "{after}");
+    assert_eq!(positions_by_file(&after["dv_positions"]), deleted);
+    let files = live_files(&catalog, &t.name()).await;
+    for entry in &java_entries {
+        assert!(
+            files.dvs.values().all(|dv| &dv.entry_key() != entry),
+            "Java's DV {entry:?} is still live next to eqdv's"
+        );
+    }
+    for (file, positions) in &old {
+        assert_eq!(
+            files.dvs[file].file.record_count(),
+            deleted[file].len() as u64,
+            "the DV of {file} (Java's {} positions and the new ones)",
+            positions.len()
+        );
+    }
+}

@@ -40,8 +40,14 @@ public final class Main {
           "  check-dvs          loads every live DV of --branch (main) with Java's delete loader;",
           "                     prints JSON {dvs, positions, equality_delete_files,"
               + " position_delete_files, ...}",
+          "      [--positions]  also dv_positions: each DV's positions, by data file",
+          "  deleted-positions  per live data file of --branch (main), the positions Java's reader",
+          "                     drops (any delete); prints JSON {deleted: {PATH: [POS...]}}",
           "  write-dvs          deletes a few rows by position, written as DVs by Java's DV writer",
           "      --seed N (1) --files N (2) --positions N (3)",
+          "  break-dv           replaces a DV of main with a broken one (for judging the judges)",
+          "      --kind crc|cardinality|referenced|other-file|partition|range|empty|",
+          "             blob-metadata|drop  [--file DATA_FILE]",
           "  concurrent-writer  commits appends and equality deletes until --seconds S pass",
           "      --seconds S (10) --seed N (1) --rows N (20)",
           "  rewrite            rewrites one data file as compaction does (RewriteFiles)",
@@ -52,7 +58,8 @@ public final class Main {
           "  bench-read         benchmarks: one snapshot of a local table read by the generic reader;",
           "      --metadata FILE --snapshot ID; prints JSON {rows, sum_v, inner_ms} (no services,",
           "      no table options)",
-          "  selftest           all of the above in one JVM on an in-memory catalog (no services)",
+          "  selftest           the writers, dump, check-dvs and rewrite in one JVM on an in-memory",
+          "                     catalog (no services)",
           "      --rows N (300) --commits N (3) --only KEY/PARTITION; takes no table options",
           "",
           "environment: AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (or the SDK's other",
@@ -94,6 +101,10 @@ public final class Main {
           return Dump.run(rest, out);
         case "check-dvs":
           return CheckDvs.run(rest, out);
+        case "deleted-positions":
+          return DeletedPositions.run(rest, out);
+        case "break-dv":
+          return BreakDv.run(rest, out);
         case "write-dvs":
           return WriteDvs.run(rest, out);
         case "concurrent-writer":
