@@ -14,6 +14,7 @@ mod common;
 #[path = "../shared/tests/support/services.rs"]
 mod services;
 
+#[allow(dead_code)] // each test binary uses only some of the Java helpers
 #[path = "common/java.rs"]
 mod java;
 
