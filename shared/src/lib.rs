@@ -2,13 +2,14 @@
 //! deletion vectors (DVs) and commits the result as a row-delta snapshot.
 //!
 //! One module per concern (see DESIGN.md): `catalog` (load + compare-and-swap),
-//! `table` (manifests and live files, decoded by `manifest_decode`), `plan` (groups and shards), `resolve` (keys to
-//! positions), `dv`/`puffin` (the blob codec and Puffin files), `snapshot` (building a
-//! new snapshot), `convert` (the commit protocol with validation and retries),
-//! `generate` (CDC workloads for tests and demos), `read` (a DV-aware reader used to
-//! check results), `events` (what the planner is asked to do, and shard messages),
-//! `planner` (triggers to shards, with reasons for what it skips), `verify` (DV checks
-//! as readers make them) and `cleanup` (orphan files).
+//! `table` (manifests and live files, decoded by `manifest_decode`), `plan` (groups and
+//! shards), `resolve` (keys to positions), `dv`/`puffin` (the blob codec and Puffin
+//! files), `snapshot` (building a new snapshot), `convert` (the commit protocol with
+//! validation and retries), `generate` (CDC workloads for tests and demos), `read` (a
+//! DV-aware reader used to check results), `planner` (triggers to shards, with reasons
+//! for what it skips), `verify` (DV checks as readers make them) and `cleanup` (orphan
+//! files). How the planner is invoked (Lambda events, SQS) is not the engine's: that is
+//! in functions/common.
 
 pub mod catalog;
 pub mod cleanup;
@@ -16,7 +17,6 @@ pub mod commit;
 pub mod convert;
 pub mod dv;
 pub mod error;
-pub mod events;
 pub mod generate;
 pub mod inspect;
 pub mod keys;

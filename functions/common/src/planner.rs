@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use eqdv::catalog::Catalog;
-use eqdv::events::parse_planner_event;
 use eqdv::planner::{TableDecision, plan_triggers};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::events::parse_planner_event;
 use crate::metrics::{MetricSet, Unit};
 use crate::queue::ShardQueue;
 use crate::{FunctionConfig, FunctionError, Result};
