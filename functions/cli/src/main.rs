@@ -565,7 +565,7 @@ async fn backfill(
     dry_run: bool,
     json_out: bool,
 ) -> Result<u8> {
-    use eqdv::planner::TableDecision;
+    use eqdv::planner::{BackfillScope, TableDecision, Trigger};
     use eqdv_functions::FunctionConfig;
     use eqdv_functions::converter::Converter;
     use eqdv_functions::planner::Planner;
@@ -575,14 +575,23 @@ async fn backfill(
     let mut config = FunctionConfig::from_env()?;
     config.emit_metrics = false;
     config.branch = branch.to_string();
-    let event = match (database, table) {
-        (Some(db), Some(t)) => {
-            serde_json::json!({"backfill": {"database": db, "table": t, "branch": branch, "dry_run": dry_run}})
+    // The trigger the planner function would parse from a backfill request (a sweep
+    // without --database), with the same refusal of blank names.
+    let trigger = match (database, table) {
+        (Some(db), table) => {
+            let branch = non_blank("branch", branch)?.to_string();
+            let db = non_blank("database", db)?;
+            let scope = match table {
+                Some(t) => BackfillScope::Tables(vec![TableName::new(db, non_blank("table", t)?)]),
+                None => BackfillScope::Database(db.to_string()),
+            };
+            Trigger::Backfill {
+                scope,
+                branch: Some(branch),
+                dry_run,
+            }
         }
-        (Some(db), None) => {
-            serde_json::json!({"backfill": {"database": db, "branch": branch, "dry_run": dry_run}})
-        }
-        _ => serde_json::json!({"source": "aws.events", "detail-type": "Scheduled Event"}),
+        (None, _) => Trigger::Sweep,
     };
     let queue = std::sync::Arc::new(InProcessQueue::default());
     let planner = Planner {
@@ -590,7 +599,7 @@ async fn backfill(
         config: config.clone(),
         queue: Box::new(queue.clone()),
     };
-    let run = planner.run(&event).await?;
+    let run = planner.run_triggers(&[trigger]).await?;
     let converter = Converter {
         catalog: args.connect().await?,
         config,
@@ -647,6 +656,14 @@ async fn backfill(
     } else {
         exit::OK
     })
+}
+
+/// A name from the command line; blank ones are refused.
+fn non_blank<'a>(flag: &str, value: &'a str) -> Result<&'a str> {
+    if value.trim().is_empty() {
+        return Err(eqdv::Error::InvalidInput(format!("--{flag}: must not be empty")).into());
+    }
+    Ok(value)
 }
 
 async fn make_plan(
