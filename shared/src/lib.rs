@@ -9,8 +9,9 @@
 //! - `table`: loading a table and the live files of a snapshot; `manifest_decode` is
 //!   its fast manifest decoder.
 //! - `plan`: which equality deletes are live, how they group, and how work splits into
-//!   shards; `planner` turns triggers into shards with reasons for what it skips;
-//!   `events` holds the triggers and shard messages.
+//!   shards; `planner` turns triggers (a table changed, a backfill, a sweep) into shards
+//!   with reasons for what it skips. Lambda event shapes and SQS ids live with the
+//!   functions (`eqdv_functions::events`, `eqdv_functions::queue`).
 //! - `resolve`: deleted keys to row positions (keys, pruning, the parallel scan), over
 //!   `parquet_io` (columns by field id, name mapping, defaults, exact casts) and
 //!   `parquet_reader` (the byte source); `keys` encodes key values as bytes;
@@ -33,7 +34,6 @@ pub mod commit;
 pub mod convert;
 pub mod dv;
 pub mod error;
-pub mod events;
 pub mod generate;
 pub mod inspect;
 pub mod keys;

@@ -4,14 +4,41 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, TableName};
-use crate::events::{BackfillScope, Trigger};
 use crate::plan::{PlanOptions, Shard, plan};
 use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
 use crate::table::{LoadedTable, TableFiles};
 use crate::{Error, Result};
+
+/// Which tables a backfill covers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackfillScope {
+    Tables(Vec<TableName>),
+    /// Every Iceberg table of a database.
+    Database(String),
+}
+
+/// One thing the planner was asked to do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Trigger {
+    /// A Glue table changed (a commit, most likely).
+    TableChanged {
+        table: TableName,
+        type_of_change: Option<String>,
+    },
+    /// Look at every allowed table.
+    Sweep,
+    /// An operator's request.
+    Backfill {
+        scope: BackfillScope,
+        branch: Option<String>,
+        dry_run: bool,
+    },
+}
 
 /// Which tables the planner may touch; empty lists allow everything.
 #[derive(Clone, Debug, Default)]

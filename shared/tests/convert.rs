@@ -1074,14 +1074,14 @@ async fn branches_convert_alone_and_tags_are_refused() {
         shard.delete_files().collect::<Vec<_>>()
     );
     assert_ne!(
-        eqdv::events::deduplication_id(on_audit),
-        eqdv::events::deduplication_id(&shard)
+        eqdv_functions::queue::deduplication_id(on_audit),
+        eqdv_functions::queue::deduplication_id(&shard)
     );
     assert_ne!(
-        eqdv::events::message_group_id(on_audit),
-        eqdv::events::message_group_id(&shard)
+        eqdv_functions::queue::message_group_id(on_audit),
+        eqdv_functions::queue::message_group_id(&shard)
     );
-    assert!(eqdv::events::message_group_id(on_audit).contains("@audit"));
+    assert!(eqdv_functions::queue::message_group_id(on_audit).contains("@audit"));
     let wrong = ConvertOptions {
         branch: "audit".into(),
         shard: Some(shard),
@@ -1114,7 +1114,7 @@ async fn a_partition_keeps_its_queue_group_across_plans() {
         let mut out: HashMap<String, String> = HashMap::new();
         for shard in &plan.shards {
             for partition in &shard.partitions {
-                let group = eqdv::events::message_group_id(shard);
+                let group = eqdv_functions::queue::message_group_id(shard);
                 assert!(
                     out.insert(partition.clone(), group).is_none(),
                     "{partition} is in two shards of one plan"

@@ -5,9 +5,9 @@ mod support;
 
 use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, convert};
-use eqdv::events::{Trigger, parse_planner_event};
 use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
-use eqdv::planner::{Allowlist, PlannerConfig, TableDecision, plan_triggers};
+use eqdv::planner::{Allowlist, PlannerConfig, TableDecision, Trigger, plan_triggers};
+use eqdv_functions::events::parse_planner_event;
 use serde_json::json;
 use support::*;
 

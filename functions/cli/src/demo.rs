@@ -1,17 +1,39 @@
 //! `eqdv demo`: the whole job on a fresh local warehouse, with before/after evidence.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
+use clap::Args;
 use eqdv::catalog::{SqliteCatalog, TableName};
-use eqdv::convert::{ConvertOptions, convert};
-use eqdv::inspect::inspect;
+use eqdv::convert::{ConvertOptions, ConvertReport, convert};
+use eqdv::inspect::{Inspection, inspect};
 use eqdv::table::LoadedTable;
-use serde_json::json;
 
-use crate::output::{Summary, spinner};
-use crate::{WorkloadArgs, exit, print_report};
+use crate::args::WorkloadArgs;
+use crate::exit;
+use crate::output::{self, spinner};
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Warehouse directory (default: a new temporary directory, kept afterwards).
+    #[arg(long, value_name = "DIR")]
+    warehouse: Option<PathBuf>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+}
+
+/// What a demo did and measured, for `output::print_demo`.
+pub struct Demo {
+    pub warehouse: PathBuf,
+    pub table: TableName,
+    pub before: Inspection,
+    pub after: Inspection,
+    pub report: ConvertReport,
+    pub live_rows: usize,
+    pub read_eq_secs: f64,
+    pub read_dv_secs: f64,
+}
 
 /// Reads the live rows and times it; returns (canonical rows, seconds).
 async fn timed_read(catalog: &SqliteCatalog, name: &TableName) -> Result<(Vec<String>, f64)> {
@@ -23,8 +45,8 @@ async fn timed_read(catalog: &SqliteCatalog, name: &TableName) -> Result<(Vec<St
     Ok((rows, seconds))
 }
 
-pub async fn run(warehouse: Option<&Path>, workload: &WorkloadArgs, json_out: bool) -> Result<u8> {
-    let warehouse = match warehouse {
+pub async fn run(args: &DemoArgs, json_out: bool) -> Result<u8> {
+    let warehouse = match &args.warehouse {
         Some(w) => w.to_path_buf(),
         None => std::env::temp_dir().join(format!(
             "eqdv-demo-{}-{}",
@@ -37,7 +59,7 @@ pub async fn run(warehouse: Option<&Path>, workload: &WorkloadArgs, json_out: bo
     let quiet = json_out;
 
     let bar = spinner("generating a CDC workload", quiet);
-    let generated = eqdv::generate::generate(&catalog, &name, &workload.spec()?).await?;
+    let generated = eqdv::generate::generate(&catalog, &name, &args.workload.spec()?).await?;
     bar.finish_and_clear();
 
     let table = LoadedTable::load(&catalog, &name).await?;
@@ -72,87 +94,19 @@ pub async fn run(warehouse: Option<&Path>, workload: &WorkloadArgs, json_out: bo
             expected.len()
         );
     }
-    let ratio = if read_dv_secs > 0.0 {
-        read_eq_secs / read_dv_secs
-    } else {
-        f64::INFINITY
-    };
-
-    if json_out {
-        let out = json!({
-            "warehouse": warehouse,
-            "table": name.to_string(),
-            "before": before,
-            "after": after,
-            "convert": report,
-            "live_rows": rows_after.len(),
-            "rows_identical": true,
-            "read_seconds_with_equality_deletes": read_eq_secs,
-            "read_seconds_with_dvs": read_dv_secs,
-            "read_speedup": ratio,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(exit::OK);
-    }
-
-    let mut s = Summary::new(format!("eqdv demo: {} in {}", name, warehouse.display()));
-    s.row("", "before  ->  after")
-        .row(
-            "equality delete files",
-            format!(
-                "{}  ->  {}",
-                before.totals.equality_delete_files, after.totals.equality_delete_files
-            ),
-        )
-        .row(
-            "equality delete rows",
-            format!(
-                "{}  ->  {}",
-                before.totals.equality_deletes, after.totals.equality_deletes
-            ),
-        )
-        .row(
-            "deletion vectors",
-            format!("{}  ->  {}", before.totals.dvs, after.totals.dvs),
-        )
-        .row(
-            "positions in DVs",
-            format!(
-                "{}  ->  {}",
-                before.totals.dv_positions, after.totals.dv_positions
-            ),
-        )
-        .row(
-            "data files",
-            format!(
-                "{}  ->  {}",
-                before.totals.data_files, after.totals.data_files
-            ),
-        )
-        .row("live rows (identical)", rows_after.len())
-        .row(
-            "data files opened / candidates",
-            format!(
-                "{} / {}",
-                report.resolve.files_opened, report.resolve.candidate_files
-            ),
-        )
-        .row("pruned by column bounds", report.resolve.pruned_by_bounds)
-        .row(
-            "read time, equality deletes",
-            format!("{:.1} ms", read_eq_secs * 1000.0),
-        )
-        .row(
-            "read time, deletion vectors",
-            format!("{:.1} ms", read_dv_secs * 1000.0),
-        )
-        .row("read speedup", format!("{ratio:.1}x"));
-    s.print();
-    print_report(&report);
-    println!(
-        "Open it with PyIceberg: SqlCatalog(\"eqdv\", uri=\"sqlite:///{0}/catalog.db\", warehouse=\"file://{0}\")",
-        warehouse.display()
-    );
+    output::print_demo(
+        &Demo {
+            warehouse,
+            table: name,
+            before,
+            after,
+            report,
+            live_rows: rows_after.len(),
+            read_eq_secs,
+            read_dv_secs,
+        },
+        json_out,
+    )?;
     Ok(exit::OK)
 }
 

@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod converter;
+pub mod events;
 pub mod logging;
 pub mod metrics;
 pub mod planner;

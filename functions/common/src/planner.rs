@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use eqdv::catalog::Catalog;
-use eqdv::events::parse_planner_event;
-use eqdv::planner::{TableDecision, plan_triggers};
+use eqdv::planner::{TableDecision, Trigger, plan_triggers};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::events::parse_planner_event;
 use crate::metrics::{MetricSet, Unit};
 use crate::queue::ShardQueue;
 use crate::{FunctionConfig, FunctionError, Result};
@@ -65,10 +65,15 @@ impl Planner {
 
     /// Plans and sends; failures of single tables or shards are collected, not raised.
     pub async fn run(&self, event: &Value) -> Result<PlannerRun> {
-        let started = Instant::now();
         let triggers = parse_planner_event(event)?;
+        self.run_triggers(&triggers).await
+    }
+
+    /// [`Planner::run`] for triggers already parsed (`eqdv backfill` builds its own).
+    pub async fn run_triggers(&self, triggers: &[Trigger]) -> Result<PlannerRun> {
+        let started = Instant::now();
         let summary =
-            plan_triggers(self.catalog.as_ref(), &triggers, &self.config.planner()).await?;
+            plan_triggers(self.catalog.as_ref(), triggers, &self.config.planner()).await?;
 
         let mut shards = Vec::with_capacity(summary.shards.len());
         let mut failures: Vec<String> = summary

@@ -11,13 +11,49 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
-use eqdv::events::{deduplication_id, message_group_id};
 use eqdv::plan::Shard;
 
 use crate::{FunctionError, Result};
 
 /// The largest SQS message body.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
+
+/// The SQS FIFO message group of a shard: one table's partitions are never converted
+/// twice at once. FIFO group ids are at most 128 characters; longer ones are hashed.
+pub fn message_group_id(shard: &Shard) -> String {
+    // Another branch is another line of snapshots: its shards queue apart from main's.
+    let table = if shard.branch == "main" {
+        shard.table.to_string()
+    } else {
+        format!("{}@{}", shard.table, shard.branch)
+    };
+    // The group is the partition's queue group (stable across plans); a shard from an
+    // older planner has none and falls back to its partitions.
+    let raw = if shard.queue_group.is_empty() {
+        format!("{table}/{}", shard.partitions.join(","))
+    } else {
+        format!("{table}/{}", shard.queue_group)
+    };
+    let clean: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .collect();
+    if clean.len() <= 128 {
+        return clean;
+    }
+    let mut hash: u64 = 0xcbf29ce484222325;
+    for b in raw.as_bytes() {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x100000001b3);
+    }
+    let table: String = table.chars().take(100).collect();
+    format!("{table}/{hash:016x}")
+}
+
+/// The SQS FIFO deduplication id of a shard: the same delete files, the same message.
+pub fn deduplication_id(shard: &Shard) -> String {
+    shard.id.clone()
+}
 
 /// Receives the planner's shards.
 #[async_trait]
@@ -187,5 +223,40 @@ impl ShardQueue for InProcessQueue {
         };
         shards.push(shard.clone());
         Ok(format!("in-process-{}", shards.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use eqdv::catalog::TableName;
+
+    use super::*;
+
+    #[test]
+    fn fifo_ids() {
+        let shard = Shard {
+            id: "00ff".into(),
+            table: TableName::new("cdc", "orders"),
+            branch: "main".into(),
+            base_snapshot_id: 1,
+            partitions: vec!["0:region=\"eu\"".into()],
+            queue_group: String::new(),
+            groups: Vec::new(),
+            estimated_bytes: 0,
+        };
+        // A shard from an older planner (no queue group) groups by its partitions.
+        assert_eq!(message_group_id(&shard), "cdc.orders/0:region=\"eu\"");
+        assert_eq!(deduplication_id(&shard), "00ff");
+        let grouped = Shard {
+            queue_group: "g07".into(),
+            ..shard.clone()
+        };
+        assert_eq!(message_group_id(&grouped), "cdc.orders/g07");
+        let long = Shard {
+            partitions: (0..100).map(|i| format!("0:k0_bucket={i}")).collect(),
+            ..shard
+        };
+        let id = message_group_id(&long);
+        assert!(id.len() <= 128 && id.starts_with("cdc.orders/"), "{id}");
     }
 }

@@ -1,5 +1,5 @@
-//! What starts a conversion: the events the planner receives and the shard messages it
-//! sends to converters.
+//! The planner Lambda's input: the JSON it is invoked with, parsed into the engine's
+//! planner triggers.
 //!
 //! The planner accepts, directly or wrapped in SQS records:
 //! - EventBridge's `Glue Data Catalog Table State Change` (source `aws.glue`; best
@@ -12,43 +12,13 @@
 //!
 //! Parsing never touches a table; bad input is an error that names the field at fault.
 
-use serde::{Deserialize, Serialize};
+use eqdv::catalog::TableName;
+use eqdv::planner::{BackfillScope, Trigger};
+use eqdv::{Error, Result};
 use serde_json::Value;
-
-use crate::catalog::TableName;
-use crate::plan::Shard;
-use crate::{Error, Result};
 
 /// The detail-type of Glue's table change events.
 pub const GLUE_TABLE_CHANGE: &str = "Glue Data Catalog Table State Change";
-
-/// Which tables a backfill covers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BackfillScope {
-    Tables(Vec<TableName>),
-    /// Every Iceberg table of a database.
-    Database(String),
-}
-
-/// One thing the planner was asked to do.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Trigger {
-    /// A Glue table changed (a commit, most likely).
-    TableChanged {
-        table: TableName,
-        type_of_change: Option<String>,
-    },
-    /// Look at every allowed table.
-    Sweep,
-    /// An operator's request.
-    Backfill {
-        scope: BackfillScope,
-        branch: Option<String>,
-        dry_run: bool,
-    },
-}
 
 fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidInput(format!("{field}: {message}"))
@@ -198,43 +168,6 @@ fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
     })
 }
 
-/// The SQS FIFO message group of a shard: one table's partitions are never converted
-/// twice at once. FIFO group ids are at most 128 characters; longer ones are hashed.
-pub fn message_group_id(shard: &Shard) -> String {
-    // Another branch is another line of snapshots: its shards queue apart from main's.
-    let table = if shard.branch == "main" {
-        shard.table.to_string()
-    } else {
-        format!("{}@{}", shard.table, shard.branch)
-    };
-    // The group is the partition's queue group (stable across plans); a shard from an
-    // older planner has none and falls back to its partitions.
-    let raw = if shard.queue_group.is_empty() {
-        format!("{table}/{}", shard.partitions.join(","))
-    } else {
-        format!("{table}/{}", shard.queue_group)
-    };
-    let clean: String = raw
-        .chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect();
-    if clean.len() <= 128 {
-        return clean;
-    }
-    let mut hash: u64 = 0xcbf29ce484222325;
-    for b in raw.as_bytes() {
-        hash ^= u64::from(*b);
-        hash = hash.wrapping_mul(0x100000001b3);
-    }
-    let table: String = table.chars().take(100).collect();
-    format!("{table}/{hash:016x}")
-}
-
-/// The SQS FIFO deduplication id of a shard: the same delete files, the same message.
-pub fn deduplication_id(shard: &Shard) -> String {
-    shard.id.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -339,33 +272,5 @@ mod tests {
                 "{event}: error {err:?} does not name {field}"
             );
         }
-    }
-
-    #[test]
-    fn fifo_ids() {
-        let shard = Shard {
-            id: "00ff".into(),
-            table: TableName::new("cdc", "orders"),
-            branch: "main".into(),
-            base_snapshot_id: 1,
-            partitions: vec!["0:region=\"eu\"".into()],
-            queue_group: String::new(),
-            groups: Vec::new(),
-            estimated_bytes: 0,
-        };
-        // A shard from an older planner (no queue group) groups by its partitions.
-        assert_eq!(message_group_id(&shard), "cdc.orders/0:region=\"eu\"");
-        assert_eq!(deduplication_id(&shard), "00ff");
-        let grouped = Shard {
-            queue_group: "g07".into(),
-            ..shard.clone()
-        };
-        assert_eq!(message_group_id(&grouped), "cdc.orders/g07");
-        let long = Shard {
-            partitions: (0..100).map(|i| format!("0:k0_bucket={i}")).collect(),
-            ..shard
-        };
-        let id = message_group_id(&long);
-        assert!(id.len() <= 128 && id.starts_with("cdc.orders/"), "{id}");
     }
 }

@@ -1,0 +1,145 @@
+//! The arguments several subcommands share: which catalog, which table and branch, and
+//! the shape of a generated workload.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, SqliteCatalog, TableName};
+
+/// Which catalog holds the tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CatalogKind {
+    /// The embedded default: a SQLite catalog file in a warehouse directory.
+    Sqlite,
+    /// The AWS Glue Data Catalog, with table data on S3.
+    Glue,
+}
+
+/// Which catalog.
+#[derive(Args, Clone)]
+pub struct CatalogArgs {
+    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`) or `glue`.
+    #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
+    catalog: CatalogKind,
+    /// sqlite: the warehouse directory (catalog and table data). glue: where new tables
+    /// go, as s3://bucket/prefix (existing tables keep their own location).
+    #[arg(long, value_name = "DIR|S3_URI", env = "EQDV_WAREHOUSE")]
+    warehouse: Option<String>,
+    /// glue: the catalog's AWS account id, when it is not the caller's.
+    #[arg(long, env = "EQDV_GLUE_CATALOG_ID")]
+    glue_catalog_id: Option<String>,
+    /// glue: the AWS region (default: the standard AWS configuration).
+    #[arg(long, env = "EQDV_REGION")]
+    region: Option<String>,
+    /// glue: the Glue endpoint (default: AWS_ENDPOINT_URL_GLUE or AWS's).
+    #[arg(long, env = "EQDV_GLUE_ENDPOINT")]
+    glue_endpoint: Option<String>,
+    /// glue: the S3 endpoint (default: AWS_ENDPOINT_URL_S3 or AWS's); path-style
+    /// addressing is used when an endpoint is set.
+    #[arg(long, env = "EQDV_S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit).
+    #[arg(long, env = "EQDV_GLUE_SKIP_ARCHIVE", default_value_t = true, action = clap::ArgAction::Set)]
+    glue_skip_archive: bool,
+}
+
+impl CatalogArgs {
+    pub async fn connect(&self) -> Result<Box<dyn Catalog>> {
+        match self.catalog {
+            CatalogKind::Sqlite => {
+                let dir = self
+                    .warehouse
+                    .as_deref()
+                    .context("--warehouse DIR is required with the sqlite catalog")?;
+                let catalog = SqliteCatalog::open_warehouse(Path::new(dir))
+                    .with_context(|| format!("opening warehouse {dir}"))?;
+                Ok(Box::new(catalog))
+            }
+            CatalogKind::Glue => {
+                let config = GlueConfig {
+                    warehouse: self.warehouse.clone(),
+                    catalog_id: self.glue_catalog_id.clone(),
+                    region: self.region.clone(),
+                    glue_endpoint: self.glue_endpoint.clone(),
+                    s3_endpoint: self.s3_endpoint.clone(),
+                    skip_archive: Some(self.glue_skip_archive),
+                    ..Default::default()
+                };
+                Ok(Box::new(GlueCatalog::connect(config).await?))
+            }
+        }
+    }
+}
+
+/// Which table, in which catalog.
+#[derive(Args, Clone)]
+pub struct TableArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// The table, as NAMESPACE.TABLE (for Glue: DATABASE.TABLE).
+    #[arg(long, value_name = "NS.NAME")]
+    table: String,
+    /// The branch to read and commit to (`convert --plan` converts on the shard's
+    /// branch; a tag is refused).
+    #[arg(long, default_value = DEFAULT_BRANCH)]
+    pub branch: String,
+}
+
+/// The branch when none is named.
+pub const DEFAULT_BRANCH: &str = "main";
+
+impl TableArgs {
+    pub async fn catalog(&self) -> Result<Box<dyn Catalog>> {
+        self.catalog.connect().await
+    }
+
+    pub fn name(&self) -> Result<TableName> {
+        Ok(TableName::parse(&self.table)?)
+    }
+}
+
+#[derive(Args, Clone)]
+pub struct WorkloadArgs {
+    /// Seed for the workload (same seed, same rows).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Rows of the initial load.
+    #[arg(long, default_value_t = 10_000)]
+    rows: u64,
+    /// CDC commits after the initial load.
+    #[arg(long, default_value_t = 5)]
+    commits: u32,
+    /// Key column type(s): long|int|string|uuid|decimal|date|timestamp|timestamptz|binary|boolean|fixed,
+    /// comma-separated for a multi-column key.
+    #[arg(long, default_value = "long")]
+    key: String,
+    /// Partitioning: none|identity|bucket:N|day.
+    #[arg(long, default_value = "none")]
+    partition: String,
+    /// Some keys are null (null equals null in equality deletes).
+    #[arg(long)]
+    null_keys: bool,
+    /// Also write equality deletes with an unpartitioned spec (they apply everywhere).
+    #[arg(long)]
+    global_deletes: bool,
+    /// Add a column halfway through the workload.
+    #[arg(long)]
+    add_column: bool,
+}
+
+impl WorkloadArgs {
+    pub fn spec(&self) -> Result<eqdv::generate::WorkloadSpec> {
+        Ok(eqdv::generate::WorkloadSpec {
+            seed: self.seed,
+            rows: self.rows,
+            commits: self.commits,
+            keys: eqdv::generate::parse_key_types(&self.key)?,
+            partition: self.partition.parse()?,
+            null_keys: self.null_keys,
+            global_deletes: self.global_deletes,
+            add_column: self.add_column,
+            ..Default::default()
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! `eqdv backfill`: the planner and converter functions' own handlers run in-process on
+//! a database, one table, or (a sweep) every allowed table of the catalog.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+use eqdv::catalog::TableName;
+use eqdv::planner::{BackfillScope, Trigger};
+use eqdv_functions::FunctionConfig;
+use eqdv_functions::converter::Converter;
+use eqdv_functions::planner::Planner;
+use eqdv_functions::queue::InProcessQueue;
+
+use crate::args::CatalogArgs;
+use crate::exit;
+use crate::output;
+
+#[derive(Args)]
+pub struct BackfillArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// Every Iceberg table of this database (or, with --table, one table of it).
+    #[arg(long)]
+    database: Option<String>,
+    /// A table of --database.
+    #[arg(long, requires = "database")]
+    table: Option<String>,
+    /// The branch to convert.
+    #[arg(long, default_value = "main")]
+    branch: String,
+    /// Plan only: print the shards, convert nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// The planner's shards go to a queue in memory, and each is converted as the
+/// converter would.
+pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
+    let BackfillArgs {
+        catalog,
+        database,
+        table,
+        branch,
+        dry_run,
+    } = args;
+    let dry_run = *dry_run;
+    // The same variables as the functions (allowlist, memory budget, retries).
+    let mut config = FunctionConfig::from_env()?;
+    config.emit_metrics = false;
+    config.branch = branch.to_string();
+    // The trigger the planner function would parse from a backfill request (a sweep
+    // without --database), with the same refusal of blank names.
+    let trigger = match (database, table) {
+        (Some(db), table) => {
+            let branch = non_blank("branch", branch)?.to_string();
+            let db = non_blank("database", db)?;
+            let scope = match table {
+                Some(t) => BackfillScope::Tables(vec![TableName::new(db, non_blank("table", t)?)]),
+                None => BackfillScope::Database(db.to_string()),
+            };
+            Trigger::Backfill {
+                scope,
+                branch: Some(branch),
+                dry_run,
+            }
+        }
+        (None, _) => Trigger::Sweep,
+    };
+    let queue = Arc::new(InProcessQueue::default());
+    let planner = Planner {
+        catalog: catalog.connect().await?,
+        config: config.clone(),
+        queue: Box::new(queue.clone()),
+    };
+    let run = planner.run_triggers(&[trigger]).await?;
+    let converter = Converter {
+        catalog: catalog.connect().await?,
+        config,
+        dead_letters: None,
+        source: "eqdv backfill (CLI)".into(),
+    };
+    let mut reports = Vec::new();
+    let mut failed = 0usize;
+    // A sweep has no dry-run flag of its own: its shards are simply not converted.
+    let shards = if dry_run { Vec::new() } else { queue.drain() };
+    for shard in shards {
+        match converter.convert_shard(&shard, None).await {
+            Ok(r) => reports.push(serde_json::to_value(&r)?),
+            Err(e) => {
+                failed += 1;
+                reports.push(serde_json::json!({ "table": shard.table.to_string(), "shard": shard.id, "error": e.to_string() }));
+            }
+        }
+    }
+    output::print_backfill(&run, &reports, failed, dry_run, json)?;
+    Ok(if failed > 0 || !run.failures.is_empty() {
+        exit::FAILED
+    } else if run.response.shards.is_empty() {
+        exit::NOTHING_TO_DO
+    } else {
+        exit::OK
+    })
+}
+
+/// A name from the command line; blank ones are refused.
+fn non_blank<'a>(flag: &str, value: &'a str) -> Result<&'a str> {
+    if value.trim().is_empty() {
+        return Err(eqdv::Error::InvalidInput(format!("--{flag}: must not be empty")).into());
+    }
+    Ok(value)
+}

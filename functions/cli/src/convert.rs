@@ -1,0 +1,103 @@
+//! `eqdv convert`: convert one table's live equality deletes (or one shard of a saved
+//! plan) into deletion vectors and commit.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::plan::{Plan, Shard};
+
+use crate::args::{DEFAULT_BRANCH, TableArgs};
+use crate::exit;
+use crate::output::{self, spinner};
+
+#[derive(Args)]
+pub struct ConvertArgs {
+    #[command(flatten)]
+    table: TableArgs,
+    /// Convert one shard: a plan file written by `plan --output` ...
+    #[arg(long, value_name = "PLAN_FILE", requires = "shard_id")]
+    plan: Option<PathBuf>,
+    /// ... and the id of the shard in it.
+    #[arg(long, value_name = "ID", requires = "plan")]
+    shard_id: Option<String>,
+    /// Resolve and report, but write and commit nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Data files read at once.
+    #[arg(long)]
+    parallelism: Option<usize>,
+    /// Read every candidate data file: do not trust manifest column bounds,
+    /// Parquet row-group statistics or bloom filters (for tables whose writers
+    /// recorded bad ones).
+    #[arg(long)]
+    no_pruning: bool,
+    /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = 1024,
+        env = "EQDV_KEY_MEMORY_MB"
+    )]
+    key_memory_mb: u64,
+}
+
+pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
+    let table = &args.table;
+    let catalog = table.catalog().await?;
+    let name = table.name()?;
+    let mut options = ConvertOptions {
+        branch: table.branch.clone(),
+        dry_run: args.dry_run,
+        source: "eqdv convert (CLI)".into(),
+        ..Default::default()
+    };
+    if let Some(p) = args.parallelism {
+        options.resolve.parallelism = p.max(1);
+    }
+    if args.no_pruning {
+        options.resolve.bound_pruning = false;
+        options.resolve.row_group_pruning = false;
+        options.resolve.bloom_pruning = false;
+    }
+    options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
+    if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {
+        let shard = load_shard(plan, id)?;
+        // A shard converts on the branch it was planned on; naming another one
+        // explicitly is a mistake, not a request to convert elsewhere.
+        if table.branch != DEFAULT_BRANCH && table.branch != shard.branch {
+            anyhow::bail!(
+                "shard {id} of {} was planned on branch '{}', but --branch is '{}'",
+                plan.display(),
+                shard.branch,
+                table.branch
+            );
+        }
+        options.branch = shard.branch.clone();
+        options.shard = Some(shard);
+    }
+    let bar = spinner(&format!("converting {name}"), json);
+    let report = convert(catalog.as_ref(), &name, &options).await?;
+    bar.finish_and_clear();
+    output::print_convert_report(&report, json)?;
+    Ok(match report.outcome {
+        Outcome::NothingToDo => exit::NOTHING_TO_DO,
+        Outcome::Converted | Outcome::DryRun => exit::OK,
+    })
+}
+
+fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
+    let bytes = std::fs::read(plan_file)
+        .with_context(|| format!("reading plan file {}", plan_file.display()))?;
+    let plan: Plan = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "plan file {} is not a plan written by `eqdv plan`",
+            plan_file.display()
+        )
+    })?;
+    plan.shards
+        .into_iter()
+        .find(|s| s.id == id)
+        .with_context(|| format!("plan file {} has no shard {id}", plan_file.display()))
+}

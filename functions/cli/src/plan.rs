@@ -1,0 +1,69 @@
+//! `eqdv plan`: the conversion plan of one table (groups of equality deletes and the
+//! shards they are converted in), optionally saved for `convert --plan`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use eqdv::catalog::{Catalog, TableName};
+use eqdv::plan::{Plan, PlanOptions};
+use eqdv::table::{LoadedTable, TableFiles};
+
+use crate::args::TableArgs;
+use crate::exit;
+use crate::output;
+
+#[derive(Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    table: TableArgs,
+    /// Target bytes of candidate data per shard.
+    #[arg(long, default_value_t = 512 * 1024 * 1024)]
+    target_shard_bytes: u64,
+    /// Write the plan as JSON to this file (for `convert --shard`).
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+pub async fn run(args: &PlanArgs, json: bool) -> Result<u8> {
+    let catalog = args.table.catalog().await?;
+    let plan = make_plan(
+        catalog.as_ref(),
+        &args.table.name()?,
+        &args.table.branch,
+        args.target_shard_bytes,
+    )
+    .await?;
+    if let Some(path) = &args.output {
+        std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
+            .with_context(|| format!("writing plan to {}", path.display()))?;
+    }
+    output::print_plan(&plan, json)?;
+    Ok(if plan.shards.is_empty() {
+        exit::NOTHING_TO_DO
+    } else {
+        exit::OK
+    })
+}
+
+async fn make_plan(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    branch: &str,
+    target_shard_bytes: u64,
+) -> Result<Plan> {
+    let table = LoadedTable::load(catalog, name).await?;
+    table.require_v3()?;
+    table.require_branch(branch)?;
+    let head = table.head(branch)?;
+    let files = TableFiles::read(&table, head.as_ref()).await?;
+    Ok(eqdv::plan::plan(
+        &table,
+        branch,
+        &files,
+        &PlanOptions {
+            target_shard_bytes,
+            ..Default::default()
+        },
+    )?)
+}
