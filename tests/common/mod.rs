@@ -157,14 +157,19 @@ pub fn pyiceberg_counts(warehouse: &Path, table: &str) -> PyIcebergCounts {
 }
 
 fn read_table(warehouse: &Path, table: &str, extra: &[&str]) -> Result<String, ReadTableError> {
-    let mut args: Vec<&OsStr> = vec![
+    let mut args = warehouse_args(warehouse, table);
+    args.extend(extra.iter().map(OsStr::new));
+    run_script(&read_table_script(), &args)
+}
+
+/// `--warehouse DIR --table NS.NAME`, as both reader scripts take them.
+fn warehouse_args<'a>(warehouse: &'a Path, table: &'a str) -> Vec<&'a OsStr> {
+    vec![
         OsStr::new("--warehouse"),
         warehouse.as_os_str(),
         OsStr::new("--table"),
         OsStr::new(table),
-    ];
-    args.extend(extra.iter().map(OsStr::new));
-    run_script(&read_table_script(), &args)
+    ]
 }
 
 /// What duckdb_read.py prints.
@@ -187,25 +192,16 @@ pub fn duckdb_read(warehouse: &Path, table: &str) -> Vec<String> {
 /// [`duckdb_read`], with duckdb_read.py's failure as an error (for tests that expect a
 /// refusal).
 pub fn try_duckdb_read(warehouse: &Path, table: &str) -> Result<Vec<String>, ReadTableError> {
-    duckdb(&[
-        OsStr::new("--warehouse"),
-        warehouse.as_os_str(),
-        OsStr::new("--table"),
-        OsStr::new(table),
-    ])
+    duckdb(&warehouse_args(warehouse, table))
 }
 
-/// [`duckdb_read`] without duckdb_read.py's refusal of null equality keys: DuckDB's own
-/// answer, wrong where DuckDB is, for the test that pins what DuckDB does.
+/// [`duckdb_read`] without the refusals duckdb_read.py makes before the scan (null
+/// equality keys, files without field ids, dropped equality fields): DuckDB's own answer,
+/// wrong where DuckDB is, for the tests that pin what DuckDB does.
 pub fn duckdb_read_unguarded(warehouse: &Path, table: &str) -> Vec<String> {
-    duckdb(&[
-        OsStr::new("--warehouse"),
-        warehouse.as_os_str(),
-        OsStr::new("--table"),
-        OsStr::new(table),
-        OsStr::new("--unguarded"),
-    ])
-    .unwrap_or_else(|e| panic!("{e}"))
+    let mut args = warehouse_args(warehouse, table);
+    args.push(OsStr::new("--unguarded"));
+    duckdb(&args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Reads the head of `main` of a Glue table (`DATABASE.TABLE`) with DuckDB, its files on

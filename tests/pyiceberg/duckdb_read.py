@@ -33,10 +33,17 @@ pinned by tests/duckdb.rs:
     without an error, so this script refuses before DuckDB reads whenever an equality
     delete applies to a data file whose manifest entry does not say "no nulls" for each
     of the delete's equality columns.
-  - An equality delete whose key includes a uuid column fails inside DuckDB
-    (`INTERNAL Error: Expected vector of type INT128, but found vector of type VARCHAR`).
-  - Equality deletes on a table with a null partition value (e.g. bucket(k) of a null
-    key) fail inside DuckDB (`INTERNAL Error: Comparison on NULL values`).
+  - An equality delete on a column dropped since (Iceberg Java fails on it too).
+  - Files without Parquet field ids in a table without a name mapping: DuckDB reads
+    other rows than Iceberg Java (which falls back to column positions). Refused before
+    the scan (one look at every live file's Parquet schema).
+  - Failures inside DuckDB while applying equality deletes, named here when the table
+    explains them: a uuid key stored as fixed[16] without Parquet's UUID annotation (as
+    eqdv's generator writes it; `INTERNAL Error: Expected [unified] vector [format] of
+    type INT128, but found [vector of] type VARCHAR`); a key column promoted int -> long
+    or a decimal key widened (`... of type INT64, but found ... INT32`); a null partition
+    value (e.g. bucket(k) of a null key) or files of more than one partition spec
+    (`INTERNAL Error: Comparison on NULL values`).
 * uuid columns come out of its Arrow export as strings and timestamptz in the session
   time zone (set to UTC here); both are converted to PyIceberg's Arrow forms before
   canonicalizing.
@@ -204,6 +211,7 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
         return {"rows": [], "row_count": 0, "snapshot_id": None}
     files = snapshot_files(table, snapshot)
     if not args.unguarded:
+        refuse_dropped_equality_fields(schema, files)
         refuse_null_keys(table, schema, files)
 
     connect_started = time.monotonic()
@@ -212,6 +220,8 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
     if on_s3:
         configure_s3(con)
     connect_seconds = time.monotonic() - connect_started
+    if not args.unguarded:
+        refuse_files_without_field_ids(con, metadata, files)
     columns = ", ".join('"' + f.name.replace('"', '""') + '"' for f in schema.fields)
     query = f"SELECT {columns} FROM iceberg_scan({sql_string(location)})"
     scan_started = time.monotonic()
@@ -248,6 +258,20 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
     return {"rows": rows, "row_count": len(rows), "snapshot_id": snapshot.snapshot_id}
 
 
+def refuse_dropped_equality_fields(schema: Any, files: Any) -> None:
+    """Exits (status 3) when a live equality delete keys on a field the current schema no
+    longer has: such deletes still apply, but a scan of the current schema cannot compare
+    them (Iceberg Java fails on it too)."""
+    for delete in files.equality_deletes:
+        dropped = [i for i in delete.file.equality_ids or [] if field_or_none(schema, i) is None]
+        if dropped:
+            raise Failure(
+                EXIT_KNOWN_LIMIT,
+                f"equality delete {delete.path} keys on field id(s) {dropped}, which the current schema "
+                "no longer has (a dropped column): no reader of the current schema can apply it",
+            )
+
+
 def refuse_null_keys(table: Any, schema: Any, files: Any) -> None:
     """Exits (status 3) when an equality delete applies to a data file that may hold a null in
     one of its equality columns: DuckDB can drop such rows (see the module docstring)."""
@@ -275,32 +299,82 @@ def refuse_null_keys(table: Any, schema: Any, files: Any) -> None:
                 )
 
 
+def refuse_files_without_field_ids(con: Any, metadata: Any, files: Any) -> None:
+    """Exits (status 3) when a live Parquet file has no field ids and the table has no name
+    mapping: DuckDB then resolves its columns otherwise than Iceberg Java does."""
+    if metadata.properties.get("schema.name-mapping.default"):
+        return
+    paths = [
+        live.path
+        for live in [*files.data.values(), *files.equality_deletes, *files.position_deletes]
+        if live.file.file_format.name == "PARQUET"
+    ]
+    if not paths:
+        return
+    query = (
+        "SELECT file_name FROM parquet_schema(?) GROUP BY file_name "
+        "HAVING count(field_id) = 0 ORDER BY file_name LIMIT 3"
+    )
+    without = [row[0] for row in con.execute(query, [paths]).fetchall()]
+    if without:
+        raise Failure(
+            EXIT_KNOWN_LIMIT,
+            f"file(s) without Parquet field ids and no schema.name-mapping.default: {', '.join(without)}; "
+            "DuckDB resolves such columns otherwise than Iceberg Java (which reads them by position) "
+            "and reads other rows, so its read could be wrong",
+        )
+
+
+def field_or_none(schema: Any, field_id: int) -> Any:
+    try:
+        return schema.find_field(field_id)
+    except ValueError:
+        return None
+
+
 def known_limit(table: Any, schema: Any, files: Any, message: str) -> Failure | None:
-    """The failure DuckDB 1.5.5 is known for, named, when `message` is it."""
+    """The failure DuckDB 1.5.5 is known for, named, when `message` is it (all are failures
+    while applying equality deletes)."""
     from pyiceberg.types import UUIDType
 
-    uuid_keys = sorted(
-        {
-            schema.find_field(field_id).name
-            for delete in files.equality_deletes
-            for field_id in (delete.file.equality_ids or [])
-            if isinstance(schema.find_field(field_id).field_type, UUIDType)
-        }
-    )
-    if uuid_keys and "INT128" in message:
-        return Failure(
-            EXIT_KNOWN_LIMIT,
-            f"DuckDB cannot apply equality deletes keyed on uuid column(s) {', '.join(uuid_keys)} "
-            f"(a known limit of DuckDB's iceberg extension): {message}",
+    if not files.equality_deletes:
+        return None
+    key_ids = sorted({i for d in files.equality_deletes for i in (d.file.equality_ids or [])})
+    current = {i: f for i in key_ids if (f := field_or_none(schema, i)) is not None}
+    # "Expected vector of type X, but found ...", or "Expected unified vector format of type X, ..."
+    if "INTERNAL Error: Expected " in message:
+        causes = []
+        uuid_keys = [f.name for f in current.values() if isinstance(f.field_type, UUIDType)]
+        if uuid_keys:
+            causes.append(
+                f"keyed on uuid column(s) {', '.join(uuid_keys)} (seen with eqdv-generated files, which store "
+                "uuid as fixed[16] without Parquet's UUID annotation; Java-written uuid keys read)"
+            )
+        promoted = sorted(
+            {
+                f.name
+                for old in table.metadata.schemas
+                for i, f in current.items()
+                if (was := field_or_none(old, i)) is not None and was.field_type != f.field_type
+            }
         )
-    live = [*files.data.values(), *files.equality_deletes]
-    null_partition = next((f.path for f in live if any(v is None for v in f.file.partition)), None)
-    if files.equality_deletes and null_partition and "Comparison on NULL values" in message:
-        return Failure(
-            EXIT_KNOWN_LIMIT,
-            f"DuckDB cannot apply equality deletes to a table with a null partition value (e.g. {null_partition}; "
-            f"a known limit of DuckDB's iceberg extension): {message}",
-        )
+        if promoted:
+            causes.append(f"keyed on column(s) {', '.join(promoted)} whose type was promoted after files were written")
+        if causes:
+            return Failure(
+                EXIT_KNOWN_LIMIT,
+                f"DuckDB cannot apply these equality deletes: {'; '.join(causes)}: {message}",
+            )
+    if "Comparison on NULL values" in message:
+        live = [*files.data.values(), *files.equality_deletes]
+        null_partition = next((f.path for f in live if any(v is None for v in f.file.partition)), None)
+        specs = sorted({f.spec_id for f in live})
+        if null_partition or len(specs) > 1:
+            where = f"a null partition value ({null_partition})" if null_partition else f"files of partition specs {specs}"
+            return Failure(
+                EXIT_KNOWN_LIMIT,
+                f"DuckDB cannot apply equality deletes to a table with {where}: {message}",
+            )
     return None
 
 
@@ -313,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unguarded",
         action="store_true",
-        help="skip the null-key refusal and let DuckDB read (for the test that pins DuckDB's wrong read)",
+        help="skip the refusals made before the scan and let DuckDB read (for the tests that pin DuckDB's wrong reads)",
     )
     parser.add_argument("--timing", action="store_true", help="print the in-process read time on stderr")
     args = parser.parse_args(argv)
