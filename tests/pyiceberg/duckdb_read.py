@@ -19,8 +19,9 @@ to DuckDB's version; httpfs only for s3:// tables, with a secret from the AWS_*
 environment, path-style) and are LOADed from their files: autoinstall and autoload are
 off, so DuckDB never reaches for its extension repository and never reads ~/.duckdb.
 
-What DuckDB 1.5.5 (iceberg extension 45163a28) does, as observed on eqdv's tables and
-pinned by tests/duckdb.rs:
+What DuckDB 1.5.5 (iceberg extension 45163a28) does, as observed on eqdv's, PyIceberg's
+and Java's tables and pinned by tests/duckdb.rs, tests/pyiceberg_smoke.rs and
+tests/histories.rs:
 
 * Equality deletes, DVs and v2 position deletes are applied.
 * Known wrong or failed reads, each refused with exit status 3 and a message naming it
