@@ -1,16 +1,21 @@
-//! Pins the judge: a table written by PyIceberg itself reads, through
-//! `pyiceberg/read_table.py`, as hand-computed canonical rows for every type, and
-//! eqdv's own reader gives exactly the same rows. Also pins what PyIceberg 0.12 does
-//! with equality deletes (refuses them) and that it cannot write v3 tables, so a
-//! PyIceberg upgrade that changes either fails here instead of silently changing what
-//! the other tests prove.
+//! Pins the judges: a table written by PyIceberg itself reads, through
+//! `pyiceberg/read_table.py` and through DuckDB (`pyiceberg/duckdb_read.py`), as
+//! hand-computed canonical rows for every type, and eqdv's own reader gives exactly the
+//! same rows. Also pins what PyIceberg 0.12 does with equality deletes (refuses them) and
+//! that it cannot write v3 tables, and what DuckDB 1.5.5 does with v2 position and
+//! equality deletes (applies them, but misreads rows with a null key column), so an
+//! upgrade that changes any of these fails here instead of silently changing what the
+//! other tests prove.
 
 mod common;
 
 use std::ffi::OsStr;
 use std::path::Path;
 
-use common::{PyIcebergView, pyiceberg_counts, pyiceberg_read, run_pyiceberg_script, run_python};
+use common::{
+    PyIcebergView, duckdb_read, duckdb_read_unguarded, pyiceberg_counts, pyiceberg_read,
+    run_pyiceberg_script, run_python, try_duckdb_read,
+};
 use eqdv::catalog::{SqliteCatalog, TableName};
 use eqdv::table::LoadedTable;
 
@@ -111,6 +116,96 @@ async fn canonical_rows_of_every_type_match_on_both_sides() {
         rust_rows(dir.path(), TABLE).await,
         view.rows,
         "eqdv::read and PyIceberg disagree on the canonical rows"
+    );
+}
+
+#[tokio::test]
+async fn duckdb_reads_every_type_as_pyiceberg_does() {
+    let dir = tempfile::tempdir().unwrap();
+    create_all_types(dir.path());
+    assert_eq!(
+        duckdb_read(dir.path(), TABLE),
+        expected(&[1, 2, 3, 4]),
+        "DuckDB side"
+    );
+}
+
+/// Runs a tests/pyiceberg fixture that commits a delete file to `db.all_types`.
+fn add_delete(warehouse: &Path, script: &str, rows_flag: &str, rows: &str) {
+    run_pyiceberg_script(
+        script,
+        &[
+            OsStr::new("--warehouse"),
+            warehouse.as_os_str(),
+            OsStr::new("--table"),
+            OsStr::new(TABLE),
+            OsStr::new(rows_flag),
+            OsStr::new(rows),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn duckdb_applies_v2_position_and_equality_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    create_all_types(dir.path());
+    // Rows 1 and 4 are in different data files.
+    add_delete(
+        dir.path(),
+        "add_position_delete.py",
+        "--rows",
+        r#"[{"id": 1}, {"id": 4}]"#,
+    );
+    let view = pyiceberg_read(dir.path(), TABLE);
+    assert_eq!(view.position_delete_files, 1);
+    assert_eq!(view.rows, expected(&[2, 3]), "PyIceberg side");
+    assert_eq!(duckdb_read(dir.path(), TABLE), view.rows, "DuckDB side");
+
+    add_delete(
+        dir.path(),
+        "add_equality_delete.py",
+        "--keys",
+        r#"[{"id": 2}]"#,
+    );
+    assert_eq!(
+        duckdb_read(dir.path(), TABLE),
+        expected(&[3]),
+        "DuckDB side"
+    );
+    assert_eq!(rust_rows(dir.path(), TABLE).await, expected(&[3]));
+}
+
+/// DuckDB 1.5.5 compares equality keys with SQL NULL semantics: row 3 (b null) does not
+/// match the delete row (id 3, b true), yet DuckDB drops it. duckdb_read.py refuses such
+/// a table; this pins both the refusal and DuckDB's wrong answer, so a DuckDB that fixes
+/// it fails here and the refusal can be narrowed.
+#[tokio::test]
+async fn duckdb_drops_rows_with_a_null_key_column_so_the_reader_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    create_all_types(dir.path());
+    add_delete(
+        dir.path(),
+        "add_equality_delete.py",
+        "--keys",
+        r#"[{"id": 3, "b": true}]"#,
+    );
+    assert_eq!(
+        rust_rows(dir.path(), TABLE).await,
+        expected(&[1, 2, 3, 4]),
+        "eqdv: the delete matches no row"
+    );
+    let err = try_duckdb_read(dir.path(), TABLE)
+        .expect_err("duckdb_read.py must refuse a null in an equality column");
+    assert_eq!(err.status, Some(3), "{err}");
+    assert!(
+        err.stderr
+            .contains("may hold nulls in equality column(s) b"),
+        "{err}"
+    );
+    assert_eq!(
+        duckdb_read_unguarded(dir.path(), TABLE),
+        expected(&[1, 2, 4]),
+        "DuckDB no longer drops row 3: narrow duckdb_read.py's null-key refusal"
     );
 }
 

@@ -19,6 +19,7 @@ import argparse
 import json
 import sys
 import uuid
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -47,54 +48,27 @@ class _DeleteManifestWriterV2(ManifestWriterV2):
         return {**super()._meta, "content": "deletes"}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--warehouse", required=True)
-    parser.add_argument("--table", required=True)
-    parser.add_argument("--keys", required=True, help="JSON list of objects, one per deleted key")
-    parser.add_argument("--branch", default="main")
-    args = parser.parse_args()
+def write_delete_parquet(table: Any, prefix: str, rows: pa.Table) -> str:
+    """Writes `rows` as a Parquet file under the table's data/ and returns its location."""
+    file_path = f"{table.metadata.location.rstrip('/')}/data/{prefix}-{uuid.uuid4()}.parquet"
+    with table.io.new_output(file_path).create() as out:
+        pq.write_table(rows, out)
+    return file_path
 
-    keys = json.loads(args.keys)
-    if not keys or not isinstance(keys, list):
-        sys.exit("--keys must be a non-empty JSON list of objects")
-    columns = list(keys[0].keys())
 
-    catalog = SqlCatalog("eqdv", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}")
-    table = catalog.load_table(args.table)
+def commit_delete_file(table: Any, branch: str, data_file: DataFile, summary: dict[str, str]) -> int:
+    """Commits `data_file` (a delete file of the unpartitioned spec) to `branch` in a new
+    `delete` snapshot, with compare-and-swap on the branch; returns the snapshot id."""
     metadata = table.metadata
-    if metadata.format_version != 2:
-        sys.exit(f"this fixture writes v2 metadata; {args.table} is v{metadata.format_version}")
     spec = table.spec()
-    if not spec.is_unpartitioned():
-        sys.exit("this fixture supports unpartitioned tables only")
     schema = table.schema()
-    fields = [schema.find_field(c) for c in columns]
-    arrow_schema = schema.select(*columns).as_arrow()
-    rows = pa.Table.from_pylist(keys, schema=arrow_schema)
-
     io = table.io
     location = metadata.location.rstrip("/")
-    file_path = f"{location}/data/eqdel-{uuid.uuid4()}.parquet"
-    with io.new_output(file_path).create() as out:
-        pq.write_table(rows, out)
-    file_size = len(io.new_input(file_path))
-
-    head = metadata.snapshot_by_name(args.branch)
+    head = metadata.snapshot_by_name(branch)
     snapshot_id = int(uuid.uuid4().int & ((1 << 63) - 1))
     sequence_number = metadata.next_sequence_number()
-
-    data_file = DataFile.from_args(
-        content=DataFileContent.EQUALITY_DELETES,
-        file_path=file_path,
-        file_format=FileFormat.PARQUET,
-        partition=Record(),
-        record_count=rows.num_rows,
-        file_size_in_bytes=file_size,
-        equality_ids=[f.field_id for f in fields],
-    )
     data_file.spec_id = spec.spec_id
-    manifest_path = f"{location}/metadata/eqdel-{uuid.uuid4()}-m0.avro"
+    manifest_path = f"{location}/metadata/del-{uuid.uuid4()}-m0.avro"
     with _DeleteManifestWriterV2(spec, schema, io.new_output(manifest_path), snapshot_id, "deflate") as writer:
         writer.add_entry(
             ManifestEntry.from_args(
@@ -124,22 +98,64 @@ def main() -> int:
         parent_snapshot_id=head.snapshot_id if head else None,
         sequence_number=sequence_number,
         manifest_list=list_path,
-        summary=Summary(
-            operation=Operation.DELETE,
-            **{
-                "added-delete-files": "1",
-                "added-equality-delete-files": "1",
-                "added-equality-deletes": str(rows.num_rows),
-            },
-        ),
+        summary=Summary(operation=Operation.DELETE, **{"added-delete-files": "1", **summary}),
         schema_id=schema.schema_id,
     )
     table._do_commit(  # noqa: SLF001 (no public API commits a hand-built snapshot)
         updates=(
             AddSnapshotUpdate(snapshot=snapshot),
-            SetSnapshotRefUpdate(ref_name=args.branch, type="branch", snapshot_id=snapshot_id),
+            SetSnapshotRefUpdate(ref_name=branch, type="branch", snapshot_id=snapshot_id),
         ),
-        requirements=(AssertRefSnapshotId(ref=args.branch, snapshot_id=head.snapshot_id if head else None),),
+        requirements=(AssertRefSnapshotId(ref=branch, snapshot_id=head.snapshot_id if head else None),),
+    )
+    return snapshot_id
+
+
+def open_v2_unpartitioned(warehouse: str, name: str) -> Any:
+    """The table, which must be a v2 unpartitioned table (what these fixtures can write to)."""
+    catalog = SqlCatalog("eqdv", uri=f"sqlite:///{warehouse}/catalog.db", warehouse=f"file://{warehouse}")
+    table = catalog.load_table(name)
+    if table.metadata.format_version != 2:
+        sys.exit(f"this fixture writes v2 metadata; {name} is v{table.metadata.format_version}")
+    if not table.spec().is_unpartitioned():
+        sys.exit("this fixture supports unpartitioned tables only")
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warehouse", required=True)
+    parser.add_argument("--table", required=True)
+    parser.add_argument("--keys", required=True, help="JSON list of objects, one per deleted key")
+    parser.add_argument("--branch", default="main")
+    args = parser.parse_args()
+
+    keys = json.loads(args.keys)
+    if not keys or not isinstance(keys, list):
+        sys.exit("--keys must be a non-empty JSON list of objects")
+    columns = list(keys[0].keys())
+
+    table = open_v2_unpartitioned(args.warehouse, args.table)
+    schema = table.schema()
+    fields = [schema.find_field(c) for c in columns]
+    arrow_schema = schema.select(*columns).as_arrow()
+    rows = pa.Table.from_pylist(keys, schema=arrow_schema)
+
+    file_path = write_delete_parquet(table, "eqdel", rows)
+    data_file = DataFile.from_args(
+        content=DataFileContent.EQUALITY_DELETES,
+        file_path=file_path,
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=rows.num_rows,
+        file_size_in_bytes=len(table.io.new_input(file_path)),
+        equality_ids=[f.field_id for f in fields],
+    )
+    snapshot_id = commit_delete_file(
+        table,
+        args.branch,
+        data_file,
+        {"added-equality-delete-files": "1", "added-equality-deletes": str(rows.num_rows)},
     )
     print(json.dumps({"snapshot_id": snapshot_id, "file": file_path}))
     return 0

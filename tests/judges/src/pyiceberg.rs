@@ -1,6 +1,8 @@
-//! PyIceberg as a judge: the Python interpreter of the test venv and
-//! `tests/pyiceberg/read_table.py`, which reads a table's live rows and checks every DV
-//! (see its docstring for what it checks and its exit statuses).
+//! PyIceberg and DuckDB as judges: the Python interpreter of the test venv,
+//! `tests/pyiceberg/read_table.py` (PyIceberg: reads a table's live rows and checks
+//! every DV; see its docstring for what it checks and its exit statuses) and
+//! `tests/pyiceberg/duckdb_read.py` (DuckDB's iceberg extension, which also applies
+//! equality deletes, and refuses the cases DuckDB is known to misread).
 //!
 //! A test that needs Python never skips: without `EQDV_PYTHON` it fails and says how to
 //! get one (`tests/run` creates the venv and sets it). A silently skipped judge would
@@ -63,6 +65,11 @@ pub fn read_table_script() -> PathBuf {
     pyiceberg_dir().join("read_table.py")
 }
 
+/// `tests/pyiceberg/duckdb_read.py`.
+pub fn duckdb_read_script() -> PathBuf {
+    pyiceberg_dir().join("duckdb_read.py")
+}
+
 /// What PyIceberg sees at the head of a branch (read_table.py's output).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct PyIcebergView {
@@ -87,10 +94,11 @@ pub struct PyIcebergCounts {
     pub format_version: u8,
 }
 
-/// read_table.py exited non-zero.
+/// A reader script (read_table.py or duckdb_read.py) exited non-zero.
 #[derive(Clone, Debug)]
 pub struct ReadTableError {
-    /// The exit status: 3 = live equality deletes, 4 = an invalid DV, else 1 or 2.
+    /// read_table.py: 3 = live equality deletes, 4 = an invalid DV; duckdb_read.py: 3 = a
+    /// case DuckDB is known to misread or fail on; else 1 or 2.
     pub status: Option<i32>,
     pub stderr: String,
     pub command: String,
@@ -149,18 +157,9 @@ pub fn pyiceberg_read_glue(table: &str) -> PyIcebergView {
 /// [`pyiceberg_read_glue`], with read_table.py's failure as an error (for tables PyIceberg
 /// may not be able to read).
 pub fn try_pyiceberg_read_glue(table: &str) -> Result<PyIcebergView, ReadTableError> {
-    let script = read_table_script();
-    let args: Vec<&OsStr> = vec![
-        script.as_os_str(),
-        OsStr::new("--catalog"),
-        OsStr::new("glue"),
-        OsStr::new("--table"),
-        OsStr::new(table),
-    ];
-    let output = run(&python(), &args);
-    let stdout = into_stdout(
-        output,
-        &format!("read_table.py --catalog glue --table {table}"),
+    let stdout = run_script(
+        &read_table_script(),
+        &["--catalog", "glue", "--table", table].map(OsStr::new),
     )?;
     let view = parse_json(&stdout, "read_table.py --catalog glue");
     crate::record_read("pyiceberg");
@@ -178,22 +177,91 @@ pub fn pyiceberg_counts(warehouse: &Path, table: &str) -> PyIcebergCounts {
 }
 
 fn read_table(warehouse: &Path, table: &str, extra: &[&str]) -> Result<String, ReadTableError> {
-    let script = read_table_script();
-    let mut args: Vec<&OsStr> = vec![
-        script.as_os_str(),
+    let mut args = warehouse_args(warehouse, table);
+    args.extend(extra.iter().map(OsStr::new));
+    run_script(&read_table_script(), &args)
+}
+
+/// `--warehouse DIR --table NS.NAME`, as both reader scripts take them.
+fn warehouse_args<'a>(warehouse: &'a Path, table: &'a str) -> Vec<&'a OsStr> {
+    vec![
         OsStr::new("--warehouse"),
         warehouse.as_os_str(),
         OsStr::new("--table"),
         OsStr::new(table),
-    ];
-    args.extend(extra.iter().map(OsStr::new));
-    let output = run(&python(), &args);
-    let command = format!(
-        "read_table.py --warehouse {} --table {table} {}",
-        warehouse.display(),
-        extra.join(" ")
+    ]
+}
+
+/// What duckdb_read.py prints.
+#[derive(Deserialize)]
+struct DuckDbView {
+    rows: Vec<String>,
+    row_count: usize,
+}
+
+/// Reads the current snapshot (the head of `main`) with DuckDB: the live rows in
+/// canonical form, sorted (the same form as [`pyiceberg_read`]'s).
+///
+/// # Panics
+/// When duckdb_read.py fails (the message holds its stderr), e.g. on a case DuckDB is
+/// known to misread (exit status 3).
+pub fn duckdb_read(warehouse: &Path, table: &str) -> Vec<String> {
+    try_duckdb_read(warehouse, table).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`duckdb_read`], with duckdb_read.py's failure as an error (for tests that expect a
+/// refusal).
+pub fn try_duckdb_read(warehouse: &Path, table: &str) -> Result<Vec<String>, ReadTableError> {
+    duckdb(&warehouse_args(warehouse, table))
+}
+
+/// [`duckdb_read`] without the refusals duckdb_read.py makes before the scan (null
+/// equality keys, files without field ids, dropped equality fields): DuckDB's own answer,
+/// wrong where DuckDB is, for the tests that pin what DuckDB does.
+pub fn duckdb_read_unguarded(warehouse: &Path, table: &str) -> Vec<String> {
+    let mut args = warehouse_args(warehouse, table);
+    args.push(OsStr::new("--unguarded"));
+    duckdb(&args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Reads the head of `main` of a Glue table (`DATABASE.TABLE`) with DuckDB, its files on
+/// S3 (endpoint and credentials from the AWS_* environment of the test services).
+///
+/// # Panics
+/// When duckdb_read.py fails.
+pub fn duckdb_read_glue(table: &str) -> Vec<String> {
+    try_duckdb_read_glue(table).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`duckdb_read_glue`], with duckdb_read.py's failure as an error.
+pub fn try_duckdb_read_glue(table: &str) -> Result<Vec<String>, ReadTableError> {
+    duckdb(&["--catalog", "glue", "--table", table].map(OsStr::new))
+}
+
+fn duckdb(args: &[&OsStr]) -> Result<Vec<String>, ReadTableError> {
+    let stdout = run_script(&duckdb_read_script(), args)?;
+    let view: DuckDbView = parse_json(&stdout, "duckdb_read.py");
+    assert_eq!(
+        view.row_count,
+        view.rows.len(),
+        "duckdb_read.py: row_count and rows disagree"
     );
-    into_stdout(output, command.trim_end())
+    crate::record_read("duckdb");
+    Ok(view.rows)
+}
+
+/// Runs a script with the PyIceberg interpreter; its stdout, or its failure.
+fn run_script(script: &Path, args: &[&OsStr]) -> Result<String, ReadTableError> {
+    let mut all: Vec<&OsStr> = vec![script.as_os_str()];
+    all.extend_from_slice(args);
+    let output = run(&python(), &all);
+    let name = script.file_name().unwrap_or(script.as_os_str());
+    let command = std::iter::once(name)
+        .chain(args.iter().copied())
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    into_stdout(output, &command)
 }
 
 /// Runs `code` with the PyIceberg interpreter (`python -c code args...`) and returns its
@@ -214,11 +282,7 @@ pub fn run_python(code: &str, args: &[&OsStr]) -> String {
 /// # Panics
 /// When it exits non-zero (the message holds its stderr).
 pub fn run_pyiceberg_script(script: &str, args: &[&OsStr]) -> String {
-    let path = pyiceberg_dir().join(script);
-    let mut all: Vec<&OsStr> = vec![path.as_os_str()];
-    all.extend_from_slice(args);
-    let output = run(&python(), &all);
-    into_stdout(output, script).unwrap_or_else(|e| panic!("{e}"))
+    run_script(&pyiceberg_dir().join(script), args).unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub(crate) fn run(program: &Path, args: &[&OsStr]) -> Output {
