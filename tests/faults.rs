@@ -25,6 +25,7 @@ mod state;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
+use eqdv::ErrorKind;
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::{CleanupOptions, cleanup, normalize_location};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
@@ -251,6 +252,8 @@ async fn persistent_write_failure_fails_cleanly() {
     assert!(line.len() < 300, "{} chars: {line}", line.len());
     assert!(line.contains(".avro"), "names the file: {line}");
     assert!(line.contains("throttled") && line.contains("503"), "{line}");
+    // Throttled past OpenDAL's retries: still worth a later attempt.
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::Storage, true));
     for header in ["x-amz-request-id", "content-length", "Parts {", "headers"] {
         assert!(
             !line
@@ -300,6 +303,7 @@ async fn dropped_metadata_write_fails_and_leaves_nothing() {
         .expect_err("the metadata file cannot be written");
     eprintln!("failed after {:?}: {err}", started.elapsed());
     assert!(err.to_string().contains(".metadata.json"), "{err}");
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::Storage, true));
     // One metadata file, tried once and retried three times, stored by S3 each time.
     let injected = s.proxy.injected();
     assert_eq!(injected.len(), 4, "{injected:#?}");
@@ -403,6 +407,8 @@ async fn cleanup_on_s3_is_safe() {
         .await
         .expect_err("listing fails");
     eprintln!("listing failure: {err}");
+    // Access denied: the configuration is at fault, a retry meets the same answer.
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::Storage, false));
     s.proxy.clear();
     planted.assert_unchanged(&s.state().await);
 
@@ -413,6 +419,7 @@ async fn cleanup_on_s3_is_safe() {
         .await
         .expect_err("the reachable walk fails");
     eprintln!("walk failure: {err}");
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::Storage, false));
     s.proxy.clear();
     planted.assert_unchanged(&s.state().await);
 

@@ -52,4 +52,4 @@ pub mod table;
 pub mod test_hooks;
 pub mod verify;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};

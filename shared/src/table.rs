@@ -126,12 +126,19 @@ impl LoadedTable {
                 e.to_string(),
             )
         };
+        // The storage error itself as the source: it says whether a retry can help.
         let bytes = self
             .file_io
             .new_input(location)?
             .read()
             .await
-            .map_err(|e| read_error(&e))?;
+            .map_err(|e| {
+                Error::file(
+                    location,
+                    format!("cannot read metadata of table {} again", self.name),
+                    e,
+                )
+            })?;
         let json: serde_json::Value = if bytes.starts_with(&[0x1f, 0x8b]) {
             let mut text = Vec::new();
             std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)

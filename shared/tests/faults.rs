@@ -389,6 +389,7 @@ fn fail_read_back<'a>(
         return Some(Err(Error::Catalog {
             catalog: inner.name().into(),
             message: "injected: connection reset".into(),
+            retryable: true,
             source: None,
         }));
     }

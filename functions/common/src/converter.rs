@@ -229,9 +229,10 @@ impl Converter {
                 );
             }
             Err(e) => {
-                metrics
-                    .count("ShardsFailed", 1)
-                    .count("DeadlineStops", u64::from(e.kind() == "DeadlineExceeded"));
+                metrics.count("ShardsFailed", 1).count(
+                    "DeadlineStops",
+                    u64::from(e.engine_kind() == Some(eqdv::ErrorKind::DeadlineExceeded)),
+                );
                 metrics.property("ErrorKind", e.kind());
             }
         }

@@ -100,6 +100,8 @@ impl SqliteCatalog {
         let conn = self.conn.lock().map_err(|_| Error::Catalog {
             catalog: self.name.clone(),
             message: "connection lock poisoned".into(),
+            // Another task panicked holding it: not the fault of this table or input.
+            retryable: true,
             source: None,
         })?;
         f(&conn).map_err(|e| sql_error(&self.name, e))
@@ -119,9 +121,20 @@ impl SqliteCatalog {
 }
 
 fn sql_error(catalog: &str, e: rusqlite::Error) -> Error {
+    use rusqlite::ErrorCode as C;
+    // SQLite's result code: another process holds the database past the busy timeout, or
+    // the disk failed or filled; anything else (a file that is no database, a
+    // constraint, a query eqdv got wrong) fails the same way again.
+    let retryable = matches!(
+        e.sqlite_error_code(),
+        Some(
+            C::DatabaseBusy | C::DatabaseLocked | C::SystemIoFailure | C::DiskFull | C::OutOfMemory
+        )
+    );
     Error::Catalog {
         catalog: catalog.to_string(),
         message: format!("sqlite: {e}"),
+        retryable,
         source: Some(Box::new(e)),
     }
 }
@@ -235,5 +248,32 @@ impl Catalog for SqliteCatalog {
             })?;
             rows.collect()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_errors_are_retryable_only_when_the_database_was_busy_or_the_disk_failed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("catalog.db");
+        let holder = Connection::open(&db).expect("open");
+        holder.execute_batch("BEGIN EXCLUSIVE").expect("lock");
+        let waiter = Connection::open(&db).expect("open");
+        waiter.busy_timeout(Duration::ZERO).expect("timeout");
+        let busy = waiter.execute_batch("BEGIN EXCLUSIVE").expect_err("busy");
+        let busy = sql_error("eqdv", busy);
+        assert!(busy.retryable(), "{busy}");
+
+        let garbage = dir.path().join("not-a-catalog.db");
+        std::fs::write(&garbage, vec![7u8; 4096]).expect("write");
+        let not_a_db = Connection::open(&garbage)
+            .and_then(|c| c.execute_batch(SCHEMA))
+            .expect_err("not a database");
+        let not_a_db = sql_error("eqdv", not_a_db);
+        assert!(!not_a_db.retryable(), "{not_a_db}");
+        assert_eq!(not_a_db.kind(), crate::ErrorKind::Catalog);
     }
 }

@@ -23,6 +23,9 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 use super::{Catalog, TableName, TablePointer};
 use crate::{Error, Result};
+use failure::Failure;
+
+mod failure;
 
 const METADATA_LOCATION: &str = "metadata_location";
 const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";
@@ -131,24 +134,30 @@ impl GlueCatalog {
         })
     }
 
+    /// A request eqdv could not build (a table definition Glue's model rejects): a
+    /// retry builds the same one.
     fn error(&self, what: &str, e: impl std::error::Error + Send + Sync + 'static) -> Error {
         Error::Catalog {
             catalog: self.name.clone(),
             message: format!("{what}: {}", crate::error::cause(&e)),
+            retryable: false,
             source: Some(Box::new(e)),
         }
     }
 
-    /// A failed Glue call: the operation and the cause in one line; the SDK's raw error
-    /// (HTTP response, headers) is logged at debug and kept as the source.
+    /// A failed Glue call: the operation and the cause in one line, retryable as the
+    /// SDK's typed error says ([`Failure::of`]); the SDK's raw error (HTTP response,
+    /// headers) is logged at debug and kept as the source.
     fn sdk_error<E>(&self, what: &str, e: SdkError<E>) -> Error
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         tracing::debug!(catalog = %self.name, operation = what, error = ?e, "Glue call failed");
+        let failure = Failure::of(&e);
         Error::Catalog {
             catalog: self.name.clone(),
-            message: format!("{what}: {}", describe(&e)),
+            message: format!("{what}: {}", failure.text),
+            retryable: failure.retryable,
             source: Some(Box::new(e)),
         }
     }
@@ -252,40 +261,6 @@ fn build_file_io(props: &HashMap<String, String>) -> FileIO {
     FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
         .with_props(props.iter())
         .build()
-}
-
-/// The cause of a failed Glue call in a few words, with the service's status, error code
-/// and message when it answered: for operators, on one line (no headers).
-fn describe<E: ProvideErrorMetadata>(e: &SdkError<E>) -> String {
-    let text = match e {
-        SdkError::ServiceError(s) => {
-            let status = s.raw().status().as_u16();
-            let err = s.err();
-            let code = err.code().unwrap_or("unknown error");
-            let what = match code {
-                "ThrottlingException" => "throttled",
-                "AccessDeniedException" => "access denied",
-                "EntityNotFoundException" => "not found",
-                "ConcurrentModificationException" => "conflict",
-                _ if status >= 500 => "server error",
-                _ => "rejected",
-            };
-            match err.message() {
-                Some(m) if !m.is_empty() => format!("{what} ({status} {code}: {m})"),
-                _ => format!("{what} ({status} {code})"),
-            }
-        }
-        SdkError::TimeoutError(_) => "timeout".to_string(),
-        SdkError::DispatchFailure(d) if d.is_timeout() => "timeout".to_string(),
-        SdkError::DispatchFailure(d) if d.is_io() => "connection failed".to_string(),
-        SdkError::DispatchFailure(_) => "request could not be sent".to_string(),
-        SdkError::ResponseError(r) => {
-            format!("unreadable response (status {})", r.raw().status().as_u16())
-        }
-        SdkError::ConstructionFailure(_) => "request could not be built".to_string(),
-        _ => "unknown SDK error".to_string(),
-    };
-    crate::error::one_line(&text)
 }
 
 /// A table definition identical to `glue`'s but for `parameters`.
@@ -407,7 +382,7 @@ impl Catalog for GlueCatalog {
                     message: format!(
                         "UpdateTable from version {:?}: {} (a retried request may have landed)",
                         expected.version,
-                        describe(&e)
+                        Failure::of(&e).text
                     ),
                 })
             }
@@ -421,7 +396,7 @@ impl Catalog for GlueCatalog {
                 tracing::debug!(table = %table, error = ?e, "UpdateTable failed");
                 Err(Error::CommitStateUnknown {
                     table: table.to_string(),
-                    message: format!("UpdateTable: {}", describe(&e)),
+                    message: format!("UpdateTable: {}", Failure::of(&e).text),
                 })
             }
         }
