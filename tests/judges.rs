@@ -52,15 +52,9 @@ async fn converted(test: &str, partition: &str, commits: &str) -> (JavaTable, Ve
         .await
         .expect("convert");
     assert_eq!(r.outcome, Outcome::Converted);
-    let check = t.java_json("check-dvs", &[]);
-    assert_eq!(check["equality_delete_files"], 0, "{check}");
+    // Java's rows, DV loader and PyIceberg all accept the conversion.
+    let check = t.assert_converted(&before);
     assert_eq!(check["dvs"].as_u64(), Some(r.dvs_written as u64), "{check}");
-    assert!(
-        t.dump() == before,
-        "Java reads other rows after the conversion"
-    );
-    let py = common::pyiceberg_read_glue(&t.name().to_string());
-    assert!(py.rows == before, "PyIceberg disagrees with Java");
     (t, before, check)
 }
 
@@ -99,6 +93,15 @@ fn number(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("no {key} in {v}"))
 }
 
+/// Both judges reject `t`, each for the one problem named: read_table.py (exit status 4)
+/// with `py_needle` in its message, check-dvs with exactly one problem, `java_needle`.
+fn assert_both_reject(t: &JavaTable, py_needle: &str, java_needle: &str) {
+    assert_names("read_table.py", &pyiceberg_rejects(t), py_needle);
+    let java = java_rejects(t);
+    assert_names("check-dvs", &java, "1 problem(s)");
+    assert_names("check-dvs", &java, java_needle);
+}
+
 /// Asserts `message` names `needle` (the judge rejected for this reason, not another).
 fn assert_names(judge: &str, message: &str, needle: &str) {
     assert!(
@@ -112,21 +115,13 @@ async fn a_bad_crc_is_rejected_by_both_judges() {
     let (t, _, _) = converted("judge_crc", "identity", "2").await;
     let b = break_dv(&t, "crc");
     let data_file = text(&b, "data_file");
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!(
             "for {data_file}: CRC {} != computed {}",
             text(&b, "crc_stored"),
             text(&b, "crc_computed")
         ),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!(
             "for {data_file}: Java's delete loader rejects it: IllegalArgumentException: Invalid CRC for deletion vector"
         ),
@@ -139,20 +134,12 @@ async fn a_wrong_cardinality_is_rejected_by_both_judges() {
     let b = break_dv(&t, "cardinality");
     let (data_file, held) = (text(&b, "data_file"), number(&b, "cardinality"));
     assert_eq!(number(&b, "record_count"), held + 1, "{b}");
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!(
             "for {data_file}: bitmap holds {held} positions, record_count {}",
             held + 1
         ),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!(
             "for {data_file}: Java's delete loader rejects it: IllegalArgumentException: Invalid cardinality: {held}, expected {}",
             held + 1
@@ -166,19 +153,11 @@ async fn a_dv_for_a_file_that_is_not_live_is_rejected_by_both_judges() {
     let b = break_dv(&t, "referenced");
     let named = text(&b, "referenced_data_file");
     assert_ne!(named, text(&b, "data_file"));
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!(
             "for {named}: the referenced data file is not live in the snapshot (a dangling DV)"
         ),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!(
             "for {named}: the referenced data file is not live in this snapshot (dangling DV)"
         ),
@@ -246,17 +225,9 @@ async fn a_position_past_the_last_row_is_rejected_by_both_judges() {
     let b = break_dv(&t, "range");
     let (data_file, rows) = (text(&b, "data_file"), number(&b, "data_file_records"));
     assert_eq!(number(&b, "record_count"), number(&b, "cardinality") + 1);
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!("for {data_file}: position {rows} >= the data file's {rows} rows"),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!(
             "for {data_file}: 1 positions at or past the data file's {rows} rows (max {rows})"
         ),
@@ -269,17 +240,9 @@ async fn an_empty_dv_is_rejected_by_both_judges() {
     let b = break_dv(&t, "empty");
     let data_file = text(&b, "data_file");
     assert_eq!(number(&b, "record_count"), 0);
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!("for {data_file}: bitmap holds 0 positions, record_count 0"),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!("for {data_file}: an empty DV (no positions)"),
     );
 }
@@ -294,17 +257,9 @@ async fn a_blob_with_a_snapshot_id_is_rejected_by_both_judges() {
         b["blob_snapshot_id"].as_i64().expect("snapshot id"),
         number(&b, "blob_sequence_number")
     );
-    let py = pyiceberg_rejects(&t);
-    assert_names(
-        "read_table.py",
-        &py,
+    assert_both_reject(
+        &t,
         &format!("for {data_file}: blob metadata: snapshot-id/sequence-number {ids} (must be -1)"),
-    );
-    let java = java_rejects(&t);
-    assert_names("check-dvs", &java, "1 problem(s)");
-    assert_names(
-        "check-dvs",
-        &java,
         &format!("for {data_file}: the blob's snapshot-id/sequence-number are {ids} (must be -1)"),
     );
 }
