@@ -11,8 +11,8 @@ use std::path::Path;
 use common::{pyiceberg_counts, pyiceberg_read, try_pyiceberg_read};
 use eqdv::catalog::{SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 use eqdv::table::LoadedTable;
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 
 const TABLE: &str = "db.events";
 
@@ -32,7 +32,7 @@ fn small(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpe
 
 async fn rust_rows(catalog: &SqliteCatalog, name: &TableName) -> Vec<String> {
     let table = LoadedTable::load(catalog, name).await.expect("load");
-    eqdv::read::read_canonical(&table, "main")
+    eqdv_workload::read::read_canonical(&table, "main")
         .await
         .expect("eqdv::read")
 }

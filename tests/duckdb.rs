@@ -12,7 +12,7 @@ use std::path::Path;
 use common::{duckdb_read, pyiceberg_read, try_duckdb_read};
 use eqdv::catalog::{SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 
 const TABLE: &str = "db.events";
 

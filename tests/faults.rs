@@ -12,16 +12,7 @@
 
 mod common;
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
-#[allow(dead_code)] // each test binary uses only some of the Java helpers
-#[path = "common/java.rs"]
-mod java;
-
-#[path = "../shared/tests/support/state.rs"]
-mod state;
-
+use eqdv_workload::support::{java, services, state};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -29,8 +20,8 @@ use eqdv::ErrorKind;
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::{CleanupOptions, cleanup, normalize_location};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 use eqdv::table::LoadedTable;
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 use proxy::{Fault, Proxy};
 use state::{Conversion, TableState, expected_conversion};
 
@@ -77,14 +68,7 @@ async fn setup_on(test: &str, seed: u64, glue_proxy: bool) -> Setup {
     let proxy = Proxy::start(&s3);
     let glue = glue_proxy
         .then(|| Proxy::start(&std::env::var("AWS_ENDPOINT_URL_GLUE").unwrap_or_default()));
-    let unique = format!(
-        "{test}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros())
-            .unwrap_or(0)
-    );
+    let unique = services::unique_name(test);
     let warehouse = format!("{}/{unique}", warehouse.trim_end_matches('/'));
     let config = GlueConfig {
         warehouse: Some(warehouse.clone()),

@@ -3,13 +3,11 @@
 //! without them these tests fail and say so, they never skip.
 
 mod common;
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{WorkloadSpec, expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
+use eqdv_workload::generate::{WorkloadSpec, expected_rows, generate};
+use eqdv_workload::support::services;
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn catalog(test: &str) -> (GlueCatalog, String) {
@@ -55,7 +53,9 @@ async fn generated_table_on_glue_and_minio_converts() {
     assert_eq!(view.dv_count, r.dvs_written);
     // eqdv's reader and DV checks as a second opinion.
     let t = LoadedTable::load(&catalog, &name).await.unwrap();
-    let rows = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    let rows = eqdv_workload::read::read_canonical(&t, "main")
+        .await
+        .unwrap();
     common::assert_same_rows("eqdv's reader", &rows, &expected);
     let files = head_files(&catalog, &name).await;
     assert!(files.equality_deletes.is_empty());

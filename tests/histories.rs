@@ -17,14 +17,8 @@
 
 mod common;
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
 // Each test binary uses only some of the Java helpers.
-#[allow(dead_code)]
-#[path = "common/java.rs"]
-mod java;
-
+use eqdv_workload::support::java;
 use std::collections::BTreeSet;
 
 use eqdv::catalog::Catalog;

@@ -7,25 +7,7 @@
 
 mod common;
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
-#[allow(dead_code)] // each test binary uses only some of the Java helpers
-#[path = "common/java.rs"]
-mod java;
-
-#[path = "../shared/tests/support/manifests.rs"]
-mod manifests;
-
-#[path = "../shared/tests/support/before_swap.rs"]
-mod before_swap;
-
-#[path = "../shared/tests/support/race.rs"]
-mod race;
-
-#[path = "../shared/tests/support/state.rs"]
-mod state;
-
+use eqdv_workload::support::{before_swap, java, manifests, race, state};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -40,7 +22,9 @@ use state::{TableState, expected_conversion};
 
 async fn eqdv_rows(catalog: &dyn Catalog, name: &TableName) -> Vec<String> {
     let t = LoadedTable::load(catalog, name).await.expect("load");
-    eqdv::read::read_canonical(&t, "main").await.expect("read")
+    eqdv_workload::read::read_canonical(&t, "main")
+        .await
+        .expect("read")
 }
 
 async fn live_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
@@ -76,25 +60,7 @@ async fn java_cdc_tables_convert_and_java_agrees() {
         ("date", "identity"),
     ] {
         let t = JavaTable::new(&format!("cdc_{key}"));
-        let written = t.java_json(
-            "write-cdc",
-            &[
-                "--seed",
-                "11",
-                "--commits",
-                "4",
-                "--rows",
-                "600",
-                "--key",
-                key,
-                "--partition",
-                partition,
-            ],
-        );
-        assert!(
-            written["equality_delete_files"].as_u64().unwrap() > 0,
-            "{written}"
-        );
+        let written = t.write_cdc("11", "4", "600", key, partition);
         let before = t.dump();
         assert_eq!(
             before.len() as u64,
@@ -126,25 +92,7 @@ async fn java_cdc_tables_convert_and_java_agrees() {
 async fn duckdb_reads_java_tables_on_s3_as_java_does() {
     for (key, partition) in [("long", "identity"), ("uuid", "bucket:3")] {
         let t = JavaTable::new(&format!("duckdb_{key}"));
-        let written = t.java_json(
-            "write-cdc",
-            &[
-                "--seed",
-                "12",
-                "--commits",
-                "3",
-                "--rows",
-                "500",
-                "--key",
-                key,
-                "--partition",
-                partition,
-            ],
-        );
-        assert!(
-            written["equality_delete_files"].as_u64().unwrap() > 0,
-            "{written}"
-        );
+        t.write_cdc("12", "3", "500", key, partition);
         let before = t.dump();
         let name = t.name().to_string();
         assert!(
@@ -171,21 +119,7 @@ async fn duckdb_reads_java_tables_on_s3_as_java_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversion_during_a_concurrent_java_writer() {
     let t = JavaTable::new("concurrent");
-    t.java(
-        "write-cdc",
-        &[
-            "--seed",
-            "5",
-            "--commits",
-            "3",
-            "--rows",
-            "800",
-            "--key",
-            "long",
-            "--partition",
-            "identity",
-        ],
-    );
+    t.write_cdc("5", "3", "800", "long", "identity");
     let catalog = t.catalog().await;
     // The writer appends and deletes for a few seconds while eqdv converts repeatedly.
     let writer = t
@@ -336,21 +270,7 @@ fn java_commit(swap: Swap<'_, JavaCommit, GlueCatalog>) -> BoxFuture<'_, Then> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_of_a_dv_target_forces_a_replan() {
     let t = JavaTable::new("compact");
-    t.java(
-        "write-cdc",
-        &[
-            "--seed",
-            "3",
-            "--commits",
-            "3",
-            "--rows",
-            "600",
-            "--key",
-            "long",
-            "--partition",
-            "none",
-        ],
-    );
+    t.write_cdc("3", "3", "600", "long", "none");
     let before = t.dump();
     let catalog = java_before_swap(t.catalog().await, &t, JavaFirst::Compact, Vec::new());
     let r = convert(&catalog, &t.name(), &ConvertOptions::default())
@@ -373,21 +293,7 @@ async fn compaction_of_a_dv_target_forces_a_replan() {
 /// A Java CDC table for two converters: one partition, string keys.
 fn two_converters_table(test: &str, seed: &str) -> JavaTable {
     let t = JavaTable::new(test);
-    t.java(
-        "write-cdc",
-        &[
-            "--seed",
-            seed,
-            "--commits",
-            "3",
-            "--rows",
-            "600",
-            "--key",
-            "string",
-            "--partition",
-            "none",
-        ],
-    );
+    t.write_cdc(seed, "3", "600", "string", "none");
     t
 }
 
@@ -532,21 +438,7 @@ async fn java_commit_before_the_swap_is_rebased_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_started_before_the_conversion_commits_after() {
     let t = JavaTable::new("late_compact");
-    t.java(
-        "write-cdc",
-        &[
-            "--seed",
-            "6",
-            "--commits",
-            "3",
-            "--rows",
-            "600",
-            "--key",
-            "long",
-            "--partition",
-            "none",
-        ],
-    );
+    t.write_cdc("6", "3", "600", "long", "none");
     let before = t.dump();
     let start = t.java_json("check-dvs", &[])["snapshot_id"]
         .as_i64()

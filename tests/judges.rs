@@ -11,14 +11,8 @@
 
 mod common;
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
-#[allow(dead_code)] // each test binary uses only some of the Java helpers
-#[path = "common/java.rs"]
-mod java;
-
 use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv_workload::support::java;
 use java::JavaTable;
 use serde_json::Value;
 
@@ -27,25 +21,7 @@ use serde_json::Value;
 /// conversion and check-dvs's result after it.
 async fn converted(test: &str, partition: &str, commits: &str) -> (JavaTable, Vec<String>, Value) {
     let t = JavaTable::new(test);
-    let written = t.java_json(
-        "write-cdc",
-        &[
-            "--seed",
-            "21",
-            "--commits",
-            commits,
-            "--rows",
-            "300",
-            "--key",
-            "long",
-            "--partition",
-            partition,
-        ],
-    );
-    assert!(
-        written["equality_delete_files"].as_u64().unwrap() > 0,
-        "{written}"
-    );
+    t.write_cdc("21", commits, "300", "long", partition);
     let before = t.dump();
     let catalog = t.catalog().await;
     let r = convert(&catalog, &t.name(), &ConvertOptions::default())

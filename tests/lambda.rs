@@ -8,13 +8,7 @@
 //! tests/services/up) and the function binaries built next to this test's binary
 //! (`cargo build -p eqdv-planner -p eqdv-converter`; tests/run does all of it).
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
-#[allow(dead_code)] // each test binary uses only some of the Java helpers
-#[path = "common/java.rs"]
-mod java;
-
+use eqdv_workload::support::{java, services};
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::TcpListener;

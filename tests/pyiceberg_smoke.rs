@@ -82,7 +82,7 @@ async fn rust_rows(warehouse: &Path, table: &str) -> Vec<String> {
     let loaded = LoadedTable::load(&catalog, &name)
         .await
         .expect("load the table with eqdv");
-    eqdv::read::read_canonical(&loaded, "main")
+    eqdv_workload::read::read_canonical(&loaded, "main")
         .await
         .expect("read the table with eqdv")
 }

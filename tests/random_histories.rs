@@ -18,13 +18,7 @@
 
 mod common;
 
-#[path = "../shared/tests/support/services.rs"]
-mod services;
-
-#[allow(dead_code)]
-#[path = "common/java.rs"]
-mod java;
-
+use eqdv_workload::support::java;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;

@@ -290,7 +290,7 @@ pub async fn read_eqdv(metadata: &str) -> Result<Value> {
         metadata: Arc::new(table_metadata),
         file_io,
     };
-    let batches = eqdv::read::read_live_rows(&table, "main").await?;
+    let batches = eqdv_workload::read::read_live_rows(&table, "main").await?;
     let (mut rows, mut sum_v) = (0, 0);
     for batch in &batches {
         tally(batch, &mut rows, &mut sum_v)?;

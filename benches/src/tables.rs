@@ -8,6 +8,7 @@
 //! file; with `bucket[B](k)`, a batch of `B*M` rows is split into one file per bucket.
 //! So file bounds on `k` are tight, as in tables whose keys grow with time.
 
+use eqdv_workload::rng::{Rng, mix64};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -100,25 +101,6 @@ pub fn long_key(i: u64) -> i64 {
 
 pub fn string_key(i: u64) -> String {
     format!("ord-{i:012}")
-}
-
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.0)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
-    }
 }
 
 fn schema(key: KeyKind) -> Result<Schema> {
@@ -422,7 +404,7 @@ fn pick_rows(spec: &DeleteSpec, total: u64) -> Result<Vec<u64>> {
     if spec.keys > total / 2 {
         bail!("{} keys is more than half of the {total} rows", spec.keys);
     }
-    let mut rng = Rng(mix64(spec.seed ^ 0x5eed));
+    let mut rng = Rng::new(mix64(spec.seed ^ 0x5eed));
     let mut taken = vec![0u64; total.div_ceil(64) as usize];
     let mut out = Vec::with_capacity(spec.keys as usize);
     let mut take = |lo: u64, width: u64, count: u64, out: &mut Vec<u64>, rng: &mut Rng| {

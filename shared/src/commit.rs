@@ -107,7 +107,7 @@ pub async fn publish(
 
 /// The error of a swap whose commit is proven absent: an unknown outcome becomes a
 /// conflict (for a retry loop it is one like any other); other errors stay as they are.
-pub(crate) fn absent(error: Error) -> Error {
+pub fn absent(error: Error) -> Error {
     match error {
         Error::CommitStateUnknown { table, message } => Error::CommitConflict {
             table,

@@ -13,8 +13,8 @@
 //!   with reasons for what it skips. Lambda event shapes and SQS ids live with the
 //!   functions (`eqdv_functions::events`, `eqdv_functions::queue`).
 //! - `resolve`: deleted keys to row positions (keys, pruning, the parallel scan), over
-//!   `parquet_io` (columns by field id, name mapping, defaults, exact casts) and
-//!   `parquet_reader` (the byte source); `keys` encodes key values as bytes;
+//!   `parquet_io` (columns by field id, name mapping, defaults, exact casts; its
+//!   `reader` is the byte source); `keys` encodes key values as bytes;
 //!   `position_deletes` reads v2 position delete files.
 //! - `dv`: the deletion-vector blob codec; `puffin`: Puffin files of DVs.
 //! - `snapshot`: a new snapshot on a base (manifests, list, summary); `commit`: the
@@ -25,8 +25,9 @@
 //!   them; `cleanup`: orphan files.
 //! - `storage`: file names and I/O helpers; `error`: the typed error;
 //!   `test_hooks`: named pause points for fault tests.
-//! - `generate`: CDC workloads for tests, benchmarks and the demo; `read`: eqdv's own
-//!   DV-aware reader, a second opinion in tests.
+//!
+//! The CDC workload generator and eqdv's own reader (the test oracle) live in the
+//! `eqdv-workload` crate (tests/workload), outside what the functions run.
 
 pub mod catalog;
 pub mod cleanup;
@@ -34,17 +35,14 @@ pub mod commit;
 pub mod convert;
 pub mod dv;
 pub mod error;
-pub mod generate;
 pub mod inspect;
 pub mod keys;
 pub mod manifest_decode;
 pub mod parquet_io;
-pub mod parquet_reader;
 pub mod plan;
 pub mod planner;
 pub mod position_deletes;
 pub mod puffin;
-pub mod read;
 pub mod resolve;
 pub mod snapshot;
 pub mod storage;

@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{
     DataContentType, DataFile, DataFileFormat, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestStatus, ManifestWriterBuilder, Operation, Snapshot, Summary,
-    TableMetadata,
+    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation,
+    PartitionSpec, SchemaRef, Snapshot, Summary, TableMetadata,
 };
 use rand::Rng;
 
@@ -118,28 +118,18 @@ async fn build_inner(
                         table: table.name.to_string(),
                         message: format!("partition spec {spec_id} does not exist"),
                     })?;
-            let path = new_metadata_file(&location, "eqdv", "avro");
-            let output = table.file_io.new_output(&path)?;
-            written.push(path.clone());
-            let builder = ManifestWriterBuilder::new(
-                output,
-                Some(snapshot_id),
+            let (path, mut writer) = manifest_writer(
+                table,
+                written,
+                snapshot_id,
+                content,
                 schema.clone(),
                 spec.as_ref().clone(),
-            );
-            let mut writer = match content {
-                ManifestContentType::Data => builder.build_v3_data(),
-                ManifestContentType::Deletes => builder.build_v3_deletes(),
-            };
+            )?;
             for file in &by_spec[&spec_id] {
                 writer.add_file((*file).clone(), -1)?;
             }
-            new_manifests.push(
-                writer
-                    .write_manifest_file()
-                    .await
-                    .map_err(|e| Error::file(&path, "cannot write manifest", e))?,
-            );
+            new_manifests.push(finish_manifest(&path, writer).await?);
         }
     }
 
@@ -162,19 +152,14 @@ async fn build_inner(
             .load_manifest(&table.file_io)
             .await
             .map_err(|e| Error::file(&manifest_file.manifest_path, "cannot read manifest", e))?;
-        let path = new_metadata_file(&location, "eqdv", "avro");
-        let output = table.file_io.new_output(&path)?;
-        written.push(path.clone());
-        let builder = ManifestWriterBuilder::new(
-            output,
-            Some(snapshot_id),
+        let (path, mut writer) = manifest_writer(
+            table,
+            written,
+            snapshot_id,
+            manifest_file.content,
             manifest.metadata().schema().clone(),
             manifest.metadata().partition_spec().clone(),
-        );
-        let mut writer = match manifest_file.content {
-            ManifestContentType::Data => builder.build_v3_data(),
-            ManifestContentType::Deletes => builder.build_v3_deletes(),
-        };
+        )?;
         for entry in manifest.entries() {
             if entry.status() == ManifestStatus::Deleted {
                 continue;
@@ -198,12 +183,7 @@ async fn build_inner(
                 writer.add_existing_file(entry.data_file().clone(), added_by, seq, file_seq)?;
             }
         }
-        new_manifests.push(
-            writer
-                .write_manifest_file()
-                .await
-                .map_err(|e| Error::file(&path, "cannot write manifest", e))?,
-        );
+        new_manifests.push(finish_manifest(&path, writer).await?);
     }
     if found_removed != changes.removed_files.len() {
         return Err(Error::CommitConflict {
@@ -277,6 +257,34 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
 }
 
 /// Wall-clock time, but never before the table's last update (clock skew between writers).
+/// A v3 manifest writer of `content` at a new file in the table's metadata directory,
+/// recorded in `written` first so that a build that fails later deletes it.
+fn manifest_writer(
+    table: &LoadedTable,
+    written: &mut Vec<String>,
+    snapshot_id: i64,
+    content: ManifestContentType,
+    schema: SchemaRef,
+    spec: PartitionSpec,
+) -> Result<(String, ManifestWriter)> {
+    let path = new_metadata_file(table.location(), "eqdv", "avro");
+    let output = table.file_io.new_output(&path)?;
+    written.push(path.clone());
+    let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec);
+    let writer = match content {
+        ManifestContentType::Data => builder.build_v3_data(),
+        ManifestContentType::Deletes => builder.build_v3_deletes(),
+    };
+    Ok((path, writer))
+}
+
+async fn finish_manifest(path: &str, writer: ManifestWriter) -> Result<ManifestFile> {
+    writer
+        .write_manifest_file()
+        .await
+        .map_err(|e| Error::file(path, "cannot write manifest", e))
+}
+
 fn now_ms(metadata: &TableMetadata) -> i64 {
     let now = chrono::Utc::now().timestamp_millis();
     now.max(metadata.last_updated_ms() + 1)
@@ -295,7 +303,57 @@ struct Counts {
     position_deletes: u64,
 }
 
+/// Summary keys of the added counters, in the order of [`Counts::values`].
+const ADDED_KEYS: [&str; 9] = [
+    "added-data-files",
+    "added-records",
+    "added-files-size",
+    "added-delete-files",
+    "added-equality-delete-files",
+    "added-equality-deletes",
+    "added-position-delete-files",
+    "added-dvs",
+    "added-position-deletes",
+];
+
+/// Summary keys of the removed counters, in the order of [`Counts::values`] (the spec
+/// names two of them `deleted-`).
+const REMOVED_KEYS: [&str; 9] = [
+    "deleted-data-files",
+    "deleted-records",
+    "removed-files-size",
+    "removed-delete-files",
+    "removed-equality-delete-files",
+    "removed-equality-deletes",
+    "removed-position-delete-files",
+    "removed-dvs",
+    "removed-position-deletes",
+];
+
 impl Counts {
+    fn of<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> Self {
+        let mut counts = Self::default();
+        for f in files {
+            counts.add(f);
+        }
+        counts
+    }
+
+    /// The counters in the order of [`ADDED_KEYS`] and [`REMOVED_KEYS`].
+    fn values(&self) -> [u64; 9] {
+        [
+            self.data_files,
+            self.records,
+            self.files_size,
+            self.delete_files,
+            self.equality_delete_files,
+            self.equality_deletes,
+            self.position_delete_files,
+            self.dvs,
+            self.position_deletes,
+        ]
+    }
+
     fn add(&mut self, file: &DataFile) {
         match file.content_type() {
             DataContentType::Data => {
@@ -330,73 +388,41 @@ impl Counts {
 
 /// The standard summary counters; totals are computed from the live files, not inherited.
 fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, String> {
-    let mut added = Counts::default();
-    for f in changes
-        .added_data_files
-        .iter()
-        .chain(&changes.added_delete_files)
-    {
-        added.add(&f.file);
-    }
-    let mut removed = Counts::default();
+    let added_files = || {
+        changes
+            .added_data_files
+            .iter()
+            .chain(&changes.added_delete_files)
+            .map(|f| &f.file)
+    };
+    let added = Counts::of(added_files());
+    let removed = Counts::of(changes.removed_files.iter().map(|f| &f.file));
     let removed_keys: HashSet<FileEntryKey> = changes
         .removed_files
         .iter()
         .map(|f| f.entry_key())
         .collect();
-    for f in &changes.removed_files {
-        removed.add(&f.file);
-    }
-    let mut total = Counts::default();
     let live = base
         .data_files
         .iter()
         .chain(&base.equality_deletes)
         .chain(base.dvs.values())
-        .chain(&base.position_deletes);
-    for f in live {
-        if !removed_keys.contains(&f.entry_key()) {
-            total.add(&f.file);
-        }
-    }
-    for f in changes
-        .added_data_files
-        .iter()
-        .chain(&changes.added_delete_files)
-    {
-        total.add(&f.file);
-    }
+        .chain(&base.position_deletes)
+        .filter(|f| !removed_keys.contains(&f.entry_key()))
+        .map(|f| &f.file);
+    let total = Counts::of(live.chain(added_files()));
 
     let mut s = HashMap::new();
-    let mut put = |k: &str, v: u64| {
+    // The added and removed counters appear only when not zero.
+    let changed = ADDED_KEYS
+        .iter()
+        .zip(added.values())
+        .chain(REMOVED_KEYS.iter().zip(removed.values()));
+    for (k, v) in changed {
         if v > 0 {
             s.insert(k.to_string(), v.to_string());
         }
-    };
-    put("added-data-files", added.data_files);
-    put("added-records", added.records);
-    put("added-files-size", added.files_size);
-    put("added-delete-files", added.delete_files);
-    put("added-equality-delete-files", added.equality_delete_files);
-    put("added-equality-deletes", added.equality_deletes);
-    put("added-position-delete-files", added.position_delete_files);
-    put("added-dvs", added.dvs);
-    put("added-position-deletes", added.position_deletes);
-    put("deleted-data-files", removed.data_files);
-    put("deleted-records", removed.records);
-    put("removed-files-size", removed.files_size);
-    put("removed-delete-files", removed.delete_files);
-    put(
-        "removed-equality-delete-files",
-        removed.equality_delete_files,
-    );
-    put("removed-equality-deletes", removed.equality_deletes);
-    put(
-        "removed-position-delete-files",
-        removed.position_delete_files,
-    );
-    put("removed-dvs", removed.dvs);
-    put("removed-position-deletes", removed.position_deletes);
+    }
     for (k, v) in [
         ("total-records", total.records),
         ("total-files-size", total.files_size),

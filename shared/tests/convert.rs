@@ -2,8 +2,7 @@
 //! Puffin files on disk): rows are preserved, equality deletes are gone, DVs are valid,
 //! repeated and racing runs are safe, and failures leave the table and disk untouched.
 
-mod support;
-
+use eqdv_workload::support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -11,7 +10,7 @@ use std::time::Duration;
 use eqdv::Error;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use support::race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
 use support::state::{TableState, expected_conversion};
@@ -36,7 +35,7 @@ async fn round_trip(spec: WorkloadSpec) {
     let w = warehouse();
     let report = generate_table(&w.catalog, &spec).await;
     let expected = expected_rows(&report.state).expect("expected rows");
-    let before = eqdv::read::read_canonical(&load(&w.catalog).await, "main")
+    let before = eqdv_workload::read::read_canonical(&load(&w.catalog).await, "main")
         .await
         .expect("read before");
     assert!(
@@ -449,7 +448,7 @@ fn interfere(swap: Swap<'_, Interference, SqliteCatalog>) -> BoxFuture<'_, Then>
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            eqdv::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
+            eqdv_workload::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
                 .await
                 .expect("interfering writer");
         }
@@ -519,10 +518,12 @@ async fn pointer_moved_mid_commit_rebases() {
     );
     // The concurrent commit's rows and its (new, unconverted) deletes are all there.
     let t = load(&w.catalog).await;
-    let expected = eqdv::generate::expected_rows_of(&w.catalog, &table())
+    let expected = eqdv_workload::generate::expected_rows_of(&w.catalog, &table())
         .await
         .unwrap();
-    let rows = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    let rows = eqdv_workload::read::read_canonical(&t, "main")
+        .await
+        .unwrap();
     assert!(rows == expected, "rows differ after a rebased conversion");
     assert_dvs_valid(&w.catalog).await;
     // Converting the rest finishes the table.
@@ -1045,7 +1046,9 @@ async fn branches_convert_alone_and_tags_are_refused() {
     );
     assert_eq!(view.snapshot_id, Some(audit_head.snapshot_id()));
     for branch in ["main", "audit"] {
-        let rows = eqdv::read::read_canonical(&after, branch).await.unwrap();
+        let rows = eqdv_workload::read::read_canonical(&after, branch)
+            .await
+            .unwrap();
         assert!(
             rows == expected,
             "{branch} reads other rows after converting audit"
@@ -1217,7 +1220,7 @@ async fn a_default_iceberg_rust_cannot_parse_is_refused() {
             "iceberg-rust now parses it: retire this check"
         );
         let checked = t.refuse_unparsed_defaults(&[ts]).await;
-        let read = eqdv::read::read_canonical(&t, "main").await;
+        let read = eqdv_workload::read::read_canonical(&t, "main").await;
         if with_default {
             let err = checked.unwrap_err().to_string();
             assert!(

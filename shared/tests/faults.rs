@@ -7,8 +7,7 @@
 //! own walk (`orphan_files`), not the code under test. Kills of the real binary are in
 //! functions/cli/tests/faults.rs; storage faults on S3 in tests/faults.rs.
 
-mod support;
-
+use eqdv_workload::support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,7 +17,7 @@ use eqdv::Error;
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName, TablePointer};
 use eqdv::cleanup::{CleanupOptions, CleanupReport, cleanup, list_files, reachable_files};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use support::state::{TableState, expected_conversion};
 use support::*;
@@ -77,7 +76,7 @@ fn set_age(path: &Path, age: Duration) {
 }
 
 async fn assert_rows(catalog: &dyn Catalog, expected: &[String]) {
-    let rows = eqdv::read::read_canonical(&load(catalog).await, "main")
+    let rows = eqdv_workload::read::read_canonical(&load(catalog).await, "main")
         .await
         .expect("read rows");
     assert!(rows == expected, "live rows differ from the expected rows");
@@ -561,7 +560,7 @@ async fn cleanup_stays_inside_the_table_location() {
     let w = warehouse();
     generate_table(&w.catalog, &spec(8)).await;
     let neighbour = TableName::new("db", "events_2");
-    eqdv::generate::generate(
+    eqdv_workload::generate::generate(
         &w.catalog,
         &neighbour,
         &WorkloadSpec {

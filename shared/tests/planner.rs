@@ -1,13 +1,12 @@
 //! The planner on a real local warehouse: triggers become tables, tables become shards,
 //! and every table it leaves alone comes with the reason.
 
-mod support;
-
 use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
 use eqdv::planner::{Allowlist, PlannerConfig, TableDecision, Trigger, plan_triggers};
 use eqdv_functions::events::parse_planner_event;
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
+use eqdv_workload::support;
 use serde_json::json;
 use support::*;
 

@@ -2,15 +2,14 @@
 //! the union of the new positions, the file's existing DV and those position deletes,
 //! and a position delete file goes only once every data file it references has a DV.
 
-mod support;
-
+use eqdv_workload::support;
 use std::sync::Arc;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use iceberg::spec::{DataContentType, DataFileBuilder, DataFileFormat, Operation};
 use parquet::arrow::{ArrowWriter, PARQUET_FIELD_ID_META_KEY};
 use support::*;
@@ -142,7 +141,9 @@ async fn position_deletes_merge_into_new_dvs() {
     .await;
 
     let t = load(&w.catalog).await;
-    let rows_before = eqdv::read::read_canonical(&t, "main").await.unwrap();
+    let rows_before = eqdv_workload::read::read_canonical(&t, "main")
+        .await
+        .unwrap();
     let model = expected_rows(&report.state).unwrap();
     assert_eq!(
         rows_before.len(),

@@ -129,12 +129,12 @@ pub struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
-    pub fn spec(&self) -> Result<eqdv::generate::WorkloadSpec> {
-        Ok(eqdv::generate::WorkloadSpec {
+    pub fn spec(&self) -> Result<eqdv_workload::generate::WorkloadSpec> {
+        Ok(eqdv_workload::generate::WorkloadSpec {
             seed: self.seed,
             rows: self.rows,
             commits: self.commits,
-            keys: eqdv::generate::parse_key_types(&self.key)?,
+            keys: eqdv_workload::generate::parse_key_types(&self.key)?,
             partition: self.partition.parse()?,
             null_keys: self.null_keys,
             global_deletes: self.global_deletes,

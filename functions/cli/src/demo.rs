@@ -39,9 +39,10 @@ pub struct Demo {
 async fn timed_read(catalog: &SqliteCatalog, name: &TableName) -> Result<(Vec<String>, f64)> {
     let table = LoadedTable::load(catalog, name).await?;
     let started = Instant::now();
-    let batches = eqdv::read::read_live_rows(&table, "main").await?;
+    let batches = eqdv_workload::read::read_live_rows(&table, "main").await?;
     let seconds = started.elapsed().as_secs_f64();
-    let rows = eqdv::read::canonical_rows_for_schema(table.metadata.current_schema(), &batches)?;
+    let rows =
+        eqdv_workload::read::canonical_rows_for_schema(table.metadata.current_schema(), &batches)?;
     Ok((rows, seconds))
 }
 
@@ -59,7 +60,8 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<u8> {
     let quiet = json_out;
 
     let bar = spinner("generating a CDC workload", quiet);
-    let generated = eqdv::generate::generate(&catalog, &name, &args.workload.spec()?).await?;
+    let generated =
+        eqdv_workload::generate::generate(&catalog, &name, &args.workload.spec()?).await?;
     bar.finish_and_clear();
 
     let table = LoadedTable::load(&catalog, &name).await?;
@@ -86,7 +88,7 @@ pub async fn run(args: &DemoArgs, json_out: bool) -> Result<u8> {
             warehouse.display()
         );
     }
-    let expected = eqdv::generate::expected_rows(&generated.state)?;
+    let expected = eqdv_workload::generate::expected_rows(&generated.state)?;
     if rows_before != expected {
         bail!(
             "the table's rows differ from the generator's model ({} read, {} expected)",

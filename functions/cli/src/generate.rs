@@ -20,9 +20,10 @@ pub async fn run(args: &GenerateArgs, json: bool) -> Result<u8> {
     let catalog = args.table.catalog().await?;
     let name = args.table.name()?;
     let bar = spinner(&format!("generating {name}"), json);
-    let report = eqdv::generate::generate(catalog.as_ref(), &name, &args.workload.spec()?).await?;
+    let report =
+        eqdv_workload::generate::generate(catalog.as_ref(), &name, &args.workload.spec()?).await?;
     bar.finish_and_clear();
-    let expected = eqdv::generate::expected_rows(&report.state)?.len();
+    let expected = eqdv_workload::generate::expected_rows(&report.state)?.len();
     output::print_generated(&name, catalog.name(), &report, expected, json)?;
     Ok(exit::OK)
 }

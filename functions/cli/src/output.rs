@@ -2,21 +2,50 @@
 //! tables; progress spinners (hidden when stderr is not a terminal or `--json` is given)
 //! and the one-line error.
 
+use std::io::Write;
 use std::time::Duration;
 
 use anyhow::Result;
 use eqdv::catalog::TableName;
 use eqdv::cleanup::CleanupReport;
 use eqdv::convert::{ConvertReport, Outcome};
-use eqdv::generate::GenerateReport;
-use eqdv::inspect::Inspection;
+use eqdv::inspect::{Inspection, PartitionCounts};
 use eqdv::plan::Plan;
 use eqdv::planner::TableDecision;
 use eqdv::verify::DvVerification;
 use eqdv_functions::planner::PlannerRun;
+use eqdv_workload::generate::GenerateReport;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::{Value, json};
+
+/// `println!` for stdout that a closed pipe does not turn into a panic: when the reader
+/// stops reading (`eqdv rows | head`), the process ends quietly with status 0, as
+/// command-line tools do; any other write error ends it with status 1 and one line.
+macro_rules! out {
+    () => {
+        $crate::output::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes to stdout; see [`out!`].
+pub fn write_stdout(text: std::fmt::Arguments<'_>) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(text).and_then(|()| stdout.flush()) {
+        stdout_failed(&e);
+    }
+}
+
+fn stdout_failed(error: &std::io::Error) -> ! {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(i32::from(crate::exit::OK));
+    }
+    eprintln!("error: writing to stdout: {error}");
+    std::process::exit(i32::from(crate::exit::FAILED));
+}
 
 use crate::demo::Demo;
 
@@ -42,12 +71,12 @@ impl Summary {
 
     pub fn print(&self) {
         let width = self.rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-        println!("{}", self.title);
-        println!("{}", "-".repeat(self.title.len().max(8)));
+        out!("{}", self.title);
+        out!("{}", "-".repeat(self.title.len().max(8)));
         for (k, v) in &self.rows {
-            println!("  {k:<width$}  {v}");
+            out!("  {k:<width$}  {v}");
         }
-        println!();
+        out!();
     }
 }
 
@@ -67,14 +96,14 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("  {}", parts.join("  ").trim_end());
+        out!("  {}", parts.join("  ").trim_end());
     };
     line(header.iter().map(|h| h.to_string()).collect());
     line(widths.iter().map(|w| "-".repeat(*w)).collect());
     for row in rows {
         line(row.clone());
     }
-    println!();
+    out!();
 }
 
 /// A spinner for a long phase; a no-op when `quiet`.
@@ -93,7 +122,7 @@ pub fn spinner(message: &str, quiet: bool) -> ProgressBar {
 
 /// Pretty JSON on stdout.
 fn print_json(value: &impl Serialize) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
+    out!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
@@ -106,7 +135,7 @@ pub fn print_error(e: &anyhow::Error, json: bool) {
     let line = error_line(e);
     if json {
         let msg = json!({ "error": line, "detail": format!("{e:#}") });
-        println!("{msg}");
+        out!("{msg}");
     }
     eprintln!("error: {line}");
 }
@@ -279,7 +308,7 @@ pub fn print_inspection(
     }
     let t = &i.totals;
     let mut s = Summary::new(format!(
-        "{} ({}), format v{}",
+        "{} ({}), format {}",
         i.table, i.branch, i.format_version
     ));
     s.row("snapshot", fmt_opt(i.snapshot_id))
@@ -323,9 +352,10 @@ pub fn print_inspection(
         &rows,
     );
     if let Some(v) = verified {
-        println!(
+        out!(
             "verified {} deletion vectors ({} positions): all valid",
-            v.dvs, v.positions
+            v.dvs,
+            v.positions
         );
     }
     Ok(())
@@ -333,8 +363,14 @@ pub fn print_inspection(
 
 /// `eqdv rows`: one canonical row a line, with or without `--json`.
 pub fn print_rows(rows: &[String]) {
-    for row in rows {
-        println!("{row}");
+    // One lock and one buffer for what may be millions of lines.
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let written = rows
+        .iter()
+        .try_for_each(|row| writeln!(stdout, "{row}"))
+        .and_then(|()| stdout.flush());
+    if let Err(e) = written {
+        stdout_failed(&e);
     }
 }
 
@@ -389,13 +425,13 @@ pub fn print_cleanup_report(r: &CleanupReport, json: bool) -> Result<()> {
     s.print();
     let listed = if r.dry_run { &r.eligible } else { &r.deleted };
     for path in listed {
-        println!(
+        out!(
             "  {} {path}",
             if r.dry_run { "would delete" } else { "deleted" }
         );
     }
     for f in &r.delete_failures {
-        println!("  FAILED {}: {}", f.path, f.error);
+        out!("  FAILED {}: {}", f.path, f.error);
     }
     Ok(())
 }
@@ -433,7 +469,7 @@ pub fn print_backfill(
         .collect();
     print_table(&["table", "decision", "why"], &rows);
     if !dry_run {
-        println!(
+        out!(
             "converted {} shard(s), {failed} failed",
             conversions.len() - failed
         );
@@ -468,39 +504,16 @@ pub fn print_demo(d: &Demo, json: bool) -> Result<()> {
         d.table,
         d.warehouse.display()
     ));
+    // One table count before and after the conversion.
+    let change = |count: fn(&PartitionCounts) -> u64| {
+        format!("{}  ->  {}", count(&before.totals), count(&after.totals))
+    };
     s.row("", "before  ->  after")
-        .row(
-            "equality delete files",
-            format!(
-                "{}  ->  {}",
-                before.totals.equality_delete_files, after.totals.equality_delete_files
-            ),
-        )
-        .row(
-            "equality delete rows",
-            format!(
-                "{}  ->  {}",
-                before.totals.equality_deletes, after.totals.equality_deletes
-            ),
-        )
-        .row(
-            "deletion vectors",
-            format!("{}  ->  {}", before.totals.dvs, after.totals.dvs),
-        )
-        .row(
-            "positions in DVs",
-            format!(
-                "{}  ->  {}",
-                before.totals.dv_positions, after.totals.dv_positions
-            ),
-        )
-        .row(
-            "data files",
-            format!(
-                "{}  ->  {}",
-                before.totals.data_files, after.totals.data_files
-            ),
-        )
+        .row("equality delete files", change(|t| t.equality_delete_files))
+        .row("equality delete rows", change(|t| t.equality_deletes))
+        .row("deletion vectors", change(|t| t.dvs))
+        .row("positions in DVs", change(|t| t.dv_positions))
+        .row("data files", change(|t| t.data_files))
         .row("live rows (identical)", d.live_rows)
         .row(
             "data files opened / candidates",
@@ -521,7 +534,7 @@ pub fn print_demo(d: &Demo, json: bool) -> Result<()> {
         .row("read speedup", format!("{ratio:.1}x"));
     s.print();
     convert_summary(report).print();
-    println!(
+    out!(
         "Open it with PyIceberg: SqlCatalog(\"eqdv\", uri=\"sqlite:///{0}/catalog.db\", warehouse=\"file://{0}\")",
         d.warehouse.display()
     );

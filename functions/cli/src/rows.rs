@@ -18,6 +18,6 @@ pub async fn run(args: &RowsArgs) -> Result<u8> {
     let table = &args.table;
     let catalog = table.catalog().await?;
     let loaded = LoadedTable::load(catalog.as_ref(), &table.name()?).await?;
-    output::print_rows(&eqdv::read::read_canonical(&loaded, &table.branch).await?);
+    output::print_rows(&eqdv_workload::read::read_canonical(&loaded, &table.branch).await?);
     Ok(exit::OK)
 }

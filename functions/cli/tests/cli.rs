@@ -341,3 +341,58 @@ fn backfill_a_database() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A reader that stops reading (`eqdv rows | head -1`) ends `rows`, whose output
+/// outgrows the pipe, quietly with status 0, not with a panic and status 101; the line
+/// it did read is the first line of the full output. `inspect` read the same way prints
+/// its header first (the format as `v3`, once written `vv3`).
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    // Enough rows that the output outgrows the pipe's buffer (64 KiB on Linux).
+    let out = run("generate", w, &["--rows", "3000", "--commits", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = table_args(w);
+    let full = common::eqdv_command()
+        .arg("rows")
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_eq!(full.status.code(), Some(0));
+    let full = String::from_utf8(full.stdout).unwrap();
+    assert!(full.len() > 256 * 1024, "only {} bytes of rows", full.len());
+    let first = full.lines().next().unwrap().to_string();
+
+    for command in ["rows", "inspect"] {
+        let mut child = common::eqdv_command()
+            .arg(command)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        // The reader is gone: the stdout pipe closed after one line.
+        let done = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&done.stderr);
+        assert_eq!(done.status.code(), Some(0), "{command}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        if command == "rows" {
+            assert_eq!(line.trim_end(), first);
+        } else {
+            assert!(line.starts_with("cdc.orders (main), format v3"), "{line}");
+        }
+    }
+}

@@ -9,19 +9,17 @@
 //! (`eqdv::test_hooks`, enabled by `EQDV_TEST_PAUSE_AT`); the orphan oracle is the shared
 //! test support's own walk, not the cleanup code under test.
 
-#[path = "../../../shared/tests/support/mod.rs"]
-mod support;
-
 mod common;
 mod kill;
 
+use eqdv_workload::support;
 use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;
 
 use common::{eqdv_command, eqdv_json, json};
-use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::state::{TableState, expected_conversion};
 use support::*;
 

@@ -13,15 +13,10 @@
 //! `tests/services/up` starts the services and writes tests/services/env; without its
 //! variables these tests fail and say so, they never skip.
 
-#[path = "../../../shared/tests/support/services.rs"]
-mod services;
-
-#[path = "../../../shared/tests/support/state.rs"]
-mod state;
-
 mod common;
 mod kill;
 
+use eqdv_workload::support::{services, state};
 use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;
@@ -29,9 +24,9 @@ use std::time::Instant;
 use common::{assert_exit, eqdv_command, eqdv_json, json};
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::normalize_location;
-use eqdv::generate::{expected_rows, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use eqdv_workload::generate::{expected_rows, generate};
 use state::{TableState, expected_conversion};
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
@@ -85,7 +80,7 @@ async fn head_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
 }
 
 async fn assert_rows(catalog: &dyn Catalog, name: &TableName, expected: &[String], when: &str) {
-    let rows = eqdv::read::read_canonical(&load(catalog, name).await, "main")
+    let rows = eqdv_workload::read::read_canonical(&load(catalog, name).await, "main")
         .await
         .expect("read rows");
     assert_eq!(rows.len(), expected.len(), "live row count {when}");

@@ -109,3 +109,19 @@ pub trait Catalog: Send + Sync + fmt::Debug {
     /// Lists tables, of one namespace or of all.
     async fn list_tables(&self, namespace: Option<&str>) -> Result<Vec<TableName>>;
 }
+
+/// `table` is not in `catalog` (its answer to a load, whichever catalog it is).
+fn not_found(catalog: &str, table: &TableName) -> Error {
+    Error::TableNotFound {
+        catalog: catalog.to_string(),
+        table: table.to_string(),
+    }
+}
+
+/// `table` is already in `catalog` (its answer to a create).
+fn already_exists(catalog: &str, table: &TableName) -> Error {
+    Error::TableExists {
+        catalog: catalog.to_string(),
+        table: table.to_string(),
+    }
+}

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use iceberg::io::FileIO;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Catalog, TableName, TablePointer};
+use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 
 const SCHEMA: &str = "
@@ -173,10 +173,7 @@ impl Catalog for SqliteCatalog {
                 metadata_location,
                 version: None,
             }),
-            None => Err(Error::TableNotFound {
-                catalog: self.name.clone(),
-                table: table.to_string(),
-            }),
+            None => Err(not_found(&self.name, table)),
         }
     }
 
@@ -226,10 +223,7 @@ impl Catalog for SqliteCatalog {
         if inserted == 1 {
             Ok(())
         } else {
-            Err(Error::TableExists {
-                catalog: self.name.clone(),
-                table: table.to_string(),
-            })
+            Err(already_exists(&self.name, table))
         }
     }
 

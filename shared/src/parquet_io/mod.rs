@@ -18,10 +18,12 @@
 //! Positions are the row's ordinal in the file: row-group first row + offset.
 //!
 //! `source` decides where each field's values come from in a file, `convert` which
-//! stored types convert exactly to the table's and `stream` reads the batches; this file
-//! opens files and answers questions about their footer.
+//! stored types convert exactly to the table's, `stream` reads the batches and `reader`
+//! is the byte source under them all; this file opens files and answers questions about
+//! their footer.
 
 mod convert;
+pub mod reader;
 mod source;
 mod stream;
 #[cfg(test)]
@@ -37,8 +39,8 @@ use parquet::file::metadata::ParquetMetaData;
 pub use convert::{converts_exactly, target_schema};
 pub use source::{FieldIdSource, FieldSource};
 
-use crate::parquet_reader::FileReader;
 use crate::{Error, Result};
+use reader::FileReader;
 use source::field_id_of;
 
 /// An open Parquet file with its footer read.
@@ -54,7 +56,7 @@ pub struct ParquetFile {
 
 impl ParquetFile {
     /// Opens `path` and reads its footer (without page indexes: see
-    /// [`crate::parquet_reader`]). `file_size` comes from the manifest, which saves a
+    /// [`reader`]). `file_size` comes from the manifest, which saves a
     /// HEAD request.
     pub async fn open(file_io: &FileIO, path: &str, file_size: Option<u64>) -> Result<Self> {
         let input = file_io.new_input(path)?;

@@ -24,7 +24,7 @@ use iceberg::spec::NestedFieldRef;
 use roaring::RoaringTreemap;
 use serde::Serialize;
 
-pub use key_set::{KeyHashBuilder, KeyHasher};
+pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
 
 use crate::Result;
 use crate::plan::DeleteGroup;

@@ -9,8 +9,9 @@
 //! - DuckDB's iceberg extension (`tests/pyiceberg/duckdb_read.py`): reads equality
 //!   deletes and DVs alike, and refuses (exit status 3) the tables DuckDB 1.5.5 is known
 //!   to misread;
-//! - Iceberg Java (tests/interop's jar, driven from `tests/common/java.rs`) for tables
-//!   Java wrote, or where the shape needs it (equality deletes before a conversion).
+//! - Iceberg Java (tests/interop's jar, driven from `eqdv_workload::support::java`) for
+//!   tables Java wrote, or where the shape needs it (equality deletes before a
+//!   conversion).
 //!
 //! Rows are compared as multisets ([`rows`]), and the expected rows come from the
 //! generator's model or a judge's dump taken before the step under test.

@@ -73,7 +73,7 @@ pub fn duckdb_read_script() -> PathBuf {
 /// What PyIceberg sees at the head of a branch (read_table.py's output).
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct PyIcebergView {
-    /// Live rows in canonical form, sorted (the same form as `eqdv::read::canonical_rows`).
+    /// Live rows in canonical form, sorted (the same form as `eqdv_workload::read::canonical_rows`).
     pub rows: Vec<String>,
     pub equality_delete_files: usize,
     pub dv_count: usize,

@@ -58,7 +58,7 @@ pub fn model_rows(warehouse: &std::path::Path, table: &str) -> Vec<String> {
     tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime")
-        .block_on(eqdv::generate::expected_rows_of(&catalog, &name))
+        .block_on(eqdv_workload::generate::expected_rows_of(&catalog, &name))
         .expect("the generator's model of the table")
 }
 

@@ -21,7 +21,7 @@ use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
 use iceberg::io::{FileIO, FileIOBuilder};
 use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
-use super::{Catalog, TableName, TablePointer};
+use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 use failure::Failure;
 
@@ -162,6 +162,25 @@ impl GlueCatalog {
         }
     }
 
+    /// A Glue call's outcome: `Some` answer, `None` for the one service error `expected`
+    /// picks out (the entity does not exist, or already does), and any other failure as
+    /// [`Self::sdk_error`] of `what`.
+    fn answer<T, E>(
+        &self,
+        what: &str,
+        result: std::result::Result<T, SdkError<E>>,
+        expected: impl FnOnce(&E) -> bool,
+    ) -> Result<Option<T>>
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        match result {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if e.as_service_error().is_some_and(expected) => Ok(None),
+            Err(e) => Err(self.sdk_error(what, e)),
+        }
+    }
+
     async fn get_table(&self, table: &TableName) -> Result<Table> {
         let result = self
             .client
@@ -171,22 +190,11 @@ impl GlueCatalog {
             .name(&table.name)
             .send()
             .await;
-        match result {
-            Ok(out) => out.table.ok_or_else(|| Error::TableNotFound {
-                catalog: self.name.clone(),
-                table: table.to_string(),
-            }),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
-            {
-                Err(Error::TableNotFound {
-                    catalog: self.name.clone(),
-                    table: table.to_string(),
-                })
-            }
-            Err(e) => Err(self.sdk_error(&format!("GetTable {table}"), e)),
-        }
+        self.answer(&format!("GetTable {table}"), result, |s| {
+            s.is_entity_not_found_exception()
+        })?
+        .and_then(|out| out.table)
+        .ok_or_else(|| not_found(&self.name, table))
     }
 
     fn pointer_of(&self, table: &TableName, glue: &Table) -> Result<TablePointer> {
@@ -222,37 +230,28 @@ impl GlueCatalog {
             .name(database)
             .send()
             .await;
-        match exists {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_entity_not_found_exception()) =>
-            {
-                let input = DatabaseInput::builder()
-                    .name(database)
-                    .build()
-                    .map_err(|e| self.error("database input", e))?;
-                match self
-                    .client
-                    .create_database()
-                    .set_catalog_id(self.catalog_id.clone())
-                    .database_input(input)
-                    .send()
-                    .await
-                {
-                    Ok(_) => Ok(()),
-                    // Someone else created it meanwhile.
-                    Err(e)
-                        if e.as_service_error()
-                            .is_some_and(|s| s.is_already_exists_exception()) =>
-                    {
-                        Ok(())
-                    }
-                    Err(e) => Err(self.sdk_error(&format!("CreateDatabase {database}"), e)),
-                }
-            }
-            Err(e) => Err(self.sdk_error(&format!("GetDatabase {database}"), e)),
+        let found = self.answer(&format!("GetDatabase {database}"), exists, |s| {
+            s.is_entity_not_found_exception()
+        })?;
+        if found.is_some() {
+            return Ok(());
         }
+        let input = DatabaseInput::builder()
+            .name(database)
+            .build()
+            .map_err(|e| self.error("database input", e))?;
+        let created = self
+            .client
+            .create_database()
+            .set_catalog_id(self.catalog_id.clone())
+            .database_input(input)
+            .send()
+            .await;
+        // Already there: someone else created it meanwhile.
+        self.answer(&format!("CreateDatabase {database}"), created, |s| {
+            s.is_already_exists_exception()
+        })?;
+        Ok(())
     }
 }
 
@@ -417,27 +416,19 @@ impl Catalog for GlueCatalog {
             )
             .build()
             .map_err(|e| self.error("building CreateTable input", e))?;
-        match self
+        let created = self
             .client
             .create_table()
             .set_catalog_id(self.catalog_id.clone())
             .database_name(&table.namespace)
             .table_input(input)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_already_exists_exception()) =>
-            {
-                Err(Error::TableExists {
-                    catalog: self.name.clone(),
-                    table: table.to_string(),
-                })
-            }
-            Err(e) => Err(self.sdk_error(&format!("CreateTable {table}"), e)),
-        }
+            .await;
+        self.answer(&format!("CreateTable {table}"), created, |s| {
+            s.is_already_exists_exception()
+        })?
+        .map(|_| ())
+        .ok_or_else(|| already_exists(&self.name, table))
     }
 
     async fn list_tables(&self, namespace: Option<&str>) -> Result<Vec<TableName>> {

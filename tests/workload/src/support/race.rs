@@ -3,10 +3,6 @@
 //! the same head, B commits first), [`meeting`] holds each of two concurrent converters
 //! before its first swap until both got there (both planned on the same head, then they
 //! really race the swap). And what each of them must report.
-//!
-//! Shared by shared/tests (through `support`) and tests/interop.rs (by path, next to
-//! `mod before_swap`), so it names only `eqdv` and `tokio`.
-#![allow(dead_code)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

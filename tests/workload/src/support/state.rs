@@ -5,10 +5,8 @@
 //! snapshot whose files are the before-state's minus its equality deletes plus the DVs
 //! a full scan expects.
 //!
-//! Shared by shared/tests (through `support`), tests/ and functions/cli/tests (by path),
-//! so it names only `eqdv` and `iceberg`. What is reachable is this module's own walk
-//! of the metadata, not the cleanup code under test; the listing is `eqdv::cleanup`'s.
-#![allow(dead_code)]
+//! What is reachable is this module's own walk of the metadata, not the cleanup code
+//! under test; the listing is `eqdv::cleanup`'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -90,7 +88,7 @@ impl TableState {
             .await
             .map(|c| c.dvs)
             .map_err(|e| e.to_string());
-        let rows = eqdv::read::read_canonical(&t, "main")
+        let rows = crate::read::read_canonical(&t, "main")
             .await
             .expect("read rows");
         let snapshots = t

@@ -1,7 +1,6 @@
 //! The test services (tests/services): their settings from the environment that
 //! `tests/services/up` writes, and unique names so tests sharing them never collide.
 //! Without the services a test fails and says how to start them; it never skips.
-#![allow(dead_code)]
 
 /// The S3 warehouse root (`EQDV_WAREHOUSE_S3`), after checking that the services'
 /// endpoints are configured.
@@ -38,8 +37,8 @@ pub fn unique_warehouse(unique: &str) -> String {
 }
 
 /// The workload the Glue/S3 tests generate: small, identity-partitioned, a two-column key.
-pub fn glue_spec(seed: u64) -> eqdv::generate::WorkloadSpec {
-    use eqdv::generate::{KeyType, PartitionKind, WorkloadSpec};
+pub fn glue_spec(seed: u64) -> crate::generate::WorkloadSpec {
+    use crate::generate::{KeyType, PartitionKind, WorkloadSpec};
     WorkloadSpec {
         seed,
         rows: 1_000,

@@ -1,10 +1,6 @@
 //! A catalog that runs a test's hook right before each pointer swap (and, if asked,
 //! before each pointer read), and hands every other call to the real catalog: how the
 //! tests force a race, count swaps or inject a fault at the one moment that matters.
-//!
-//! Shared by shared/tests (through `support`) and tests/interop.rs (by path), so it
-//! names only `eqdv`, `iceberg` and `async_trait`.
-#![allow(dead_code)]
 
 use std::fmt;
 use std::future::Future;

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use arrow_array::{Int64Array, RecordBatch, StringArray};
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::commit::publish;
-use eqdv::generate::{
+use eqdv::parquet_io::ParquetFile;
+use eqdv::puffin::{DvBlobInput, write_dv_puffin};
+use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
+use eqdv::table::{LiveFile, LoadedTable, TableFiles};
+use eqdv_workload::generate::{
     KeyType, PartitionKind, WorkloadSpec, expected_rows, expected_rows_of, generate,
     parse_key_types,
 };
-use eqdv::parquet_io::ParquetFile;
-use eqdv::puffin::{DvBlobInput, write_dv_puffin};
-use eqdv::read::{canonical_rows, canonical_rows_for_schema, read_canonical};
-use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
-use eqdv::table::{LiveFile, LoadedTable, TableFiles};
+use eqdv_workload::read::{canonical_rows, canonical_rows_for_schema, read_canonical};
 use futures::TryStreamExt;
 use iceberg::TableIdent;
 use iceberg::spec::{

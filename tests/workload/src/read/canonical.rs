@@ -1,15 +1,6 @@
-//! eqdv's own reader: the live rows of a table branch with every kind of delete applied
-//! (deletion vectors, v2 position deletes, equality deletes), plus the canonical row
-//! form that every reader in the test suite (this one, iceberg-rust's scan, PyIceberg)
-//! is compared in.
+//! The canonical row form that every reader in the test suite is compared in (this
+//! reader, iceberg-rust's scan, PyIceberg, DuckDB and Java print the same text).
 //!
-//! It exists as the test oracle for the converter: a table must read the same before
-//! and after its equality deletes become DVs. So it is written to be obviously right,
-//! one data file at a time with the spec's rules spelled out, never to be fast. It
-//! must never write anything, and never skip a delete file it does not understand:
-//! an unknown file format or a DV without offsets is an error, not an empty result.
-//!
-//! # Canonical row form
 //!
 //! A row is a compact JSON array (serde_json's `to_string`: no spaces, non-ASCII
 //! characters as raw UTF-8, only `"`, `\`, and control characters escaped, the latter
@@ -35,9 +26,6 @@
 //! code point order, the order Python's `sorted` gives). In Python the same text comes
 //! from `json.dumps(values, separators=(",", ":"), ensure_ascii=False)`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
-
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Date32Type, Decimal128Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
@@ -45,25 +33,17 @@ use arrow_array::types::{
     Time64NanosecondType, TimestampMicrosecondType, TimestampMillisecondType,
     TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
-use arrow_schema::{DataType, Field, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef, TimeUnit};
-use futures::TryStreamExt;
-use iceberg::spec::{
-    DataFileFormat, NestedFieldRef, PrimitiveType, Schema, Struct, TableMetadata, Type,
-};
-use roaring::RoaringTreemap;
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, TimeUnit};
+use iceberg::spec::{PrimitiveType, Schema, Type};
 use serde_json::Value;
 
-use crate::parquet_io::{ParquetFile, target_schema};
-use crate::table::{LiveFile, LoadedTable, TableFiles};
-use crate::{Error, Result};
+use eqdv::{Error, Result};
 
 /// Arrow field metadata key naming an extension type.
 pub const ARROW_EXTENSION_NAME_KEY: &str = "ARROW:extension:name";
 /// The canonical Arrow extension name for UUIDs (stored as `FixedSizeBinary(16)`).
 pub const ARROW_UUID_EXTENSION: &str = "arrow.uuid";
-
-const BATCH_SIZE: usize = 8192;
 
 /// Rows of `batches` in canonical form, sorted.
 ///
@@ -298,7 +278,7 @@ pub fn decimal_string(unscaled: i128, scale: i8) -> String {
 
 /// The key of every row of `columns` as one canonical string (JSON array), so that two
 /// rows have equal keys iff their strings are equal; null equals null.
-fn row_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<String>> {
+pub(super) fn row_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<String>> {
     let mut values = Vec::with_capacity(columns.len());
     for c in columns {
         values.push(column_values(c, false)?.into_iter());
@@ -316,291 +296,12 @@ fn row_keys(columns: &[ArrayRef], rows: usize) -> Result<Vec<String>> {
         .collect())
 }
 
-/// Reads the live rows of `branch` in the table's current schema: every data file with
-/// its DV, v2 position deletes and equality deletes applied. An empty table gives no
-/// batches. UUID columns carry the `arrow.uuid` extension name.
-pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<RecordBatch>> {
-    let Some(snapshot) = table.head(branch)? else {
-        return Ok(Vec::new());
-    };
-    let files = TableFiles::read(table, Some(&snapshot)).await?;
-    let metadata = table.metadata.as_ref();
-    let schema = metadata.current_schema();
-    let current_fields: Vec<NestedFieldRef> = schema.as_struct().fields().to_vec();
-    let output_schema = output_schema(&current_fields)?;
-    let name_mapping = table.name_mapping()?;
-    table.refuse_unparsed_defaults(&current_fields).await?;
-
-    let equality_deletes = load_equality_deletes(table, &files.equality_deletes).await?;
-    let position_deletes = crate::position_deletes::read(table, &files.position_deletes).await?;
-
-    let mut data_files: Vec<&LiveFile> = files.data_files.iter().collect();
-    data_files.sort_by(|a, b| a.path().cmp(b.path()));
-    let mut out = Vec::new();
-    for data_file in data_files {
-        let deleted = deleted_positions(table, data_file, &files, &position_deletes).await?;
-
-        // Equality deletes that apply to this file, grouped by their equality field ids.
-        let mut groups: BTreeMap<&[i32], Vec<&HashSet<String>>> = BTreeMap::new();
-        for e in &equality_deletes {
-            if data_file.data_sequence_number < e.sequence_number
-                && e.scope
-                    .applies_to(data_file.spec_id, data_file.file.partition())
-            {
-                groups.entry(&e.field_ids).or_default().push(&e.keys);
-            }
-        }
-
-        // Read the current schema plus any equality column the current schema dropped.
-        let mut read_fields = current_fields.clone();
-        for ids in groups.keys() {
-            for id in ids.iter() {
-                if !read_fields.iter().any(|f| f.id == *id) {
-                    read_fields.push(field_by_id(metadata, *id, &table.name.to_string())?);
-                }
-            }
-        }
-        // Every id is in `read_fields` by construction, so `filter_map` drops nothing.
-        let group_columns: Vec<(Vec<usize>, &Vec<&HashSet<String>>)> = groups
-            .iter()
-            .map(|(ids, sets)| {
-                let cols = ids
-                    .iter()
-                    .filter_map(|id| read_fields.iter().position(|f| f.id == *id))
-                    .collect();
-                (cols, sets)
-            })
-            .collect();
-
-        if data_file.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "data file {} is {:?}; eqdv reads Parquet only",
-                    data_file.path(),
-                    data_file.file.file_format()
-                ),
-            });
-        }
-        let parquet = ParquetFile::open(
-            &table.file_io,
-            data_file.path(),
-            Some(data_file.file.file_size_in_bytes()),
-        )
-        .await?
-        .with_name_mapping(name_mapping.as_deref());
-        let mut stream = Box::pin(parquet.read(&read_fields, None, BATCH_SIZE)?);
-        while let Some((first, batch)) = stream.try_next().await? {
-            let rows = batch.num_rows();
-            let mut keep: Vec<bool> = (0..rows)
-                .map(|i| !deleted.contains(first + i as u64))
-                .collect();
-            for (cols, sets) in &group_columns {
-                let columns: Vec<ArrayRef> =
-                    cols.iter().map(|&c| batch.column(c).clone()).collect();
-                for (i, key) in row_keys(&columns, rows)?.iter().enumerate() {
-                    if keep[i] && sets.iter().any(|s| s.contains(key)) {
-                        keep[i] = false;
-                    }
-                }
-            }
-            let filtered =
-                arrow_select::filter::filter_record_batch(&batch, &BooleanArray::from(keep))?;
-            if filtered.num_rows() == 0 {
-                continue;
-            }
-            let columns = filtered.columns()[..current_fields.len()].to_vec();
-            out.push(RecordBatch::try_new_with_options(
-                output_schema.clone(),
-                columns,
-                &RecordBatchOptions::new().with_row_count(Some(filtered.num_rows())),
-            )?);
-        }
-    }
-    Ok(out)
-}
-
-/// [`read_live_rows`] in canonical form, sorted.
-pub async fn read_canonical(table: &LoadedTable, branch: &str) -> Result<Vec<String>> {
-    canonical_rows(&read_live_rows(table, branch).await?)
-}
-
-/// The schema of the batches [`read_live_rows`] returns: nullable, field ids kept, UUIDs
-/// marked.
-fn output_schema(fields: &[NestedFieldRef]) -> Result<ArrowSchemaRef> {
-    let target = target_schema(fields)?;
-    let out: Vec<Field> = target
-        .fields()
-        .iter()
-        .zip(fields)
-        .map(|(arrow, iceberg)| {
-            let mut f = arrow.as_ref().clone().with_nullable(true);
-            if matches!(*iceberg.field_type, Type::Primitive(PrimitiveType::Uuid)) {
-                let mut md = f.metadata().clone();
-                md.insert(ARROW_EXTENSION_NAME_KEY.into(), ARROW_UUID_EXTENSION.into());
-                f = f.with_metadata(md);
-            }
-            f
-        })
-        .collect();
-    Ok(Arc::new(ArrowSchema::new(out)))
-}
-
-/// A field by id in the current schema, else in the newest older schema that has it
-/// (an equality delete may name a column that was dropped since).
-fn field_by_id(metadata: &TableMetadata, id: i32, table: &str) -> Result<NestedFieldRef> {
-    if let Some(f) = metadata.current_schema().field_by_id(id) {
-        return Ok(f.clone());
-    }
-    let mut schemas: Vec<_> = metadata.schemas_iter().collect();
-    schemas.sort_by_key(|s| std::cmp::Reverse(s.schema_id()));
-    schemas
-        .iter()
-        .find_map(|s| s.field_by_id(id).cloned())
-        .ok_or_else(|| Error::UnsupportedTable {
-            table: table.to_string(),
-            message: format!("equality field id {id} is in no schema of the table"),
-        })
-}
-
-/// Where an equality delete applies.
-#[derive(Debug)]
-enum Scope {
-    /// Written with an unpartitioned spec: every partition of every spec.
-    Global,
-    /// Files of the same spec and partition tuple only.
-    Partition { spec_id: i32, partition: Struct },
-}
-
-impl Scope {
-    fn applies_to(&self, spec_id: i32, partition: &Struct) -> bool {
-        match self {
-            Scope::Global => true,
-            Scope::Partition {
-                spec_id: s,
-                partition: p,
-            } => *s == spec_id && crate::plan::same_partition(p, partition),
-        }
-    }
-}
-
-/// The keys of one equality delete file.
-#[derive(Debug)]
-struct EqualityDeletes {
-    field_ids: Vec<i32>,
-    sequence_number: i64,
-    scope: Scope,
-    keys: HashSet<String>,
-}
-
-async fn load_equality_deletes(
-    table: &LoadedTable,
-    files: &[LiveFile],
-) -> Result<Vec<EqualityDeletes>> {
-    let metadata = table.metadata.as_ref();
-    let name_mapping = table.name_mapping()?;
-    let mut out = Vec::with_capacity(files.len());
-    for f in files {
-        let field_ids = match f.file.equality_ids() {
-            Some(ids) if !ids.is_empty() => ids,
-            _ => {
-                return Err(Error::file(
-                    f.path(),
-                    "equality delete file has no equality_ids",
-                    "invalid manifest entry",
-                ));
-            }
-        };
-        if f.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "equality delete file {} is {:?}; eqdv reads Parquet only",
-                    f.path(),
-                    f.file.file_format()
-                ),
-            });
-        }
-        let spec =
-            metadata
-                .partition_spec_by_id(f.spec_id)
-                .ok_or_else(|| Error::UnsupportedTable {
-                    table: table.name.to_string(),
-                    message: format!(
-                        "delete file {} has unknown partition spec {}",
-                        f.path(),
-                        f.spec_id
-                    ),
-                })?;
-        let scope = if spec.is_unpartitioned() {
-            Scope::Global
-        } else {
-            Scope::Partition {
-                spec_id: f.spec_id,
-                partition: f.file.partition().clone(),
-            }
-        };
-        let fields = field_ids
-            .iter()
-            .map(|id| field_by_id(metadata, *id, &table.name.to_string()))
-            .collect::<Result<Vec<_>>>()?;
-        let parquet =
-            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes()))
-                .await?
-                .with_name_mapping(name_mapping.as_deref());
-        let mut stream = Box::pin(parquet.read(&fields, None, BATCH_SIZE)?);
-        let mut keys = HashSet::new();
-        while let Some((_, batch)) = stream.try_next().await? {
-            keys.extend(row_keys(batch.columns(), batch.num_rows())?);
-        }
-        out.push(EqualityDeletes {
-            field_ids,
-            sequence_number: f.data_sequence_number,
-            scope,
-            keys,
-        });
-    }
-    Ok(out)
-}
-
-/// Positions of `data_file` deleted by its DV and by v2 position deletes: those with a
-/// sequence number at least the file's.
-async fn deleted_positions(
-    table: &LoadedTable,
-    data_file: &LiveFile,
-    files: &TableFiles,
-    position_deletes: &HashMap<String, Vec<(i64, RoaringTreemap)>>,
-) -> Result<RoaringTreemap> {
-    let mut deleted = RoaringTreemap::new();
-    if let Some(dv) = files.dvs.get(data_file.path())
-        && data_file.data_sequence_number <= dv.data_sequence_number
-    {
-        let (Some(offset), Some(size)) =
-            (dv.file.content_offset(), dv.file.content_size_in_bytes())
-        else {
-            return Err(Error::file(
-                dv.path(),
-                format!(
-                    "deletion vector for {} has no content_offset/content_size_in_bytes",
-                    data_file.path()
-                ),
-                "invalid manifest entry",
-            ));
-        };
-        deleted |= crate::puffin::read_dv(&table.file_io, dv.path(), offset, size).await?;
-    }
-    if let Some(list) = position_deletes.get(data_file.path()) {
-        for (seq, positions) in list {
-            if data_file.data_sequence_number <= *seq {
-                deleted |= positions;
-            }
-        }
-    }
-    Ok(deleted)
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use arrow_schema::Schema as ArrowSchema;
+
     use super::*;
     use arrow_array::{
         Decimal128Array, FixedSizeBinaryArray, Int64Array, LargeBinaryArray, StringArray,

@@ -1,18 +1,19 @@
 //! Test support: warehouses, generated tables, the invariants every conversion must
 //! keep (rows, no equality deletes, DVs the Java reader would accept, no orphan files).
-#![allow(dead_code)]
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use crate::generate::{GenerateReport, WorkloadSpec, generate};
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
-use eqdv::generate::{GenerateReport, WorkloadSpec, generate};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
 
 pub mod before_swap;
+pub mod java;
 pub mod manifests;
 pub mod race;
+pub mod services;
 pub mod state;
 
 pub struct Warehouse {
@@ -69,7 +70,7 @@ pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
     let t = load(catalog).await;
     let warehouse = warehouse_of(&t);
     eqdv_judges::judge_converted_local(&warehouse, &table().to_string(), expected);
-    let rows = eqdv::read::read_canonical(&t, "main")
+    let rows = crate::read::read_canonical(&t, "main")
         .await
         .expect("read rows");
     eqdv_judges::assert_same_rows("eqdv's reader", &rows, expected);

@@ -1,6 +1,5 @@
 //! Apache Iceberg Java (tests/interop's jar) as writer and judge of test tables on the
-//! test services' Glue and S3. Included with `#[path]` by the test files that need it,
-//! next to `mod services` (shared/tests/support/services.rs).
+//! test services' Glue and S3 (see `services`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,7 +7,7 @@ use std::process::Command;
 use eqdv::catalog::{GlueCatalog, GlueConfig, TableName};
 use serde_json::Value;
 
-use crate::services;
+use super::services;
 
 pub fn jar() -> PathBuf {
     let jar = std::env::var_os("EQDV_INTEROP_JAR").map(PathBuf::from);
@@ -71,6 +70,41 @@ impl JavaTable {
         let out = self.java(sub, extra);
         serde_json::from_str(out.trim())
             .unwrap_or_else(|e| panic!("java {sub}: not JSON ({e}): {out}"))
+    }
+
+    /// A CDC history written by Java (`write-cdc`: `commits` commits of upserts and
+    /// deletes over `rows` rows keyed by `key`, partitioned by `partition`), which must
+    /// have left equality deletes to convert. Returns write-cdc's report.
+    pub fn write_cdc(
+        &self,
+        seed: &str,
+        commits: &str,
+        rows: &str,
+        key: &str,
+        partition: &str,
+    ) -> Value {
+        let written = self.java_json(
+            "write-cdc",
+            &[
+                "--seed",
+                seed,
+                "--commits",
+                commits,
+                "--rows",
+                rows,
+                "--key",
+                key,
+                "--partition",
+                partition,
+            ],
+        );
+        assert!(
+            written["equality_delete_files"]
+                .as_u64()
+                .is_some_and(|n| n > 0),
+            "{written}"
+        );
+        written
     }
 
     /// Java's canonical dump: one row per line, sorted.

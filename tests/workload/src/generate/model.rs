@@ -1,0 +1,524 @@
+//! The model: which rows are live under the spec's delete rules, computed without
+//! looking at any file, and the plan of rows and deletes for each commit.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_schema::DataType;
+use iceberg::spec::{PrimitiveLiteral, Schema, Transform};
+use iceberg::transform::{BoxedTransformFunction, create_transform_function};
+
+use crate::read::canonical_rows_for_schema;
+use crate::rng::Rng;
+use eqdv::{Error, Result};
+
+use super::spec::{GeneratorState, PartitionKind, WorkloadSpec};
+use super::values::{KeyCode, Keys};
+use super::{ABSENT_KID_OFFSET, DAY_MICROS, REGIONS, TAGS, TS_BASE, TS_DAYS};
+
+/// A row's partition under the table's spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Part {
+    Unpartitioned,
+    Region(u8),
+    Day(i32),
+    Bucket(Option<i32>),
+}
+
+/// Where an equality delete applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(super) enum Scope {
+    /// Written with the unpartitioned spec: every partition.
+    Global,
+    Part(Part),
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Row {
+    kid: u64,
+    /// The commit that wrote it (its data file's sequence order).
+    version: u32,
+    region: u8,
+    ts: i64,
+    salt: u32,
+    /// `None`: null (always for rows written before the column existed).
+    tag: Option<u8>,
+    pub(super) part: Part,
+}
+
+impl Row {
+    fn payload(&self) -> String {
+        format!(
+            "payload of key {} written by commit {} / {:08x}",
+            self.kid, self.version, self.salt
+        )
+    }
+}
+
+/// One equality delete row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct DeleteRow {
+    kid: u64,
+    /// `None`: `tag` is not an equality column; `Some(t)`: it is, with value `t`.
+    pub(super) tag: Option<Option<u8>>,
+    pub(super) scope: Scope,
+}
+
+/// What one commit writes.
+#[derive(Debug, Default)]
+pub(super) struct CommitPlan {
+    /// Row ids (into `Model::rows`) of the rows written.
+    pub(super) inserted: Vec<usize>,
+    pub(super) deletes: Vec<DeleteRow>,
+}
+
+pub(super) struct Model {
+    keys: Keys,
+    partition: PartitionKind,
+    global_deletes: bool,
+    bucket: Option<BoxedTransformFunction>,
+    /// Every row ever written; `live` indexes the live ones.
+    pub(super) rows: Vec<Row>,
+    pub(super) live: Vec<usize>,
+    /// Position of a row in `live` (`usize::MAX` once deleted).
+    live_pos: Vec<usize>,
+    by_key: HashMap<KeyCode, Vec<usize>>,
+    next_kid: u64,
+    hot: Vec<u64>,
+    dead_kids: Vec<u64>,
+}
+
+impl Model {
+    fn new(spec: &WorkloadSpec) -> Result<Self> {
+        let bucket = match spec.partition {
+            PartitionKind::Bucket(n) => Some(create_transform_function(&Transform::Bucket(n))?),
+            _ => None,
+        };
+        Ok(Self {
+            keys: Keys {
+                types: spec.keys.clone(),
+                seed: spec.seed,
+                null_keys: spec.null_keys,
+            },
+            partition: spec.partition,
+            global_deletes: spec.global_deletes && spec.partition != PartitionKind::None,
+            bucket,
+            rows: Vec::new(),
+            live: Vec::new(),
+            live_pos: Vec::new(),
+            by_key: HashMap::new(),
+            next_kid: 0,
+            hot: Vec::new(),
+            dead_kids: Vec::new(),
+        })
+    }
+
+    /// The model after `state.done` commits.
+    pub(super) fn replay(state: &GeneratorState) -> Result<Self> {
+        let mut model = Self::new(&state.spec)?;
+        for commit in 0..state.done {
+            model.run(state, commit)?;
+        }
+        Ok(model)
+    }
+
+    fn part_of(&self, kid: u64, region: u8, ts: i64) -> Result<Part> {
+        Ok(match self.partition {
+            PartitionKind::None => Part::Unpartitioned,
+            PartitionKind::Identity => Part::Region(region),
+            PartitionKind::Day => Part::Day(ts.div_euclid(DAY_MICROS) as i32),
+            PartitionKind::Bucket(_) => {
+                let bucket = match (&self.bucket, self.keys.datum(kid, 0)?) {
+                    (Some(f), Some(datum)) => match f.transform_literal(&datum)? {
+                        Some(d) => match d.literal() {
+                            PrimitiveLiteral::Int(b) => Some(*b),
+                            other => {
+                                return Err(Error::InvalidInput(format!(
+                                    "bucket transform gave {other:?}"
+                                )));
+                            }
+                        },
+                        None => None,
+                    },
+                    _ => None,
+                };
+                Part::Bucket(bucket)
+            }
+        })
+    }
+
+    fn add_row(&mut self, row: Row) -> usize {
+        let id = self.rows.len();
+        let code = self.keys.code(row.kid);
+        self.rows.push(row);
+        self.live_pos.push(self.live.len());
+        self.live.push(id);
+        self.by_key.entry(code).or_default().push(id);
+        id
+    }
+
+    fn kill(&mut self, id: usize) {
+        let pos = self.live_pos[id];
+        if pos == usize::MAX {
+            return;
+        }
+        self.live.swap_remove(pos);
+        if let Some(&moved) = self.live.get(pos) {
+            self.live_pos[moved] = pos;
+        }
+        self.live_pos[id] = usize::MAX;
+        let code = self.keys.code(self.rows[id].kid);
+        if let Some(ids) = self.by_key.get_mut(&code) {
+            ids.retain(|&i| i != id);
+            if ids.is_empty() {
+                self.by_key.remove(&code);
+            }
+        }
+    }
+
+    /// Applies an equality delete of commit `version` by the spec's rule: rows of older
+    /// commits with equal key (and tag, when it is an equality column) in its scope.
+    fn apply_delete(&mut self, d: &DeleteRow, version: u32) {
+        let Some(ids) = self.by_key.get(&self.keys.code(d.kid)) else {
+            return;
+        };
+        let victims: Vec<usize> = ids
+            .iter()
+            .copied()
+            .filter(|&id| {
+                let r = &self.rows[id];
+                r.version < version
+                    && d.tag.is_none_or(|t| t == r.tag)
+                    && match d.scope {
+                        Scope::Global => true,
+                        Scope::Part(p) => p == r.part,
+                    }
+            })
+            .collect();
+        for id in victims {
+            self.kill(id);
+        }
+    }
+
+    fn is_live(&self, kid: u64) -> bool {
+        self.by_key.contains_key(&self.keys.code(kid))
+    }
+
+    fn random_ts(rng: &mut Rng) -> i64 {
+        TS_BASE + rng.below((TS_DAYS * DAY_MICROS) as u64) as i64
+    }
+
+    fn new_row(
+        &self,
+        kid: u64,
+        version: u32,
+        region: u8,
+        ts: i64,
+        rng: &mut Rng,
+        tagged: bool,
+    ) -> Result<Row> {
+        let salt = rng.next_u64() as u32;
+        let tag = if tagged && !rng.percent(10) {
+            Some(rng.below(TAGS.len() as u64) as u8)
+        } else {
+            None
+        };
+        Ok(Row {
+            kid,
+            version,
+            region,
+            ts,
+            salt,
+            tag,
+            part: self.part_of(kid, region, ts)?,
+        })
+    }
+
+    /// Plans commit `commit` and applies it to the model.
+    pub(super) fn run(&mut self, state: &GeneratorState, commit: u32) -> Result<CommitPlan> {
+        let mut rng = Rng::for_commit(state.spec.seed, commit);
+        if commit == 0 {
+            self.initial_load(&state.spec, &mut rng)
+        } else {
+            self.cdc_commit(&state.spec, commit, state.tagged(commit), &mut rng)
+        }
+    }
+
+    fn initial_load(&mut self, spec: &WorkloadSpec, rng: &mut Rng) -> Result<CommitPlan> {
+        let mut plan = CommitPlan::default();
+        for _ in 0..spec.rows {
+            let kid = self.next_kid;
+            self.next_kid += 1;
+            let region = rng.below(REGIONS.len() as u64) as u8;
+            let ts = Self::random_ts(rng);
+            let row = self.new_row(kid, 0, region, ts, rng, false)?;
+            plan.inserted.push(self.add_row(row));
+        }
+        if spec.rows > 0 {
+            for i in 0..8u64 {
+                let kid = i * spec.rows / 8;
+                if !self.hot.contains(&kid) {
+                    self.hot.push(kid);
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    fn cdc_commit(
+        &mut self,
+        spec: &WorkloadSpec,
+        commit: u32,
+        tagged: bool,
+        rng: &mut Rng,
+    ) -> Result<CommitPlan> {
+        let mut plan = CommitPlan::default();
+        // Keys this commit already changed: a key changes at most once per commit, so a
+        // delete never targets a row written by the same commit.
+        let mut touched: HashSet<KeyCode> = HashSet::new();
+        for _ in 0..spec.changes_per_commit {
+            let roll = rng.below(100);
+            if roll < 35 || self.live.is_empty() {
+                self.op_insert(commit, tagged, rng, &mut touched, &mut plan)?;
+            } else if roll < 97 {
+                let update = roll < 80;
+                self.op_change(commit, tagged, update, rng, &mut touched, &mut plan)?;
+            } else {
+                self.op_delete_absent(commit, tagged, rng, &mut touched, &mut plan)?;
+            }
+        }
+        Ok(plan)
+    }
+
+    fn op_insert(
+        &mut self,
+        commit: u32,
+        tagged: bool,
+        rng: &mut Rng,
+        touched: &mut HashSet<KeyCode>,
+        plan: &mut CommitPlan,
+    ) -> Result<()> {
+        // Now and then a deleted key comes back (hot keys first).
+        let mut kid = None;
+        if rng.percent(10) {
+            kid = self
+                .hot
+                .iter()
+                .copied()
+                .find(|&k| !self.is_live(k) && !touched.contains(&self.keys.code(k)));
+            if kid.is_none() && !self.dead_kids.is_empty() {
+                let i = rng.below(self.dead_kids.len() as u64) as usize;
+                let k = self.dead_kids.swap_remove(i);
+                if !self.is_live(k) && !touched.contains(&self.keys.code(k)) {
+                    kid = Some(k);
+                }
+            }
+        }
+        let kid = match kid {
+            Some(k) => k,
+            None => {
+                let k = self.next_kid;
+                self.next_kid += 1;
+                if self.hot.len() < 8 && rng.percent(5) {
+                    self.hot.push(k);
+                }
+                k
+            }
+        };
+        if !touched.insert(self.keys.code(kid)) {
+            return Ok(());
+        }
+        let region = rng.below(REGIONS.len() as u64) as u8;
+        let ts = Self::random_ts(rng);
+        let row = self.new_row(kid, commit, region, ts, rng, tagged)?;
+        plan.inserted.push(self.add_row(row));
+        Ok(())
+    }
+
+    /// An update (delete + new row, like a Flink upsert) or a delete of a live key.
+    fn op_change(
+        &mut self,
+        commit: u32,
+        tagged: bool,
+        update: bool,
+        rng: &mut Rng,
+        touched: &mut HashSet<KeyCode>,
+        plan: &mut CommitPlan,
+    ) -> Result<()> {
+        let hot_pick = if update && rng.percent(30) {
+            let candidates: Vec<u64> = self
+                .hot
+                .iter()
+                .copied()
+                .filter(|&k| self.is_live(k) && !touched.contains(&self.keys.code(k)))
+                .collect();
+            (!candidates.is_empty())
+                .then(|| candidates[rng.below(candidates.len() as u64) as usize])
+        } else {
+            None
+        };
+        let kid = match hot_pick {
+            Some(k) => k,
+            None => self.rows[self.live[rng.below(self.live.len() as u64) as usize]].kid,
+        };
+        let code = self.keys.code(kid);
+        if !touched.insert(code) {
+            return Ok(());
+        }
+        let victims: Vec<usize> = self.by_key.get(&code).cloned().unwrap_or_default();
+        let Some(&first) = victims.first() else {
+            return Ok(());
+        };
+        let global = self.global_deletes && rng.percent(30);
+        let mut deletes: Vec<DeleteRow> = Vec::new();
+        for &id in &victims {
+            let r = &self.rows[id];
+            let d = DeleteRow {
+                kid: r.kid,
+                tag: tagged.then_some(r.tag),
+                scope: if global {
+                    Scope::Global
+                } else {
+                    Scope::Part(r.part)
+                },
+            };
+            // Rows of one key share key values, so one delete row per (tag, scope).
+            if !deletes.iter().any(|e| e.tag == d.tag && e.scope == d.scope) {
+                deletes.push(d);
+            }
+        }
+        for d in &deletes {
+            self.apply_delete(d, commit);
+        }
+        plan.deletes.extend(deletes);
+
+        let old = self.rows[first].clone();
+        if update {
+            let region = if rng.percent(80) {
+                old.region
+            } else {
+                rng.below(REGIONS.len() as u64) as u8
+            };
+            let ts = if rng.percent(70) {
+                old.ts + rng.below(6 * 3_600_000_000) as i64
+            } else {
+                Self::random_ts(rng)
+            };
+            let row = self.new_row(old.kid, commit, region, ts, rng, tagged)?;
+            plan.inserted.push(self.add_row(row));
+        } else {
+            self.dead_kids.push(old.kid);
+        }
+        Ok(())
+    }
+
+    /// A delete of a key that has no live row (CDC streams carry those too).
+    fn op_delete_absent(
+        &mut self,
+        commit: u32,
+        tagged: bool,
+        rng: &mut Rng,
+        touched: &mut HashSet<KeyCode>,
+        plan: &mut CommitPlan,
+    ) -> Result<()> {
+        let kid = self.next_kid + ABSENT_KID_OFFSET + rng.below(ABSENT_KID_OFFSET);
+        if !touched.insert(self.keys.code(kid)) {
+            return Ok(());
+        }
+        let scope = if self.global_deletes && rng.percent(30) {
+            Scope::Global
+        } else {
+            let region = rng.below(REGIONS.len() as u64) as u8;
+            Scope::Part(self.part_of(kid, region, Self::random_ts(rng))?)
+        };
+        let d = DeleteRow {
+            kid,
+            tag: tagged.then_some(None),
+            scope,
+        };
+        // With null keys the "absent" key may be the live null key: apply by the rule.
+        self.apply_delete(&d, commit);
+        plan.deletes.push(d);
+        Ok(())
+    }
+
+    /// Builds a batch in `schema` (fields found by name) from rows.
+    pub(super) fn rows_batch(&self, schema: &Schema, rows: &[&Row]) -> Result<RecordBatch> {
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+        let kids: Vec<u64> = rows.iter().map(|r| r.kid).collect();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(arrow.fields().len());
+        for field in arrow.fields() {
+            let column: ArrayRef = match field.name().as_str() {
+                "region" => Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| REGIONS[usize::from(r.region)]),
+                )),
+                "ts" => Arc::new(TimestampMicrosecondArray::from_iter_values(
+                    rows.iter().map(|r| r.ts),
+                )),
+                "payload" => Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r.payload()),
+                )),
+                "version" => Arc::new(Int64Array::from_iter_values(
+                    rows.iter().map(|r| i64::from(r.version)),
+                )),
+                "tag" => Arc::new(StringArray::from_iter(
+                    rows.iter().map(|r| r.tag.map(|t| TAGS[usize::from(t)])),
+                )),
+                name => self.key_column(name, &kids, field.data_type())?,
+            };
+            columns.push(column);
+        }
+        Ok(RecordBatch::try_new(arrow, columns)?)
+    }
+
+    /// Builds an equality delete batch in `schema` (key columns, maybe `tag`).
+    pub(super) fn deletes_batch(
+        &self,
+        schema: &Schema,
+        deletes: &[&DeleteRow],
+    ) -> Result<RecordBatch> {
+        let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
+        let kids: Vec<u64> = deletes.iter().map(|d| d.kid).collect();
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(arrow.fields().len());
+        for field in arrow.fields() {
+            let column: ArrayRef = match field.name().as_str() {
+                "tag" => Arc::new(StringArray::from_iter(
+                    deletes
+                        .iter()
+                        .map(|d| d.tag.flatten().map(|t| TAGS[usize::from(t)])),
+                )),
+                name => self.key_column(name, &kids, field.data_type())?,
+            };
+            columns.push(column);
+        }
+        Ok(RecordBatch::try_new(arrow, columns)?)
+    }
+
+    fn key_column(&self, name: &str, kids: &[u64], data_type: &DataType) -> Result<ArrayRef> {
+        let col = name
+            .strip_prefix('k')
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|&j| j < self.keys.types.len())
+            .ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "the table has a column '{name}' that the generator does not know"
+                ))
+            })?;
+        self.keys.column(col, kids, data_type)
+    }
+
+    /// The live rows in canonical form in `schema`, sorted.
+    pub(super) fn canonical_live_rows(&self, schema: &Schema) -> Result<Vec<String>> {
+        let mut out = Vec::with_capacity(self.live.len());
+        let mut ids = self.live.clone();
+        ids.sort_unstable();
+        for chunk in ids.chunks(8192) {
+            let rows: Vec<&Row> = chunk.iter().map(|&id| &self.rows[id]).collect();
+            let batch = self.rows_batch(schema, &rows)?;
+            out.extend(canonical_rows_for_schema(schema, &[batch])?);
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+}
