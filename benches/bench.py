@@ -98,7 +98,11 @@ def measure(cmd, label, timeout=None):
         result["timeout_s"] = timeout
         result["error"] = f"timed out after {timeout:.0f} s"
     elif proc.returncode == 0 and lines:
-        result["out"] = json.loads(lines[-1])
+        try:
+            result["out"] = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            # One pretty-printed document (the eqdv CLI's --json).
+            result["out"] = json.loads(stdout)
     else:
         result["error"] = (stderr.strip() or stdout.strip())[-2000:]
     log(

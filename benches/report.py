@@ -401,7 +401,9 @@ def main():
     )
     md.append("## How to reproduce\n\n```sh\nbenches/run --quick   # about 10 minutes: the 2,000 x 1,000-row table, long keys (rewrites this file)\n"
               "benches/run           # the full matrix below (about 40 minutes on this machine, Java reads included)\n"
-              "benches/run --report  # rewrite this file from benches/results/*.json\n```\n\n")
+              "benches/run --report  # rewrite this file from benches/results/*.json\n"
+              "benches/s3_latency   # the S3 latency section: Glue + MinIO behind Toxiproxy, against a baseline\n"
+              "benches/key_memory.py  # the memory per deleted long key section (see its header)\n```\n\n")
     md.append(
         "## What is measured\n\n"
         "Every measured thing is its own process; the driver (`benches/bench.py`) takes wall time, "
@@ -601,6 +603,19 @@ def main():
             else:
                 md.append(f"| {int(mb):,} | failed: {run.get('error', '')[-200:]} | | | | | |\n")
         md.append("\n")
+
+    # The sections of benches/s3_latency and benches/key_memory.py, kept when the rest of
+    # the report is rewritten.
+    import report_key_memory
+    import report_s3_latency
+
+    for results_name, module in [("s3-latency.json", report_s3_latency),
+                                 ("key-memory.json", report_key_memory)]:
+        results_path = os.path.join(HERE, "results", results_name)
+        if os.path.exists(results_path):
+            with open(results_path) as f:
+                md.append(module.section(json.load(f)))
+            md.append("\n")
 
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):

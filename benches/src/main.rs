@@ -59,6 +59,9 @@ enum Command {
         keys: u64,
         #[arg(long, default_value_t = 7)]
         seed: u64,
+        /// Also delete this many keys that no row holds (long keys, unpartitioned).
+        #[arg(long, default_value_t = 0)]
+        absent: u64,
     },
     /// Points a scenario's table back at its state with equality deletes.
     Reset {
@@ -137,8 +140,14 @@ async fn main() -> Result<()> {
             dist,
             keys,
             seed,
+            absent,
         } => {
-            let spec = DeleteSpec { dist, keys, seed };
+            let spec = DeleteSpec {
+                dist,
+                keys,
+                seed,
+                absent,
+            };
             let s = tables::build_scenario(&warehouse, &name, &spec).await?;
             serde_json::json!({
                 "table": s.table,

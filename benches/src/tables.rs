@@ -369,6 +369,23 @@ pub struct DeleteSpec {
     pub dist: Dist,
     pub keys: u64,
     pub seed: u64,
+    /// Keys deleted besides `keys` that no row holds (CDC streams delete such keys too):
+    /// they cost the converter memory and probes but match nothing. Long keys,
+    /// unpartitioned layouts only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub absent: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The `n` absent keys of a scenario: distinct (a bijection of `0..n`), spread over the
+/// whole long range, and none of them a row's key (those lie near 10^9).
+fn absent_keys(seed: u64, n: u64) -> impl Iterator<Item = i64> {
+    (0..n)
+        .map(move |i| mix64(i ^ (seed << 40)) as i64)
+        .filter(|&k| !(0..4_000_000_000).contains(&k))
 }
 
 /// What `build-scenario` leaves in `<warehouse>/<table>.json`: everything the runs and
@@ -438,6 +455,39 @@ fn pick_rows(spec: &DeleteSpec, total: u64) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// Writes one equality delete file on `k` (field 1) of `keys`, one batch an array, in
+/// `dir` under the table's data directory; returns its entry and its local path.
+async fn write_delete_file(
+    table: &LoadedTable,
+    dir: Option<&str>,
+    eq_schema: &SchemaRef,
+    keys: impl Iterator<Item = ArrayRef>,
+    partition: Struct,
+    spec_id: i32,
+) -> Result<(AddedFile, String)> {
+    let eq_arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(eq_schema)?);
+    let path = eqdv::storage::new_data_file(table.location(), dir, "bench-eq-delete", "parquet");
+    let batches = keys.map(|k| Ok(RecordBatch::try_new(eq_arrow.clone(), vec![k])?));
+    let mut builder = write_parquet(
+        &table.file_io,
+        &path,
+        writer_props(DELETE_FILE_ROWS),
+        eq_schema.clone(),
+        batches,
+    )
+    .await?;
+    builder
+        .content(DataContentType::EqualityDeletes)
+        .equality_ids(Some(vec![1]))
+        .partition(partition)
+        .partition_spec_id(spec_id);
+    let file = AddedFile {
+        spec_id,
+        file: builder.build()?,
+    };
+    Ok((file, local_path(&path)))
+}
+
 /// Creates table `bench.<name>` in the base's warehouse: the base's data files, then one
 /// snapshot of equality deletes on `k` for the chosen rows.
 pub async fn build_scenario(warehouse: &Path, name: &str, spec: &DeleteSpec) -> Result<Scenario> {
@@ -468,6 +518,9 @@ pub async fn build_scenario(warehouse: &Path, name: &str, spec: &DeleteSpec) -> 
 
     // The deleted rows, their partitions and the files that hold them.
     let rows = pick_rows(spec, layout.total_rows())?;
+    if spec.absent > 0 && (layout.key != KeyKind::Long || layout.buckets != 0) {
+        bail!("absent keys need long keys and an unpartitioned layout");
+    }
     let buckets: Vec<Option<i32>> = if layout.buckets == 0 {
         vec![None; rows.len()]
     } else {
@@ -508,46 +561,35 @@ pub async fn build_scenario(warehouse: &Path, name: &str, spec: &DeleteSpec) -> 
         .ok_or_else(|| anyhow!("no field 1"))?
         .clone();
     let eq_schema: SchemaRef = Arc::new(Schema::builder().with_fields(vec![key_field]).build()?);
-    let eq_arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&eq_schema)?);
     let mut deletes = SnapshotChanges::new(Operation::Delete);
     let mut delete_paths = Vec::new();
     for (bucket, rows) in &by_bucket {
         for chunk in rows.chunks(DELETE_FILE_ROWS) {
             let dir = bucket.map(|b| format!("k_bucket={b}"));
-            let path = eqdv::storage::new_data_file(
-                table.location(),
-                dir.as_deref(),
-                "bench-eq-delete",
-                "parquet",
-            );
-            let batches = chunk.chunks(WRITE_CHUNK as usize).map(|c| {
-                Ok(RecordBatch::try_new(
-                    eq_arrow.clone(),
-                    vec![key_array(layout.key, c)],
-                )?)
-            });
-            let mut builder = write_parquet(
-                &table.file_io,
-                &path,
-                writer_props(DELETE_FILE_ROWS),
-                eq_schema.clone(),
-                batches,
-            )
-            .await?;
             let partition = match bucket {
                 None => Struct::empty(),
                 Some(b) => Struct::from_iter([Some(Literal::int(*b))]),
             };
-            builder
-                .content(DataContentType::EqualityDeletes)
-                .equality_ids(Some(vec![1]))
-                .partition(partition)
-                .partition_spec_id(spec_id);
-            deletes.added_delete_files.push(AddedFile {
-                spec_id,
-                file: builder.build()?,
-            });
-            delete_paths.push(local_path(&path));
+            let keys = chunk
+                .chunks(WRITE_CHUNK as usize)
+                .map(|c| key_array(layout.key, c));
+            let (file, path) =
+                write_delete_file(&table, dir.as_deref(), &eq_schema, keys, partition, spec_id)
+                    .await?;
+            deletes.added_delete_files.push(file);
+            delete_paths.push(path);
+        }
+    }
+    if spec.absent > 0 {
+        let absent: Vec<i64> = absent_keys(spec.seed, spec.absent).collect();
+        for chunk in absent.chunks(DELETE_FILE_ROWS) {
+            let keys = chunk
+                .chunks(WRITE_CHUNK as usize)
+                .map(|c| Arc::new(Int64Array::from(c.to_vec())) as ArrayRef);
+            let (file, path) =
+                write_delete_file(&table, None, &eq_schema, keys, Struct::empty(), spec_id).await?;
+            deletes.added_delete_files.push(file);
+            delete_paths.push(path);
         }
     }
     let (metadata_before, snapshot_before) = commit(&catalog, &table_name, &deletes).await?;

@@ -708,6 +708,60 @@ async fn missing_data_file_fails_cleanly() {
     assert_eq!(load(&w.catalog).await.pointer, t.pointer, "table changed");
 }
 
+/// Several bad delete files in one group (one undecodable, later ones missing): the
+/// error names the first of them in the group's order, as a sequential load would,
+/// though the files are fetched concurrently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_delete_files_fail_naming_the_first() {
+    let w = warehouse();
+    generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 5,
+            ..spec(42, vec![KeyType::Long], PartitionKind::None)
+        },
+    )
+    .await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    assert_eq!(groups.len(), 1, "an unpartitioned table has one group");
+    let deletes: Vec<String> = groups[0]
+        .delete_files
+        .iter()
+        .map(|d| d.path().to_string())
+        .collect();
+    assert!(deletes.len() >= 4, "{deletes:?}");
+    // The second: its footer reads, its pages (between the leading magic and the
+    // footer, whose length precedes the trailing magic) do not decode.
+    let late = deletes[1].trim_start_matches("file://");
+    let mut bytes = std::fs::read(late).unwrap();
+    let n = bytes.len();
+    let footer = u32::from_le_bytes(bytes[n - 8..n - 4].try_into().unwrap()) as usize;
+    bytes[4..n - 8 - footer].fill(0xff);
+    std::fs::write(late, &bytes).unwrap();
+    // From the fourth on they are gone. The third stays readable.
+    for d in &deletes[3..] {
+        std::fs::remove_file(d.trim_start_matches("file://")).unwrap();
+    }
+    let options = ConvertOptions {
+        resolve: eqdv::resolve::ResolveOptions {
+            parallelism: deletes.len(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let err = convert(&w.catalog, &table(), &options)
+        .await
+        .expect_err("bad delete files must fail");
+    let msg = err.to_string();
+    assert!(msg.contains(&deletes[1]), "not the first bad file: {msg}");
+    for later in &deletes[3..] {
+        assert!(!msg.contains(later.as_str()), "a later file: {msg}");
+    }
+    assert_eq!(load(&w.catalog).await.pointer, t.pointer, "table changed");
+}
+
 /// Every pruning off: the positions a scan of every candidate finds.
 fn full_scan() -> eqdv::resolve::ResolveOptions {
     eqdv::resolve::ResolveOptions {

@@ -5,18 +5,21 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
-use arrow_array::Array;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
+use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
-use futures::TryStreamExt;
+use futures::future::{BoxFuture, FutureExt};
+use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::NameMapping;
+use tokio::sync::Semaphore;
 
+use super::long_keys::{LongKeys, LongKeysBuilder};
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
 use crate::parquet_io::ParquetFile;
 use crate::plan::DeleteGroup;
-use crate::table::LoadedTable;
+use crate::table::{LiveFile, LoadedTable};
 use crate::{Error, Result};
 
 /// One key column's distinct non-null values in order-preserving encoding (arrow-row
@@ -92,7 +95,8 @@ impl ColumnValues {
     }
 }
 
-/// SplitMix64's finalizer: a bijection on u64 that scrambles well.
+/// SplitMix64's finalizer: a bijection on u64 that scrambles well. Public so that the
+/// test workloads' random stream (eqdv-workload) uses this one copy.
 pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -173,82 +177,22 @@ impl Hasher for KeyHasher {
     }
 }
 
-/// A one-hash bit filter over the deleted long keys, 8 bits per key (about 12% false
-/// positives). Most rows the scan probes hold no deleted key, and the filter, unlike the
-/// map, stays in the CPU cache when there are many keys: those rows are rejected without
-/// touching the map. No false negatives: every key's bit is set.
-pub(super) struct LongFilter {
-    bits: Vec<u64>,
-    mask: u64,
-    seed: u64,
-}
-
-impl LongFilter {
-    fn new<'a>(values: impl ExactSizeIterator<Item = &'a i64>) -> Self {
-        let slots = (values.len().max(8) * 8).next_power_of_two() as u64;
-        let mut filter = Self {
-            bits: vec![0; (slots / 64) as usize],
-            mask: slots - 1,
-            seed: rand::random(),
-        };
-        for &v in values {
-            let slot = filter.slot(v);
-            filter.bits[(slot >> 6) as usize] |= 1 << (slot & 63);
-        }
-        filter
-    }
-
-    fn slot(&self, v: i64) -> u64 {
-        mix64(v as u64 ^ self.seed) & self.mask
-    }
-
-    fn may_contain(&self, v: i64) -> bool {
-        let slot = self.slot(v);
-        self.bits[(slot >> 6) as usize] & (1 << (slot & 63)) != 0
-    }
-}
-
 /// The deleted keys of a group with, per key, the highest sequence number of a delete
 /// file holding it.
 pub(super) enum KeySet {
     /// Any key, by its arrow-row encoding.
     Rows(HashMap<Box<[u8]>, i64, KeyHashBuilder>),
-    /// A single `long` column (the common CDC key): the values themselves, so the scan
-    /// probes without encoding rows; the null key apart.
-    Long {
-        values: HashMap<i64, i64, KeyHashBuilder>,
-        null: Option<i64>,
-        /// Built once every key is loaded ([`KeySet::finish`]); without it, every row
-        /// probes the map.
-        filter: Option<LongFilter>,
-    },
+    /// A single `long` column (the common CDC key): the values themselves, compact, so
+    /// the scan probes without encoding rows.
+    Long(LongKeys),
 }
 
 impl KeySet {
     pub(super) fn len(&self) -> usize {
         match self {
             KeySet::Rows(keys) => keys.len(),
-            KeySet::Long { values, null, .. } => values.len() + usize::from(null.is_some()),
+            KeySet::Long(keys) => keys.len(),
         }
-    }
-
-    /// Call once every key is in.
-    pub(super) fn finish(&mut self) {
-        if let KeySet::Long { values, filter, .. } = self {
-            *filter = Some(LongFilter::new(values.keys()));
-        }
-    }
-
-    /// The sequence number a non-null long key was deleted with.
-    pub(super) fn long(
-        values: &HashMap<i64, i64, KeyHashBuilder>,
-        filter: Option<&LongFilter>,
-        v: i64,
-    ) -> Option<i64> {
-        if filter.is_some_and(|f| !f.may_contain(v)) {
-            return None;
-        }
-        values.get(&v).copied()
     }
 }
 
@@ -272,6 +216,12 @@ impl KeyPass {
         }
         hash % self.passes == self.index
     }
+
+    /// The same for a long key (null in the first pass): any even split will do, as
+    /// only the loading asks which pass holds a key.
+    fn owns_long(&self, value: Option<i64>) -> bool {
+        self.passes <= 1 || value.map_or(0, |v| mix64(v as u64) % self.passes) == self.index
+    }
 }
 
 /// The loaded keys of one group.
@@ -279,6 +229,8 @@ pub(super) struct GroupKeys {
     pub(super) group: DeleteGroup,
     pub(super) key_columns: KeyColumns,
     pub(super) keys: KeySet,
+    /// Per key column, its sorted values for pruning; empty for `KeySet::Long`, whose
+    /// sorted keys are the values (see the `column_*` methods).
     pub(super) columns: Vec<ColumnValues>,
 }
 
@@ -288,98 +240,256 @@ pub(super) async fn load_group_keys(
     pass: KeyPass,
     options: &ResolveOptions,
     name_mapping: Option<&NameMapping>,
+    reads: &Semaphore,
     metrics: &mut ResolveMetrics,
 ) -> Result<GroupKeys> {
     let schema = table.metadata.current_schema();
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
     let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
-    let mut keys = if single_long {
-        KeySet::Long {
-            values: HashMap::with_hasher(KeyHashBuilder::new()),
-            null: None,
-            filter: None,
-        }
+    let mut loading = if single_long {
+        // This pass's share of the delete rows: enough room from the start, so the
+        // array never doubles past it.
+        let expected = group.delete_rows().div_ceil(pass.passes.max(1));
+        Loading::Long(LongKeysBuilder::new(
+            group.delete_files.iter().map(|d| d.data_sequence_number),
+            usize::try_from(expected)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1024),
+        ))
     } else {
-        KeySet::Rows(HashMap::with_hasher(KeyHashBuilder::new()))
-    };
-    let mut columns_seen: Vec<ColumnValues> = (0..key_columns.len())
-        .map(|_| ColumnValues::default())
-        .collect();
-    for delete in &group.delete_files {
-        let file = ParquetFile::open(
-            &table.file_io,
-            delete.path(),
-            Some(delete.file.file_size_in_bytes()),
-        )
-        .await?
-        .with_name_mapping(name_mapping);
-        for &id in &key_columns.field_ids {
-            if file.field_by_id(id).is_none() {
-                return Err(Error::file(
-                    delete.path(),
-                    format!("equality delete file lacks equality field id {id}"),
-                    "invalid delete file",
-                ));
-            }
+        Loading::Rows {
+            keys: HashMap::with_hasher(KeyHashBuilder::new()),
+            columns: (0..key_columns.len())
+                .map(|_| ColumnValues::default())
+                .collect(),
         }
-        let leaves: Vec<usize> = key_columns
-            .field_ids
-            .iter()
-            .filter_map(|&id| file.leaf_index(id))
-            .collect();
-        let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
-        metrics.bytes_read += file.projected_bytes(&leaves, &all_groups);
+    };
+    // The files are fetched concurrently (each open and read is a few round trips to
+    // object storage) but consumed in file order: the keys, their sequence numbers and
+    // the first error are those of a sequential load. At most `parallelism` files'
+    // batches of this group are held at once, and the reads of all groups share
+    // `reads`.
+    // Boxed as `Send` futures: left to inference, the stream's type asks for `Send` for
+    // every lifetime of its references, and the resolve stops being `Send`.
+    let reads: Vec<BoxFuture<'_, Result<LoadedDeleteFile<'_>>>> = group
+        .delete_files
+        .iter()
+        .map(|delete| {
+            read_delete_file(table, delete, &key_columns, options, name_mapping, reads).boxed()
+        })
+        .collect();
+    let mut loads = futures::stream::iter(reads).buffered(options.parallelism.max(1));
+    while let Some(loaded) = loads.try_next().await? {
+        let LoadedDeleteFile {
+            delete,
+            batches,
+            bytes,
+        } = loaded;
+        metrics.bytes_read += bytes;
         metrics.delete_files_read += 1;
-        let mut stream = Box::pin(file.read(&key_columns.fields, None, options.batch_size)?);
-        while let Some((_, batch)) = stream.try_next().await? {
-            let columns = batch.columns().to_vec();
-            let rows = key_columns.encode(&columns)?;
-            // Only this pass's share of the keys is kept.
-            let mine: Vec<bool> = rows.iter().map(|row| pass.owns(row.as_ref())).collect();
-            let seq = delete.data_sequence_number;
-            match &mut keys {
-                KeySet::Rows(keys) => {
+        let seq = delete.data_sequence_number;
+        for batch in batches {
+            match &mut loading {
+                Loading::Long(keys) => {
+                    let column =
+                        batch
+                            .column(0)
+                            .as_primitive_opt::<Int64Type>()
+                            .ok_or_else(|| {
+                                Error::file(
+                                    delete.path(),
+                                    "key column is not a long",
+                                    "type mismatch",
+                                )
+                            })?;
+                    let seq = keys.seq_index(seq);
+                    for value in column.iter().filter(|v| pass.owns_long(*v)) {
+                        keys.push(value, seq);
+                    }
+                }
+                Loading::Rows { keys, columns } => {
+                    let arrays = batch.columns().to_vec();
+                    let rows = key_columns.encode(&arrays)?;
+                    // Only this pass's share of the keys is kept.
+                    let mine: Vec<bool> = rows.iter().map(|row| pass.owns(row.as_ref())).collect();
                     for (row, _) in rows.iter().zip(&mine).filter(|(_, m)| **m) {
                         let max = keys.entry(row.as_ref().into()).or_insert(i64::MIN);
                         *max = (*max).max(seq);
                     }
-                }
-                KeySet::Long { values, null, .. } => {
-                    let column = columns[0].as_primitive_opt::<Int64Type>().ok_or_else(|| {
-                        Error::file(delete.path(), "key column is not a long", "type mismatch")
-                    })?;
-                    for (value, _) in column.iter().zip(&mine).filter(|(_, m)| **m) {
-                        let max = match value {
-                            Some(v) => values.entry(v).or_insert(i64::MIN),
-                            None => null.get_or_insert(i64::MIN),
-                        };
-                        *max = (*max).max(seq);
-                    }
-                }
-            }
-            for (i, column) in columns.iter().enumerate() {
-                let encoded = key_columns.encode_column(i, column)?;
-                for (row_index, row) in encoded.iter().enumerate() {
-                    if !mine[row_index] {
-                        continue;
-                    }
-                    if column.is_valid(row_index) {
-                        columns_seen[i].push(row.as_ref());
-                    } else {
-                        columns_seen[i].has_null = true;
+                    for (i, array) in arrays.iter().enumerate() {
+                        let encoded = key_columns.encode_column(i, array)?;
+                        for (row_index, row) in encoded.iter().enumerate() {
+                            if !mine[row_index] {
+                                continue;
+                            }
+                            if array.is_valid(row_index) {
+                                columns[i].push(row.as_ref());
+                            } else {
+                                columns[i].has_null = true;
+                            }
+                        }
                     }
                 }
             }
         }
     }
-    keys.finish();
-    let columns = columns_seen.into_iter().map(ColumnValues::sorted).collect();
+    // It borrows `key_columns`, which moves into the result.
+    drop(loads);
+    let (keys, columns) = match loading {
+        Loading::Long(keys) => (KeySet::Long(keys.build()), Vec::new()),
+        Loading::Rows { keys, columns } => (
+            KeySet::Rows(keys),
+            columns.into_iter().map(ColumnValues::sorted).collect(),
+        ),
+    };
     Ok(GroupKeys {
         group: group.clone(),
         key_columns,
         keys,
         columns,
+    })
+}
+
+/// A group's keys while its delete files are read.
+enum Loading {
+    Long(LongKeysBuilder),
+    Rows {
+        keys: HashMap<Box<[u8]>, i64, KeyHashBuilder>,
+        columns: Vec<ColumnValues>,
+    },
+}
+
+impl GroupKeys {
+    /// Whether key column `i` holds a deleted null.
+    pub(super) fn column_has_null(&self, i: usize) -> bool {
+        match &self.keys {
+            KeySet::Long(keys) => keys.has_null(),
+            KeySet::Rows(_) => self.columns[i].has_null,
+        }
+    }
+
+    /// Whether some deleted value of key column `i` lies within `[lower, upper]`
+    /// (encoded as `KeyColumns` encodes them; either end may be open).
+    pub(super) fn column_any_within(
+        &self,
+        i: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<bool> {
+        match &self.keys {
+            KeySet::Long(keys) => {
+                let range =
+                    keys.range_within(self.long_bound(i, lower)?, self.long_bound(i, upper)?);
+                Ok(!range.is_empty())
+            }
+            KeySet::Rows(_) => Ok(self.columns[i].any_within(lower, upper)),
+        }
+    }
+
+    /// The indexes of key column `i`'s deleted values within `[lower, upper]`.
+    pub(super) fn column_range_within(
+        &self,
+        i: usize,
+        lower: &[u8],
+        upper: &[u8],
+    ) -> Result<std::ops::Range<usize>> {
+        match &self.keys {
+            KeySet::Long(keys) => Ok(keys.range_within(
+                self.long_bound(i, Some(lower))?,
+                self.long_bound(i, Some(upper))?,
+            )),
+            KeySet::Rows(_) => Ok(self.columns[i].range_within(lower, upper)),
+        }
+    }
+
+    /// Key column `i`'s deleted values at `range` (from `column_range_within`) as an
+    /// array of the column's type.
+    pub(super) fn column_values(
+        &self,
+        i: usize,
+        range: std::ops::Range<usize>,
+    ) -> Result<arrow_array::ArrayRef> {
+        match &self.keys {
+            KeySet::Long(keys) => Ok(std::sync::Arc::new(
+                arrow_array::Int64Array::from_iter_values(keys.values(range)),
+            )),
+            KeySet::Rows(_) => {
+                let values = &self.columns[i];
+                self.key_columns
+                    .decode_column(i, range.map(|j| values.value(j)))
+            }
+        }
+    }
+
+    /// An encoded bound of the long key column as its value (`None` stays open).
+    fn long_bound(&self, i: usize, bound: Option<&[u8]>) -> Result<Option<i64>> {
+        let Some(bytes) = bound else {
+            return Ok(None);
+        };
+        let decoded = self.key_columns.decode_column(i, std::iter::once(bytes))?;
+        let values = decoded.as_primitive_opt::<Int64Type>().ok_or_else(|| {
+            Error::InvalidInput("a long key bound decoded to another type".into())
+        })?;
+        // A null bound bounds nothing.
+        Ok((values.len() == 1 && values.is_valid(0)).then(|| values.value(0)))
+    }
+}
+
+/// One equality delete file's key columns, read whole.
+struct LoadedDeleteFile<'a> {
+    delete: &'a LiveFile,
+    batches: Vec<RecordBatch>,
+    /// Compressed bytes of the key column chunks.
+    bytes: u64,
+}
+
+async fn read_delete_file<'a>(
+    table: &LoadedTable,
+    delete: &'a LiveFile,
+    key_columns: &KeyColumns,
+    options: &ResolveOptions,
+    name_mapping: Option<&NameMapping>,
+    reads: &Semaphore,
+) -> Result<LoadedDeleteFile<'a>> {
+    // One permit a read, released when the read is done (not when its batches are
+    // consumed: a group waiting for an earlier file must not starve the others).
+    let _permit = reads
+        .acquire()
+        .await
+        .map_err(|e| Error::InvalidInput(format!("delete file reads were closed: {e}")))?;
+    let file = ParquetFile::open(
+        &table.file_io,
+        delete.path(),
+        Some(delete.file.file_size_in_bytes()),
+    )
+    .await?
+    .with_name_mapping(name_mapping);
+    for &id in &key_columns.field_ids {
+        if file.field_by_id(id).is_none() {
+            return Err(Error::file(
+                delete.path(),
+                format!("equality delete file lacks equality field id {id}"),
+                "invalid delete file",
+            ));
+        }
+    }
+    let leaves: Vec<usize> = key_columns
+        .field_ids
+        .iter()
+        .filter_map(|&id| file.leaf_index(id))
+        .collect();
+    let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
+    let bytes = file.projected_bytes(&leaves, &all_groups);
+    let batches = file
+        .read(&key_columns.fields, None, options.batch_size)?
+        .map_ok(|(_, batch)| batch)
+        .try_collect()
+        .await?;
+    Ok(LoadedDeleteFile {
+        delete,
+        batches,
+        bytes,
     })
 }
 
@@ -463,19 +573,5 @@ mod tests {
         set.extend(0..10_000);
         assert!((0..10_000).all(|k| set.contains(&k)));
         assert!(!set.contains(&10_000));
-    }
-
-    #[test]
-    fn long_filter_has_no_false_negatives_and_few_false_positives() {
-        let keys: Vec<i64> = (0..50_000).map(|i| i * 7 - 100_000).collect();
-        let filter = LongFilter::new(keys.iter());
-        assert!(keys.iter().all(|&k| filter.may_contain(k)));
-        let false_positives = (0..100_000i64)
-            .map(|i| i * 7 + 3)
-            .filter(|&k| filter.may_contain(k))
-            .count();
-        assert!(false_positives < 20_000, "{false_positives}");
-        let empty = LongFilter::new([].iter());
-        assert!(!empty.may_contain(0));
     }
 }

@@ -15,12 +15,13 @@
 //! candidates' key columns in parallel and probes them.
 
 mod key_set;
+mod long_keys;
 mod prune;
 mod scan;
 
 use std::collections::{BTreeMap, HashSet};
 
-use iceberg::spec::NestedFieldRef;
+use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 use serde::Serialize;
 
@@ -55,7 +56,8 @@ pub struct ResolveOptions {
 }
 
 /// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
-/// per-column copies kept for pruning.
+/// per-column copies kept for pruning. A single long key costs far less
+/// (`long_keys::BYTES_PER_LONG_KEY`).
 const BYTES_PER_KEY: u64 = 160;
 
 impl Default for ResolveOptions {
@@ -119,11 +121,13 @@ pub async fn resolve(
     options: &ResolveOptions,
 ) -> Result<Resolved> {
     // Delete rows bound the distinct keys from above, so this never underestimates.
-    let delete_rows: u64 = groups.iter().map(DeleteGroup::delete_rows).sum();
-    let needed = delete_rows.saturating_mul(BYTES_PER_KEY);
+    let schema = table.metadata.current_schema();
+    let needed: u64 = groups
+        .iter()
+        .map(|g| g.delete_rows().saturating_mul(bytes_per_key(schema, g)))
+        .fold(0, u64::saturating_add);
     let passes = needed.div_ceil(options.key_memory_budget.max(1)).max(1);
     // Once for all groups and passes (it may re-read the metadata file).
-    let schema = table.metadata.current_schema();
     let key_fields: Vec<NestedFieldRef> = groups
         .iter()
         .flat_map(|g| &g.equality_ids)
@@ -163,5 +167,18 @@ impl ResolveMetrics {
         self.files_pruned_by_footer += pass.files_pruned_by_footer;
         self.rows_scanned += pass.rows_scanned;
         self.bytes_read += pass.bytes_read;
+    }
+}
+
+/// What one key of `group` costs in memory once loaded: a single `long` key column
+/// (read as a long, whatever it was written as) is stored compactly.
+fn bytes_per_key(schema: &iceberg::spec::Schema, group: &DeleteGroup) -> u64 {
+    let single_long = matches!(group.equality_ids.as_slice(), [id] if schema
+        .field_by_id(*id)
+        .is_some_and(|f| *f.field_type == Type::Primitive(PrimitiveType::Long)));
+    if single_long {
+        long_keys::BYTES_PER_LONG_KEY
+    } else {
+        BYTES_PER_KEY
     }
 }

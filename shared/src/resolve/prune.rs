@@ -30,7 +30,6 @@ impl GroupKeys {
     pub(super) fn may_match_file(&self, data: &LiveFile) -> bool {
         let file = &data.file;
         for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
-            let values = &self.columns[i];
             // A file written before the field existed has no statistics for it and reads
             // its initial-default: statistics cannot rule it out.
             let has_bounds = file.lower_bounds().contains_key(&field_id)
@@ -40,7 +39,7 @@ impl GroupKeys {
             }
             let null_count = file.null_value_counts().get(&field_id).copied();
             let value_count = file.value_counts().get(&field_id).copied();
-            let may_match_null = values.has_null && null_count != Some(0);
+            let may_match_null = self.column_has_null(i) && null_count != Some(0);
             let all_null = matches!((null_count, value_count), (Some(n), Some(v)) if n == v);
             let may_match_value = !all_null && {
                 let lower = file
@@ -51,10 +50,13 @@ impl GroupKeys {
                     .upper_bounds()
                     .get(&field_id)
                     .and_then(|d| self.key_columns.encode_bound(i, d));
-                values.any_within(
+                // A bound that cannot be read back rules nothing out.
+                self.column_any_within(
+                    i,
                     lower.as_ref().map(|r| r.row().data()),
                     upper.as_ref().map(|r| r.row().data()),
                 )
+                .unwrap_or(true)
             };
             if !may_match_null && !may_match_value {
                 return false;
@@ -138,13 +140,13 @@ impl GroupKeys {
                     stats.is_some_and(|s| !byte_like || (s.min_is_exact() && s.max_is_exact()));
                 let num_rows = row_groups[rg].num_rows().max(0) as u64;
                 let null_count = (!nulls.is_null(rg)).then(|| nulls.value(rg));
-                let may_match_null = self.columns[i].has_null && null_count != Some(0);
+                let may_match_null = self.column_has_null(i) && null_count != Some(0);
                 let all_null = null_count == Some(num_rows);
                 let may_match_value = !all_null
                     && (!exact || mins.is_null(rg) || maxes.is_null(rg) || {
                         let lo = min_rows.row(rg);
                         let hi = max_rows.row(rg);
-                        let range = self.columns[i].range_within(lo.data(), hi.data());
+                        let range = self.column_range_within(i, lo.data(), hi.data())?;
                         let any = !range.is_empty();
                         if !may_match_null {
                             ranges[rg][i] = Some(range);
@@ -166,9 +168,8 @@ impl GroupKeys {
     /// Whether key column `index` of the group holds `value` (null when `None`) among its
     /// deleted values: what every row of a file that lacks the column reads.
     fn may_match_constant(&self, index: usize, value: Option<&Literal>) -> Result<bool> {
-        let values = &self.columns[index];
         let Some(value) = value else {
-            return Ok(values.has_null);
+            return Ok(self.column_has_null(index));
         };
         let data_type = self.key_columns.data_type(index);
         let Some(array) = crate::keys::literal_to_array(value, data_type) else {
@@ -177,7 +178,9 @@ impl GroupKeys {
         };
         let encoded = self.key_columns.encode_column(index, &array)?;
         let row = encoded.row(0);
-        Ok(!values.range_within(row.data(), row.data()).is_empty())
+        Ok(!self
+            .column_range_within(index, row.data(), row.data())?
+            .is_empty())
     }
 
     /// False when a bloom filter of `row_group` proves that none of the deleted values
@@ -215,10 +218,7 @@ impl GroupKeys {
                     continue;
                 }
             };
-            let values = &self.columns[i];
-            let decoded = self
-                .key_columns
-                .decode_column(i, range.clone().map(|j| values.value(j)))?;
+            let decoded = self.column_values(i, range.clone())?;
             let Some(probes) = plain_values(&decoded, physical) else {
                 continue;
             };

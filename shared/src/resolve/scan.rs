@@ -8,13 +8,15 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
+use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
+use tokio::sync::Semaphore;
 
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
 use super::prune::ColumnRanges;
-use super::{ResolveOptions, Resolved};
+use super::{ResolveMetrics, ResolveOptions, Resolved};
 use crate::parquet_io::{FieldSource, ParquetFile};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
@@ -32,20 +34,40 @@ pub(super) async fn resolve_pass(
     let metrics = &mut resolved.metrics;
 
     let name_mapping = table.name_mapping()?;
+    // The groups' keys load at once (a table partitioned by day has a group a day, each
+    // a few round trips to object storage), their delete file reads together bounded by
+    // `parallelism`; results come in group order, so the first error is a sequential
+    // load's.
+    let reads = Semaphore::new(options.parallelism.max(1));
+    let loads: Vec<BoxFuture<'_, Result<(GroupKeys, ResolveMetrics)>>> = groups
+        .iter()
+        .map(|group| {
+            let (reads, name_mapping) = (&reads, name_mapping.as_deref());
+            async move {
+                let mut group_metrics = ResolveMetrics::default();
+                let keys = load_group_keys(
+                    table,
+                    group,
+                    pass,
+                    options,
+                    name_mapping,
+                    reads,
+                    &mut group_metrics,
+                )
+                .await?;
+                Ok((keys, group_metrics))
+            }
+            .boxed()
+        })
+        .collect();
+    let mut loads = futures::stream::iter(loads).buffered(groups.len().max(1));
     let mut loaded = Vec::with_capacity(groups.len());
-    for group in groups {
-        loaded.push(
-            load_group_keys(
-                table,
-                group,
-                pass,
-                options,
-                name_mapping.as_deref(),
-                metrics,
-            )
-            .await?,
-        );
+    while let Some((keys, group_metrics)) = loads.try_next().await? {
+        metrics.bytes_read += group_metrics.bytes_read;
+        metrics.delete_files_read += group_metrics.delete_files_read;
+        loaded.push(keys);
     }
+    drop(loads);
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
     let loaded = Arc::new(loaded);
 
@@ -261,12 +283,7 @@ fn match_batch(
 ) -> Result<()> {
     let deletes = |seq: Option<i64>| seq.is_some_and(|seq| data.data_sequence_number < seq);
     match &group.keys {
-        KeySet::Long {
-            values,
-            null,
-            filter,
-        } => {
-            let filter = filter.as_ref();
+        KeySet::Long(keys) => {
             let column = batch
                 .column(column_of[&group.key_columns.field_ids[0]])
                 .as_primitive_opt::<Int64Type>()
@@ -275,15 +292,15 @@ fn match_batch(
                 })?;
             if column.null_count() == 0 {
                 for (offset, &value) in column.values().iter().enumerate() {
-                    if deletes(KeySet::long(values, filter, value)) {
+                    if deletes(keys.get(value)) {
                         positions.insert(first_position + offset as u64);
                     }
                 }
             } else {
                 for (offset, value) in column.iter().enumerate() {
                     let seq = match value {
-                        Some(v) => KeySet::long(values, filter, v),
-                        None => *null,
+                        Some(v) => keys.get(v),
+                        None => keys.null(),
                     };
                     if deletes(seq) {
                         positions.insert(first_position + offset as u64);
