@@ -27,6 +27,7 @@ export interface EqdvConfig {
   readonly converterMemorySize: number;
   readonly keyMemoryMb: number;
   readonly parallelism: number;
+  readonly readMemoryMb: number;
   /** Empty means the table's `commit.retry.num-retries`. */
   readonly commitRetries: string;
   readonly deadlineMarginSeconds: number;
@@ -58,6 +59,7 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   converterMemorySize: '2048',
   keyMemoryMb: '512',
   parallelism: '0',
+  readMemoryMb: '64',
   commitRetries: '',
   deadlineMarginSeconds: '30',
   logRetentionDays: '30',
@@ -174,6 +176,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     converterMemorySize: int('converterMemorySize', 128, 10240),
     keyMemoryMb: int('keyMemoryMb', 1, 1_000_000),
     parallelism: int('parallelism', 0, 1024),
+    readMemoryMb: int('readMemoryMb', 1, 1_000_000),
     commitRetries,
     deadlineMarginSeconds,
     logRetentionDays,

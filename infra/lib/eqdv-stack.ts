@@ -180,6 +180,7 @@ export class EqdvStack extends Stack {
         ...common,
         EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
         EQDV_PARALLELISM: String(c.parallelism),
+        EQDV_READ_MEMORY_MB: String(c.readMemoryMb),
         EQDV_COMMIT_RETRIES: c.commitRetries,
         EQDV_DEADLINE_MARGIN_SECONDS: String(c.deadlineMarginSeconds),
         EQDV_DEAD_LETTER_QUEUE_URL: this.shardDeadLetterQueue.queueUrl,

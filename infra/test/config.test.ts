@@ -25,6 +25,7 @@ describe('loadConfig', () => {
       converterMemorySize: 2048,
       keyMemoryMb: 512,
       parallelism: 0,
+      readMemoryMb: 64,
       commitRetries: '',
       deadlineMarginSeconds: 30,
       logRetentionDays: 30,

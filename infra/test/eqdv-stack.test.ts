@@ -144,6 +144,7 @@ describe('EqdvStack with the default settings', () => {
       ...common,
       EQDV_KEY_MEMORY_MB: '512',
       EQDV_PARALLELISM: '0',
+      EQDV_READ_MEMORY_MB: '64',
       EQDV_COMMIT_RETRIES: '',
       EQDV_DEADLINE_MARGIN_SECONDS: '30',
       EQDV_DEAD_LETTER_QUEUE_URL: { Ref: id(stack.shardDeadLetterQueue) },

@@ -1002,6 +1002,59 @@ async fn key_memory_budget_splits_work_into_passes() {
     assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
 }
 
+/// A read budget smaller than any file: every read takes the whole budget and waits for
+/// the one before it, with many delete files per group and many groups loading at once
+/// (the admission in file order must not deadlock), and the result is the one a
+/// generous budget gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_budget_smaller_than_any_file_still_resolves_everything() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    let w = warehouse();
+    let report = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 8,
+            ..spec(71, vec![KeyType::Long], PartitionKind::Bucket(4))
+        },
+    )
+    .await;
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    assert!(groups.len() >= 2, "want several groups loading at once");
+    assert!(
+        groups.iter().any(|g| g.delete_files.len() >= 3),
+        "want a group with several delete files"
+    );
+    let generous = resolve(&t, &f, &groups, &ResolveOptions::default())
+        .await
+        .unwrap();
+    let tiny = ResolveOptions {
+        read_memory_budget: 1,
+        parallelism: 64,
+        ..Default::default()
+    };
+    let starved = tokio::time::timeout(Duration::from_secs(60), resolve(&t, &f, &groups, &tiny))
+        .await
+        .expect("reads waiting for the budget never finished")
+        .unwrap();
+    assert!(!generous.positions.is_empty(), "nothing to resolve");
+    assert_eq!(starved.positions, generous.positions);
+    assert_eq!(starved.metrics.delete_keys, generous.metrics.delete_keys);
+    assert_eq!(
+        starved.metrics.delete_files_read,
+        generous.metrics.delete_files_read
+    );
+
+    let options = ConvertOptions {
+        resolve: tiny,
+        ..Default::default()
+    };
+    let r = convert(&w.catalog, &table(), &options).await.unwrap();
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+}
+
 /// Adds a ref (a branch or a tag) at main's head, as another engine would.
 async fn add_ref(catalog: &dyn Catalog, name: &str, retention: iceberg::spec::SnapshotRetention) {
     let t = load(catalog).await;

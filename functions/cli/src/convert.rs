@@ -25,9 +25,18 @@ pub struct ConvertArgs {
     /// Resolve and report, but write and commit nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Data files read at once.
+    /// Files read at once (data file scans, delete file reads) [default: 64]
+    /// (eqdv::resolve::DEFAULT_PARALLELISM).
     #[arg(long)]
     parallelism: Option<usize>,
+    /// Memory the reads in flight may hold, in MiB: reads wait for their share.
+    #[arg(
+        long,
+        value_name = "MIB",
+        default_value_t = eqdv::resolve::DEFAULT_READ_MEMORY_BUDGET >> 20,
+        env = "EQDV_READ_MEMORY_MB"
+    )]
+    read_memory_mb: u64,
     /// Read every candidate data file: do not trust manifest column bounds,
     /// Parquet row-group statistics or bloom filters (for tables whose writers
     /// recorded bad ones).
@@ -62,6 +71,7 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         options.resolve.bloom_pruning = false;
     }
     options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
+    options.resolve.read_memory_budget = args.read_memory_mb.saturating_mul(1024 * 1024).max(1);
     if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {
         let shard = load_shard(plan, id)?;
         // A shard converts on the branch it was planned on; naming another one

@@ -81,6 +81,7 @@ pub const ENV_SHARD_QUEUE_URL: &str = "EQDV_SHARD_QUEUE_URL";
 pub const ENV_SHARD_TARGET_MB: &str = "EQDV_SHARD_TARGET_MB";
 pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
 pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
+pub const ENV_READ_MEMORY_MB: &str = "EQDV_READ_MEMORY_MB";
 pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
 pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
 pub const ENV_DEAD_LETTER_QUEUE_URL: &str = "EQDV_DEAD_LETTER_QUEUE_URL";
@@ -163,6 +164,12 @@ impl FunctionConfig {
                 return Err(bad(ENV_KEY_MEMORY_MB, "must be at least 1"));
             }
             resolve.key_memory_budget = mb.saturating_mul(1 << 20);
+        }
+        if let Some(mb) = number(ENV_READ_MEMORY_MB)? {
+            if mb == 0 {
+                return Err(bad(ENV_READ_MEMORY_MB, "must be at least 1"));
+            }
+            resolve.read_memory_budget = mb.saturating_mul(1 << 20);
         }
         match number(ENV_PARALLELISM)? {
             None | Some(0) => {}
@@ -269,6 +276,7 @@ mod tests {
             (ENV_SHARD_TARGET_MB, "64"),
             (ENV_KEY_MEMORY_MB, "256"),
             (ENV_PARALLELISM, "3"),
+            (ENV_READ_MEMORY_MB, "96"),
             (ENV_COMMIT_RETRIES, "9"),
             (ENV_DEADLINE_MARGIN_SECONDS, "45"),
             (ENV_DEAD_LETTER_QUEUE_URL, "https://sqs/dlq.fifo"),
@@ -288,6 +296,7 @@ mod tests {
         assert_eq!(c.plan.target_shard_bytes, 64 << 20);
         assert_eq!(c.resolve.key_memory_budget, 256 << 20);
         assert_eq!(c.resolve.parallelism, 3);
+        assert_eq!(c.resolve.read_memory_budget, 96 << 20);
         assert_eq!(c.commit_retries, Some(9));
         assert_eq!(c.deadline_margin, Duration::from_secs(45));
         assert_eq!(
@@ -322,6 +331,7 @@ mod tests {
             ENV_SHARD_TARGET_MB,
             ENV_KEY_MEMORY_MB,
             ENV_PARALLELISM,
+            ENV_READ_MEMORY_MB,
             ENV_COMMIT_RETRIES,
             ENV_DEADLINE_MARGIN_SECONDS,
             ENV_DEAD_LETTER_QUEUE_URL,
@@ -356,6 +366,7 @@ mod tests {
             (ENV_CATALOG, "hive"),
             (ENV_SHARD_TARGET_MB, "lots"),
             (ENV_KEY_MEMORY_MB, "0"),
+            (ENV_READ_MEMORY_MB, "0"),
             (ENV_ALLOWED_TABLES, "no_namespace"),
             (ENV_GLUE_SKIP_ARCHIVE, "maybe"),
             (ENV_MAX_RECEIVES, "-1"),

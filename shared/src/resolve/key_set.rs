@@ -9,11 +9,13 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
+use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::NameMapping;
-use tokio::sync::Semaphore;
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::budget::ReadBudget;
 use super::long_keys::{LongKeys, LongKeysBuilder};
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
@@ -240,7 +242,7 @@ pub(super) async fn load_group_keys(
     pass: KeyPass,
     options: &ResolveOptions,
     name_mapping: Option<&NameMapping>,
-    reads: &Semaphore,
+    budget: &ReadBudget,
     metrics: &mut ResolveMetrics,
 ) -> Result<GroupKeys> {
     let schema = table.metadata.current_schema();
@@ -267,20 +269,40 @@ pub(super) async fn load_group_keys(
     };
     // The files are fetched concurrently (each open and read is a few round trips to
     // object storage) but consumed in file order: the keys, their sequence numbers and
-    // the first error are those of a sequential load. At most `parallelism` files'
-    // batches of this group are held at once, and the reads of all groups share
-    // `reads`.
+    // the first error are those of a sequential load. A file is admitted once its
+    // decoded batches fit the read budget and holds its share until they are consumed.
+    // Admission follows file order (each file waits for the one before it to be
+    // admitted, a chain of one-shot signals), so a group's earliest unconsumed file is
+    // never behind a later one for budget, and every group moves on. At most
+    // `parallelism` files of this group are read ahead; all groups share `budget`.
     // Boxed as `Send` futures: left to inference, the stream's type asks for `Send` for
     // every lifetime of its references, and the resolve stops being `Send`.
-    let reads: Vec<BoxFuture<'_, Result<LoadedDeleteFile<'_>>>> = group
+    let columns = &key_columns;
+    let mut turn: Option<oneshot::Receiver<()>> = None;
+    let reads: Vec<BoxFuture<'_, Result<(LoadedDeleteFile<'_>, OwnedSemaphorePermit)>>> = group
         .delete_files
         .iter()
         .map(|delete| {
-            read_delete_file(table, delete, &key_columns, options, name_mapping, reads).boxed()
+            let (admitted, next) = oneshot::channel::<()>();
+            let previous = turn.replace(next);
+            async move {
+                if let Some(previous) = previous {
+                    // Cancelled when the earlier file failed or was dropped: the order
+                    // is kept either way.
+                    let _ = previous.await;
+                }
+                let held = budget.bytes(decoded_bytes(delete, columns)).await;
+                drop(admitted);
+                let held = held?;
+                let loaded =
+                    read_delete_file(table, delete, columns, options, name_mapping, budget).await?;
+                Ok((loaded, held))
+            }
+            .boxed()
         })
         .collect();
     let mut loads = futures::stream::iter(reads).buffered(options.parallelism.max(1));
-    while let Some(loaded) = loads.try_next().await? {
+    while let Some((loaded, _held)) = loads.try_next().await? {
         let LoadedDeleteFile {
             delete,
             batches,
@@ -444,20 +466,26 @@ struct LoadedDeleteFile<'a> {
     bytes: u64,
 }
 
+/// What the decoded key columns of a delete file hold, estimated before it is read:
+/// at least its size on storage, and 8 bytes a value per key column (more for wide
+/// values, which the file size then reflects).
+fn decoded_bytes(delete: &LiveFile, key_columns: &KeyColumns) -> u64 {
+    let rows = delete.file.record_count();
+    let values = rows.saturating_mul(8 * key_columns.len() as u64);
+    values.max(delete.file.file_size_in_bytes())
+}
+
 async fn read_delete_file<'a>(
     table: &LoadedTable,
     delete: &'a LiveFile,
     key_columns: &KeyColumns,
     options: &ResolveOptions,
     name_mapping: Option<&NameMapping>,
-    reads: &Semaphore,
+    budget: &ReadBudget,
 ) -> Result<LoadedDeleteFile<'a>> {
     // One permit a read, released when the read is done (not when its batches are
     // consumed: a group waiting for an earlier file must not starve the others).
-    let _permit = reads
-        .acquire()
-        .await
-        .map_err(|e| Error::InvalidInput(format!("delete file reads were closed: {e}")))?;
+    let _permit = budget.file().await?;
     let file = ParquetFile::open(
         &table.file_io,
         delete.path(),

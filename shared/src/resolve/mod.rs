@@ -14,6 +14,7 @@
 //! hashes the deleted keys, `prune` decides what need not be read and `scan` reads the
 //! candidates' key columns in parallel and probes them.
 
+mod budget;
 mod key_set;
 mod long_keys;
 mod prune;
@@ -35,8 +36,16 @@ use key_set::KeyPass;
 /// Tuning knobs for resolving.
 #[derive(Clone, Debug)]
 pub struct ResolveOptions {
-    /// Data files read at once.
+    /// Files read at once (data file scans, and delete file reads). Against object
+    /// storage a read is mostly waiting for round trips, so this is well above the
+    /// cores: the decoding runs on the runtime's worker threads whatever this is, and
+    /// memory is bounded by `read_memory_budget`.
     pub parallelism: usize,
+    /// Bytes the reads in flight may hold at once: the compressed key column chunks of
+    /// the row group each scan is decoding, and the decoded batches of delete files
+    /// read ahead of their turn. Reads wait for their share, so with large files fewer
+    /// run at once than `parallelism` allows.
+    pub read_memory_budget: u64,
     /// Rows per decoded batch.
     pub batch_size: usize,
     /// Use Parquet row-group statistics to skip row groups.
@@ -60,11 +69,19 @@ pub struct ResolveOptions {
 /// (`long_keys::BYTES_PER_LONG_KEY`).
 const BYTES_PER_KEY: u64 = 160;
 
+/// Reads in flight by default: through 20 ms to the first byte, 64 in flight convert a
+/// table of 1,000 files several times faster than 4 (BENCHMARKS.md, "Through S3
+/// latency").
+pub const DEFAULT_PARALLELISM: usize = 64;
+
+/// Bytes the reads in flight hold by default: 64 reads of 1 MiB key column chunks.
+pub const DEFAULT_READ_MEMORY_BUDGET: u64 = 64 << 20;
+
 impl Default for ResolveOptions {
     fn default() -> Self {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Self {
-            parallelism: (cores * 2).max(2),
+            parallelism: DEFAULT_PARALLELISM,
+            read_memory_budget: DEFAULT_READ_MEMORY_BUDGET,
             batch_size: 8192,
             row_group_pruning: true,
             bloom_pruning: true,

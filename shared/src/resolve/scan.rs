@@ -12,8 +12,8 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
-use tokio::sync::Semaphore;
 
+use super::budget::ReadBudget;
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
 use super::prune::ColumnRanges;
 use super::{ResolveMetrics, ResolveOptions, Resolved};
@@ -36,13 +36,16 @@ pub(super) async fn resolve_pass(
     let name_mapping = table.name_mapping()?;
     // The groups' keys load at once (a table partitioned by day has a group a day, each
     // a few round trips to object storage), their delete file reads together bounded by
-    // `parallelism`; results come in group order, so the first error is a sequential
-    // load's.
-    let reads = Semaphore::new(options.parallelism.max(1));
+    // `parallelism` and the read budget; results come in group order, so the first
+    // error is a sequential load's. The scans below share the same budget.
+    let budget = Arc::new(ReadBudget::new(
+        options.parallelism,
+        options.read_memory_budget,
+    ));
     let loads: Vec<BoxFuture<'_, Result<(GroupKeys, ResolveMetrics)>>> = groups
         .iter()
         .map(|group| {
-            let (reads, name_mapping) = (&reads, name_mapping.as_deref());
+            let (reads, name_mapping) = (&*budget, name_mapping.as_deref());
             async move {
                 let mut group_metrics = ResolveMetrics::default();
                 let keys = load_group_keys(
@@ -112,6 +115,7 @@ pub(super) async fn resolve_pass(
             let loaded = loaded.clone();
             let options = options.clone();
             let name_mapping = name_mapping.clone();
+            let budget = budget.clone();
             let path = data.path().to_string();
             async move {
                 let task = tokio::spawn(async move {
@@ -120,6 +124,7 @@ pub(super) async fn resolve_pass(
                         loaded: &loaded,
                         options: &options,
                         name_mapping: name_mapping.as_deref(),
+                        budget: &budget,
                     };
                     scan_file(&context, &data, &group_ids, &projection).await
                 });
@@ -182,6 +187,7 @@ struct ScanContext<'a> {
     loaded: &'a [GroupKeys],
     options: &'a ResolveOptions,
     name_mapping: Option<&'a NameMapping>,
+    budget: &'a ReadBudget,
 }
 
 async fn scan_file(
@@ -255,6 +261,14 @@ async fn scan_file(
         .filter_map(|f| file.leaf_index(f.id))
         .collect();
     scan.bytes_read = file.projected_bytes(&leaves, &selected);
+    // The stream fetches one row group's chunks at a time: the largest is what this
+    // scan holds, until it is done.
+    let largest = selected
+        .iter()
+        .map(|&rg| file.projected_bytes(&leaves, &[rg]))
+        .max()
+        .unwrap_or(0);
+    let _held = context.budget.bytes(largest).await?;
 
     let mut stream = Box::pin(file.read(&projection.fields, Some(selected), options.batch_size)?);
     while let Some((first, batch)) = stream.try_next().await? {
