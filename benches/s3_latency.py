@@ -28,8 +28,16 @@ from bench import log, machine, measure  # noqa: E402
 # The table of issue 13: 1,000 data files in bucket[16], 192 equality delete files.
 TABLE = "s3lat.events"
 GENERATE = ["--rows", "400000", "--commits", "12", "--partition", "bucket:16"]
+# The same table once converted, then 4 more CDC commits: as a streaming table is when the
+# serverless trigger converts it again, most files the new deletes touch already have a
+# DV to merge with.
+STREAMED = "s3lat.streamed"
+STREAMED_MORE = ["--rows", "400000", "--commits", "4", "--partition", "bucket:16"]
 LATENCIES_MS = [None, 20, 50]  # None: direct to MinIO, no proxy
 PARALLELISMS = [None, 64]  # None: eqdv's default
+# The streamed table runs at 64 only: both binaries then read as many files at once, and
+# what differs is how they read the DVs they merge with.
+STREAMED_PARALLELISMS = [64]
 BANDWIDTH_KBPS = 80_000  # Toxiproxy's rate is in KB/s: 80 MB/s per connection
 
 
@@ -231,14 +239,27 @@ def main():
     proxy = Toxiproxy(args.toxiproxy, direct.removeprefix("http://"))
     try:
         warehouse = env["EQDV_WAREHOUSE_S3"] + "s3lat"
-        common = ["--catalog", "glue", "--warehouse", warehouse, "--table", TABLE, "--json"]
+
+        def common(table):
+            return ["--catalog", "glue", "--warehouse", warehouse, "--table", table, "--json"]
+
         first = binaries[-1][1]
         t = time.monotonic()
         log(f"generating {TABLE} ({' '.join(GENERATE)}), direct")
-        results["table"]["generated"] = run_plain([first, "generate", *common, *GENERATE])
+        results["table"]["generated"] = run_plain([first, "generate", *common(TABLE), *GENERATE])
         results["table"]["generate_s"] = time.monotonic() - t
         results["table"]["generate_requests"] = audit.take()
-        # The bucket is only read from here on, except by nothing: convert is a dry run.
+        # The streamed table: the same history, converted for real by the binary under test
+        # (so both binaries merge with the same DVs), then more commits.
+        log(f"generating {STREAMED}: {' '.join(GENERATE)}, converted, then {' '.join(STREAMED_MORE)}")
+        streamed = {"name": STREAMED, "generate": GENERATE, "then_convert": True,
+                    "then_generate": STREAMED_MORE}
+        run_plain([first, "generate", *common(STREAMED), *GENERATE])
+        streamed["converted"] = run_plain([first, "convert", *common(STREAMED)])
+        streamed["generated"] = run_plain([first, "generate", *common(STREAMED), *STREAMED_MORE])
+        results["streamed"] = streamed
+        audit.take()
+        # The bucket is only read from here on: every timed convert is a dry run.
         for rep in range(args.reps):
             for latency in LATENCIES_MS:
                 if latency is None:
@@ -246,19 +267,20 @@ def main():
                 else:
                     proxy.set_latency(latency)
                     os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
-                for parallelism in PARALLELISMS:
-                    for name, path in binaries:
-                        extra = [] if parallelism is None else ["--parallelism", str(parallelism)]
-                        label = (f"{name} {'direct' if latency is None else f'{latency} ms'} "
-                                 f"p={parallelism or 'default'} #{rep + 1}")
-                        audit.take(quiet_s=0.2)  # anything left over goes elsewhere
-                        run = measure([path, "convert", *common, "--dry-run", *extra], label,
-                                      timeout=600)
-                        run.update(binary=name, latency_ms=latency, parallelism=parallelism,
-                                   rep=rep, s3=audit.take())
-                        results["runs"].append(run)
-                        with open(args.out, "w") as f:
-                            json.dump(results, f, indent=1)
+                for table, parallelisms in ((TABLE, PARALLELISMS), (STREAMED, STREAMED_PARALLELISMS)):
+                    for parallelism in parallelisms:
+                        for name, path in binaries:
+                            extra = [] if parallelism is None else ["--parallelism", str(parallelism)]
+                            label = (f"{name} {table} {'direct' if latency is None else f'{latency} ms'} "
+                                     f"p={parallelism or 'default'} #{rep + 1}")
+                            audit.take(quiet_s=0.2)  # anything left over goes elsewhere
+                            run = measure([path, "convert", *common(table), "--dry-run", *extra],
+                                          label, timeout=600)
+                            run.update(binary=name, table=table, latency_ms=latency,
+                                       parallelism=parallelism, rep=rep, s3=audit.take())
+                            results["runs"].append(run)
+                            with open(args.out, "w") as f:
+                                json.dump(results, f, indent=1)
         results["audit_sample"] = audit.sample
     finally:
         proxy.stop()

@@ -11,6 +11,8 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
+use futures::future::{BoxFuture, FutureExt};
+use futures::{StreamExt, TryStreamExt};
 use iceberg::io::{FileIO, FileRead};
 use iceberg::puffin::{
     Blob, BlobMetadata, CREATED_BY_PROPERTY, CompressionCodec, FileMetadata, PuffinReader,
@@ -242,11 +244,87 @@ pub async fn validate_dv_entry(
     file_io: &FileIO,
     check: &DvEntryCheck<'_>,
 ) -> Result<RoaringTreemap, DvError> {
+    // A range no DV can have is refused before any read.
+    blob_range(
+        check.puffin_location,
+        check.content_offset,
+        check.content_size_in_bytes,
+    )?;
+    let footer = read_footer(
+        file_io,
+        check.puffin_location,
+        Some(check.file_size_in_bytes),
+    )
+    .await?;
+    validate_dv_in(file_io, check, &footer).await
+}
+
+/// [`validate_dv_entry`] for many entries: each Puffin file's footer is read once (a
+/// conversion's DVs share one file), and the footers, then the blobs, are read with
+/// up to `parallelism` requests in flight. Results come in the order of `checks`, and
+/// so does the first error.
+pub async fn validate_dv_entries(
+    file_io: &FileIO,
+    checks: &[DvEntryCheck<'_>],
+    parallelism: usize,
+) -> Result<Vec<RoaringTreemap>, DvError> {
+    let parallelism = parallelism.max(1);
+    // Puffin files in the order of their first entry, each with the size the first of
+    // its entries expects (a later entry that expects another size fails below).
+    let mut locations: Vec<(&str, u64)> = Vec::new();
+    let mut seen = HashSet::new();
+    for check in checks {
+        if seen.insert(check.puffin_location) {
+            locations.push((check.puffin_location, check.file_size_in_bytes));
+        }
+    }
+    // Boxed as `Send` futures: left to inference, the stream's type asks for `Send` for
+    // every lifetime of its references, and the conversion stops being `Send`.
+    let reads: Vec<BoxFuture<'_, Result<PuffinFooter, DvError>>> = locations
+        .iter()
+        .map(|&(location, size)| read_footer(file_io, location, Some(size)).boxed())
+        .collect();
+    let footers: Vec<PuffinFooter> = futures::stream::iter(reads)
+        .buffered(parallelism)
+        .try_collect()
+        .await?;
+    let footer_of: HashMap<&str, &PuffinFooter> = locations
+        .iter()
+        .map(|&(location, _)| location)
+        .zip(&footers)
+        .collect();
+    let reads: Vec<BoxFuture<'_, Result<RoaringTreemap, DvError>>> = checks
+        .iter()
+        .map(|check| {
+            let footer = footer_of[check.puffin_location];
+            async move {
+                if footer.file_size_in_bytes != check.file_size_in_bytes {
+                    return Err(DvError::FileSizeMismatch {
+                        location: check.puffin_location.to_string(),
+                        expected: check.file_size_in_bytes,
+                        found: footer.file_size_in_bytes,
+                    });
+                }
+                validate_dv_in(file_io, check, footer).await
+            }
+            .boxed()
+        })
+        .collect();
+    futures::stream::iter(reads)
+        .buffered(parallelism)
+        .try_collect()
+        .await
+}
+
+/// The checks of [`validate_dv_entry`] against a footer already read.
+async fn validate_dv_in(
+    file_io: &FileIO,
+    check: &DvEntryCheck<'_>,
+    footer: &PuffinFooter,
+) -> Result<RoaringTreemap, DvError> {
     let location = check.puffin_location;
     let offset = check.content_offset;
     let range = blob_range(location, offset, check.content_size_in_bytes)?;
-
-    let footer = read_footer(file_io, location, Some(check.file_size_in_bytes)).await?;
     let blobs = footer.metadata.blobs();
     let Some(meta) = blobs.iter().find(|b| b.offset() == range.start) else {
         return Err(DvError::BlobNotFound {

@@ -248,6 +248,11 @@ pub struct TableFiles {
     pub position_deletes: Vec<LiveFile>,
 }
 
+/// Manifests read at once. Each is a round trip to object storage, and a streaming
+/// table has one or two per commit since its last compaction: as many in flight as
+/// eqdv reads data files (their decoded entries are all kept anyway).
+const MANIFEST_READS_IN_FLIGHT: usize = crate::resolve::DEFAULT_PARALLELISM;
+
 impl TableFiles {
     /// Reads the manifest list and every manifest of `snapshot`.
     pub async fn read(table: &LoadedTable, snapshot: Option<&SnapshotRef>) -> Result<Self> {
@@ -272,7 +277,7 @@ impl TableFiles {
                     Ok::<_, Error>((m, entries))
                 }
             }))
-            .buffered(8)
+            .buffered(MANIFEST_READS_IN_FLIGHT)
             .try_collect()
             .await?;
 

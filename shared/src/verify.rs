@@ -5,7 +5,8 @@
 
 use serde::Serialize;
 
-use crate::puffin::{DvEntryCheck, validate_dv_entry};
+use crate::puffin::{DvEntryCheck, validate_dv_entries};
+use crate::resolve::DEFAULT_PARALLELISM;
 use crate::table::{LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -20,17 +21,11 @@ pub struct DvVerification {
 /// naming the DV and the data file.
 pub async fn verify_dvs(table: &LoadedTable, files: &TableFiles) -> Result<DvVerification> {
     let mut checked = DvVerification::default();
+    // The checks the manifests alone answer, then every DV read and checked against its
+    // Puffin file (each footer once, many reads in flight), then the positions.
+    let mut entries = Vec::with_capacity(files.dvs.len());
     for (data_path, dv) in &files.dvs {
-        let invalid = |message: String| {
-            Error::file(
-                dv.path(),
-                format!(
-                    "deletion vector for {data_path} in table {}: {message}",
-                    table.name
-                ),
-                "invalid deletion vector",
-            )
-        };
+        let invalid = |message: String| invalid_dv(table, dv.path(), data_path, message);
         let Some(data) = files.data_files.iter().find(|d| d.path() == data_path) else {
             return Err(invalid("the data file it references is not live".into()));
         };
@@ -44,9 +39,9 @@ pub async fn verify_dvs(table: &LoadedTable, files: &TableFiles) -> Result<DvVer
         else {
             return Err(invalid("no content_offset/content_size_in_bytes".into()));
         };
-        let positions = validate_dv_entry(
-            &table.file_io,
-            &DvEntryCheck {
+        entries.push((
+            data,
+            DvEntryCheck {
                 puffin_location: dv.path(),
                 referenced_data_file: data_path,
                 content_offset: offset,
@@ -54,18 +49,37 @@ pub async fn verify_dvs(table: &LoadedTable, files: &TableFiles) -> Result<DvVer
                 record_count: dv.file.record_count(),
                 file_size_in_bytes: dv.file.file_size_in_bytes(),
             },
-        )
-        .await?;
+        ));
+    }
+    let checks: Vec<DvEntryCheck<'_>> = entries.iter().map(|(_, check)| *check).collect();
+    let read = validate_dv_entries(&table.file_io, &checks, DEFAULT_PARALLELISM).await?;
+    for ((data, check), positions) in entries.iter().zip(read) {
         if let Some(max) = positions.max()
             && max >= data.file.record_count()
         {
-            return Err(invalid(format!(
-                "position {max} is past the data file's {} rows",
-                data.file.record_count()
-            )));
+            return Err(invalid_dv(
+                table,
+                check.puffin_location,
+                check.referenced_data_file,
+                format!(
+                    "position {max} is past the data file's {} rows",
+                    data.file.record_count()
+                ),
+            ));
         }
         checked.dvs += 1;
         checked.positions += positions.len();
     }
     Ok(checked)
+}
+
+fn invalid_dv(table: &LoadedTable, puffin: &str, data_path: &str, message: String) -> Error {
+    Error::file(
+        puffin,
+        format!(
+            "deletion vector for {data_path} in table {}: {message}",
+            table.name
+        ),
+        "invalid deletion vector",
+    )
 }

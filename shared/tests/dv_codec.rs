@@ -8,7 +8,7 @@ use eqdv::dv::{
 };
 use eqdv::puffin::{
     DvBlobInput, DvEntryCheck, POS_FIELD_ID, WrittenPuffin, read_dv, read_puffin_footer,
-    validate_dv_entry, write_dv_puffin,
+    validate_dv_entries, validate_dv_entry, write_dv_puffin,
 };
 use iceberg::io::FileIO;
 use iceberg::puffin::{CompressionCodec, PuffinReader};
@@ -758,4 +758,64 @@ async fn validate_checks_foreign_blob_metadata_and_bitmap() {
     .await
     .unwrap();
     assert_eq!(positions, set([1, 3, 5, 7, 9]));
+}
+
+/// Many entries over two Puffin files, checked together: results in the order of the
+/// entries whatever order the reads finish in, the first bad entry in that order is the
+/// error, and an entry whose file size disagrees with its file's is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_many_entries_keeps_their_order_and_the_first_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file_io, first, dvs) = write_three(&dir).await;
+    let location = format!("file://{}/dvs/0002-dv.puffin", dir.path().display());
+    let second = write_dv_puffin(&file_io, &location, &dvs).await.unwrap();
+
+    let order = [
+        (&first, 0),
+        (&second, 1),
+        (&first, 2),
+        (&second, 0),
+        (&first, 1),
+    ];
+    let checks: Vec<DvEntryCheck<'_>> = order.iter().map(|(w, i)| entry(w, *i)).collect();
+    let read = validate_dv_entries(&file_io, &checks, 8).await.unwrap();
+    let expected: Vec<_> = order
+        .iter()
+        .map(|(_, i)| dvs[*i].positions.clone())
+        .collect();
+    assert_eq!(read, expected);
+    // One read at a time gives the same.
+    assert_eq!(
+        validate_dv_entries(&file_io, &checks, 1).await.unwrap(),
+        expected
+    );
+
+    // Two bad entries: the earlier one (a wrong record count) is the error, not the
+    // later one (an offset with no blob).
+    let mut bad = checks.clone();
+    bad[1].record_count += 1;
+    bad[3].content_offset += 1;
+    let err = validate_dv_entries(&file_io, &bad, 8).await.unwrap_err();
+    assert!(
+        matches!(&err, DvError::CardinalityMismatch { location, .. } if *location == second.location),
+        "{err:?}"
+    );
+
+    // The file's size comes from its first entry; a later entry expecting another size
+    // is refused rather than trusted.
+    let mut bad = checks.clone();
+    bad[2].file_size_in_bytes += 1;
+    let err = validate_dv_entries(&file_io, &bad, 8).await.unwrap_err();
+    assert!(
+        matches!(&err, DvError::FileSizeMismatch { expected, found, .. }
+            if *expected == first.file_size_in_bytes + 1 && *found == first.file_size_in_bytes),
+        "{err:?}"
+    );
+
+    assert!(
+        validate_dv_entries(&file_io, &[], 8)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

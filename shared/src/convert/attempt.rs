@@ -95,8 +95,13 @@ impl Attempt<'_> {
             None => resolving.await?,
         };
         report.resolve = resolved.metrics.clone();
-        let (dv_plans, removed_position_deletes) =
-            merge::with_existing_deletes(&table, &files, resolved.positions).await?;
+        let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
+            &table,
+            &files,
+            resolved.positions,
+            options.resolve.parallelism,
+        )
+        .await?;
         report.phases.resolve_ms = ms_since(phase);
 
         let mut removed: Vec<LiveFile> = groups

@@ -24,6 +24,7 @@ pub(super) async fn with_existing_deletes(
     table: &LoadedTable,
     files: &TableFiles,
     new_positions: BTreeMap<String, RoaringTreemap>,
+    parallelism: usize,
 ) -> Result<(Vec<DvPlan>, Vec<LiveFile>)> {
     // Each v2 position delete file that may reference a file we write a DV for is
     // read once, for merging and for removal; the others (other partitions, other
@@ -43,6 +44,7 @@ pub(super) async fn with_existing_deletes(
         files,
         (&scoped_position_deletes, &position_deletes),
         new_positions,
+        parallelism,
     )
     .await?;
     let removed_position_deletes = covered_position_deletes(
@@ -64,22 +66,33 @@ async fn merge_with_existing(
         &[crate::position_deletes::FilePositions],
     ),
     new_positions: BTreeMap<String, RoaringTreemap>,
+    parallelism: usize,
 ) -> Result<Vec<DvPlan>> {
     let data_by_path: HashMap<&str, &LiveFile> =
         files.data_files.iter().map(|f| (f.path(), f)).collect();
     let position_deletes =
         crate::position_deletes::by_data_file(position_delete_files, position_deletes);
-    let mut plans = Vec::new();
-    for (path, positions) in new_positions {
-        let Some(data) = data_by_path.get(path.as_str()) else {
-            continue;
-        };
-        let mut merged = positions;
-        let mut before = RoaringTreemap::new();
-        let replaced = files.dvs.get(&path).cloned();
-        if let Some(dv) = &replaced
-            && dv.data_sequence_number >= data.data_sequence_number
-        {
+    // The DVs to merge with, checked and read together: one after another, each would
+    // cost its own round trips to object storage (a streaming table's files mostly have
+    // one from the conversion before).
+    let live: Vec<(String, RoaringTreemap, &LiveFile)> = new_positions
+        .into_iter()
+        .filter_map(|(path, positions)| {
+            let data = *data_by_path.get(path.as_str())?;
+            Some((path, positions, data))
+        })
+        .collect();
+    let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
+    {
+        let mut checks = Vec::new();
+        let mut with_dv = Vec::new();
+        for (i, (path, _, data)) in live.iter().enumerate() {
+            let Some(dv) = files.dvs.get(path) else {
+                continue;
+            };
+            if dv.data_sequence_number < data.data_sequence_number {
+                continue;
+            }
             let (Some(offset), Some(size)) =
                 (dv.file.content_offset(), dv.file.content_size_in_bytes())
             else {
@@ -89,20 +102,27 @@ async fn merge_with_existing(
                     "invalid manifest entry",
                 ));
             };
-            let existing = crate::puffin::validate_dv_entry(
-                &table.file_io,
-                &crate::puffin::DvEntryCheck {
-                    puffin_location: dv.path(),
-                    referenced_data_file: &path,
-                    content_offset: offset,
-                    content_size_in_bytes: size,
-                    record_count: dv.file.record_count(),
-                    file_size_in_bytes: dv.file.file_size_in_bytes(),
-                },
-            )
-            .await?;
-            before |= existing;
+            checks.push(crate::puffin::DvEntryCheck {
+                puffin_location: dv.path(),
+                referenced_data_file: path,
+                content_offset: offset,
+                content_size_in_bytes: size,
+                record_count: dv.file.record_count(),
+                file_size_in_bytes: dv.file.file_size_in_bytes(),
+            });
+            with_dv.push(i);
         }
+        let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
+        for (i, positions) in with_dv.into_iter().zip(read) {
+            existing[i] = Some(positions);
+        }
+    }
+
+    let mut plans = Vec::new();
+    for ((path, positions, data), existing) in live.into_iter().zip(existing) {
+        let mut merged = positions;
+        let replaced = files.dvs.get(&path).cloned();
+        let mut before = existing.unwrap_or_default();
         if let Some(entries) = position_deletes.get(&path) {
             for (seq, positions) in entries {
                 if data.data_sequence_number <= *seq {
@@ -116,7 +136,7 @@ async fn merge_with_existing(
         }
         merged |= before;
         plans.push(DvPlan {
-            data_file: (*data).clone(),
+            data_file: data.clone(),
             positions: merged,
             added: added.len(),
             replaced,
