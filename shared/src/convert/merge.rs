@@ -72,9 +72,6 @@ async fn merge_with_existing(
         files.data_files.iter().map(|f| (f.path(), f)).collect();
     let position_deletes =
         crate::position_deletes::by_data_file(position_delete_files, position_deletes);
-    // The DVs to merge with, checked and read together: one after another, each would
-    // cost its own round trips to object storage (a streaming table's files mostly have
-    // one from the conversion before).
     let live: Vec<(String, RoaringTreemap, &LiveFile)> = new_positions
         .into_iter()
         .filter_map(|(path, positions)| {
@@ -82,41 +79,7 @@ async fn merge_with_existing(
             Some((path, positions, data))
         })
         .collect();
-    let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
-    {
-        let mut checks = Vec::new();
-        let mut with_dv = Vec::new();
-        for (i, (path, _, data)) in live.iter().enumerate() {
-            let Some(dv) = files.dvs.get(path) else {
-                continue;
-            };
-            if dv.data_sequence_number < data.data_sequence_number {
-                continue;
-            }
-            let (Some(offset), Some(size)) =
-                (dv.file.content_offset(), dv.file.content_size_in_bytes())
-            else {
-                return Err(Error::file(
-                    dv.path(),
-                    "deletion vector entry lacks content_offset/content_size_in_bytes",
-                    "invalid manifest entry",
-                ));
-            };
-            checks.push(crate::puffin::DvEntryCheck {
-                puffin_location: dv.path(),
-                referenced_data_file: path,
-                content_offset: offset,
-                content_size_in_bytes: size,
-                record_count: dv.file.record_count(),
-                file_size_in_bytes: dv.file.file_size_in_bytes(),
-            });
-            with_dv.push(i);
-        }
-        let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
-        for (i, positions) in with_dv.into_iter().zip(read) {
-            existing[i] = Some(positions);
-        }
-    }
+    let existing = read_existing_dvs(table, files, &live, parallelism).await?;
 
     let mut plans = Vec::new();
     for ((path, positions, data), existing) in live.into_iter().zip(existing) {
@@ -143,6 +106,52 @@ async fn merge_with_existing(
         });
     }
     Ok(plans)
+}
+
+/// The existing DV of each entry of `live` that a new one merges with (`None` where
+/// there is none, or where it predates the data file), checked and read together: one
+/// after another, each would cost its own round trips to object storage, and a
+/// streaming table's files mostly have one from the conversion before.
+async fn read_existing_dvs(
+    table: &LoadedTable,
+    files: &TableFiles,
+    live: &[(String, RoaringTreemap, &LiveFile)],
+    parallelism: usize,
+) -> Result<Vec<Option<RoaringTreemap>>> {
+    let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
+    let mut checks = Vec::new();
+    let mut with_dv = Vec::new();
+    for (i, (path, _, data)) in live.iter().enumerate() {
+        let Some(dv) = files.dvs.get(path) else {
+            continue;
+        };
+        if dv.data_sequence_number < data.data_sequence_number {
+            continue;
+        }
+        let (Some(offset), Some(size)) =
+            (dv.file.content_offset(), dv.file.content_size_in_bytes())
+        else {
+            return Err(Error::file(
+                dv.path(),
+                "deletion vector entry lacks content_offset/content_size_in_bytes",
+                "invalid manifest entry",
+            ));
+        };
+        checks.push(crate::puffin::DvEntryCheck {
+            puffin_location: dv.path(),
+            referenced_data_file: path,
+            content_offset: offset,
+            content_size_in_bytes: size,
+            record_count: dv.file.record_count(),
+            file_size_in_bytes: dv.file.file_size_in_bytes(),
+        });
+        with_dv.push(i);
+    }
+    let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
+    for (i, positions) in with_dv.into_iter().zip(read) {
+        existing[i] = Some(positions);
+    }
+    Ok(existing)
 }
 
 /// v2 position delete files that every live data file they reference now has a new DV for.

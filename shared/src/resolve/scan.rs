@@ -45,7 +45,7 @@ pub(super) async fn resolve_pass(
     let loads: Vec<BoxFuture<'_, Result<(GroupKeys, ResolveMetrics)>>> = groups
         .iter()
         .map(|group| {
-            let (reads, name_mapping) = (&*budget, name_mapping.as_deref());
+            let (budget, name_mapping) = (&*budget, name_mapping.as_deref());
             async move {
                 let mut group_metrics = ResolveMetrics::default();
                 let keys = load_group_keys(
@@ -54,7 +54,7 @@ pub(super) async fn resolve_pass(
                     pass,
                     options,
                     name_mapping,
-                    reads,
+                    budget,
                     &mut group_metrics,
                 )
                 .await?;
