@@ -1,8 +1,9 @@
 //! Java-written v3 tables with real histories (tests/interop's `write-history`): files
 //! without Parquet field ids read through a name mapping, a key column added later with
 //! an initial default, an identity partition column promoted int -> long, a key column
-//! renamed, promoted or widened, partition spec evolution with global deletes, and an
-//! equality field dropped after its deletes were written.
+//! renamed, promoted or widened, partition spec evolution with global deletes, an
+//! equality field dropped after its deletes were written, and deletes in a few of many
+//! partitions whose data manifests each hold one partition.
 //!
 //! Each convertible case: Java writes, Java dumps (with the row lineage columns) before,
 //! eqdv converts, Java dumps after. The dumps must be equal as multisets (a lost delete
@@ -23,7 +24,7 @@ use std::collections::BTreeSet;
 
 use eqdv::catalog::Catalog;
 use eqdv::cleanup::list_files;
-use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
 use java::JavaTable;
 use serde_json::Value;
@@ -123,13 +124,17 @@ fn assert_duckdb_refuses(case: &str, t: &JavaTable, why: &str) {
 
 /// Java writes `case`, eqdv converts it, and Java reads exactly the rows it read before,
 /// lineage included; so do PyIceberg and DuckDB (without lineage).
-async fn converts_and_java_agrees(case: &str, duckdb_before: DuckDb) {
-    converts_and_java_agrees_duckdb(case, duckdb_before, DuckDb::Reads).await;
+async fn converts_and_java_agrees(case: &str, duckdb_before: DuckDb) -> (JavaTable, ConvertReport) {
+    converts_and_java_agrees_duckdb(case, duckdb_before, DuckDb::Reads).await
 }
 
 /// [`converts_and_java_agrees`] for a table DuckDB cannot judge after the conversion
 /// either.
-async fn converts_and_java_agrees_duckdb(case: &str, duckdb_before: DuckDb, duckdb_after: DuckDb) {
+async fn converts_and_java_agrees_duckdb(
+    case: &str,
+    duckdb_before: DuckDb,
+    duckdb_after: DuckDb,
+) -> (JavaTable, ConvertReport) {
     let (t, written) = write_history(case);
     let before = dump_lineage(&t);
     assert_eq!(
@@ -188,6 +193,7 @@ async fn converts_and_java_agrees_duckdb(case: &str, duckdb_before: DuckDb, duck
         ),
         DuckDb::Refuses(why) => assert_duckdb_refuses(case, &t, why),
     }
+    (t, report)
 }
 
 /// What a refused conversion must leave as it was.
@@ -361,6 +367,68 @@ async fn partition_spec_evolution_with_global_deletes() {
         DuckDb::Refuses("DVs on data files of partition specs"),
     )
     .await;
+}
+
+/// Seven partitions (one null), each appended in its own commit, and deletes in two of
+/// them: eqdv must not read the data manifests whose partition summaries rule both out
+/// (Java's summaries: bounds per partition, a null count), yet convert every delete; and
+/// the snapshot totals it writes without those manifests must match a full count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_in_two_of_seven_partitions_read_only_their_data_manifests() {
+    let (t, report) = converts_and_java_agrees(
+        "partition-clustered",
+        DuckDb::Refuses("a table with a null partition value"),
+    )
+    .await;
+    // Partitions 0, 1, 2, 3 and 5 are ruled out by their summaries; the null partition
+    // and 4 are read (and so is the first upsert's data manifest).
+    assert!(
+        report.skipped_data.manifests >= 5,
+        "only {} data manifests skipped: {report:?}",
+        report.skipped_data.manifests
+    );
+    let catalog = t.catalog().await;
+    let files = live_files(&catalog, &t).await;
+    assert!(
+        report.skipped_data.files > 0 && report.skipped_data.files < files.data_files.len() as u64
+    );
+    let loaded = LoadedTable::load(&catalog, &t.name()).await.expect("load");
+    let head = loaded.head("main").expect("head").expect("a snapshot");
+    let totals = &head.summary().additional_properties;
+    let data_bytes: u64 = files
+        .data_files
+        .iter()
+        .map(|f| f.file.file_size_in_bytes())
+        .sum();
+    let delete_bytes: u64 = files
+        .equality_deletes
+        .iter()
+        .chain(&files.position_deletes)
+        .map(|f| f.file.file_size_in_bytes())
+        .chain(
+            files
+                .dvs
+                .values()
+                .map(|f| f.file.content_size_in_bytes().expect("a DV's blob size") as u64),
+        )
+        .sum();
+    let records: u64 = files.data_files.iter().map(|f| f.file.record_count()).sum();
+    for (key, expected) in [
+        ("total-data-files", files.data_files.len() as u64),
+        ("total-records", records),
+        ("total-files-size", data_bytes + delete_bytes),
+        (
+            "total-delete-files",
+            (files.dvs.len() + files.position_deletes.len()) as u64,
+        ),
+        ("total-equality-deletes", 0),
+    ] {
+        assert_eq!(
+            totals.get(key).map(String::as_str),
+            Some(expected.to_string().as_str()),
+            "{key} in {totals:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

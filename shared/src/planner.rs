@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{PlanOptions, Shard, plan};
 use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
-use crate::table::{LoadedTable, TableFiles};
+use crate::table::LoadedTable;
 use crate::{Error, Result};
 
 /// Which tables a backfill covers.
@@ -197,7 +197,7 @@ async fn plan_table(
             ));
         }
     }
-    let files = TableFiles::read(&table, head.as_ref()).await?;
+    let files = crate::plan::read_for_plan(&table, head.as_ref()).await?;
     let planned = plan(&table, branch, &files, options)?;
     if planned.shards.is_empty() {
         return Ok((

@@ -216,7 +216,11 @@ async fn build_inner(
         .unwrap_or(0);
     list_writer.close().await.map_err(list_error)?;
 
-    let summary = summarize(base, changes);
+    let parent_summary = base
+        .snapshot_id
+        .and_then(|id| metadata.snapshot_by_id(id))
+        .map(|parent| &parent.summary().additional_properties);
+    let summary = summarize(base, parent_summary, changes);
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(base.snapshot_id)
@@ -386,8 +390,16 @@ impl Counts {
     }
 }
 
-/// The standard summary counters; totals are computed from the live files, not inherited.
-fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, String> {
+/// The standard summary counters. Totals are computed from the live files, not
+/// inherited, except where `base` is a scoped read missing some data files: then the
+/// data totals (records, data files, files size) are the parent's plus what was added
+/// less what was removed, and are left out where the parent has none. The delete
+/// totals are always exact: every delete manifest is read.
+fn summarize(
+    base: &TableFiles,
+    parent: Option<&HashMap<String, String>>,
+    changes: &SnapshotChanges,
+) -> HashMap<String, String> {
     let added_files = || {
         changes
             .added_data_files
@@ -423,15 +435,52 @@ fn summarize(base: &TableFiles, changes: &SnapshotChanges) -> HashMap<String, St
             s.insert(k.to_string(), v.to_string());
         }
     }
-    for (k, v) in [
-        ("total-records", total.records),
-        ("total-files-size", total.files_size),
-        ("total-data-files", total.data_files),
-        ("total-delete-files", total.delete_files),
-        ("total-position-deletes", total.position_deletes),
-        (TOTAL_EQUALITY_DELETES_PROPERTY, total.equality_deletes),
-    ] {
-        s.insert(k.to_string(), v.to_string());
+    let data_total = |key: &str, exact: u64, added: u64, removed: u64| {
+        if !base.skipped_data.is_partial() {
+            return Some(exact);
+        }
+        let before: u64 = parent?.get(key)?.parse().ok()?;
+        Some((before + added).saturating_sub(removed))
+    };
+    let totals = [
+        (
+            "total-records",
+            data_total(
+                "total-records",
+                total.records,
+                added.records,
+                removed.records,
+            ),
+        ),
+        (
+            "total-files-size",
+            data_total(
+                "total-files-size",
+                total.files_size,
+                added.files_size,
+                removed.files_size,
+            ),
+        ),
+        (
+            "total-data-files",
+            data_total(
+                "total-data-files",
+                total.data_files,
+                added.data_files,
+                removed.data_files,
+            ),
+        ),
+        ("total-delete-files", Some(total.delete_files)),
+        ("total-position-deletes", Some(total.position_deletes)),
+        (
+            TOTAL_EQUALITY_DELETES_PROPERTY,
+            Some(total.equality_deletes),
+        ),
+    ];
+    for (k, v) in totals {
+        if let Some(v) = v {
+            s.insert(k.to_string(), v.to_string());
+        }
     }
     for (k, v) in &changes.extra_summary {
         s.insert(k.clone(), v.clone());

@@ -17,6 +17,7 @@ use iceberg::spec::{
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
+use crate::plan::DataScope;
 use crate::{Error, Result};
 
 /// A table as loaded from its catalog at one moment.
@@ -240,12 +241,32 @@ pub struct TableFiles {
     pub snapshot_id: Option<i64>,
     /// Every manifest of the snapshot's manifest list.
     pub manifests: Vec<ManifestFile>,
+    /// The live data files, or with [`TableFiles::read_scoped`] those in scope.
     pub data_files: Vec<LiveFile>,
     pub equality_deletes: Vec<LiveFile>,
     /// Deletion vectors by the data file they reference.
     pub dvs: HashMap<String, LiveFile>,
     /// v2 position delete files (Parquet/Avro/ORC), which may reference many data files.
     pub position_deletes: Vec<LiveFile>,
+    /// The data left unread because it was out of scope (zero when all was read).
+    pub skipped_data: SkippedData,
+}
+
+/// Data a scoped read did not read or keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedData {
+    /// Data manifests not read: their summaries rule out every partition in scope.
+    pub manifests: usize,
+    /// Live data files not kept: in skipped manifests (by the manifests' counts) or
+    /// out of scope in the manifests read.
+    pub files: u64,
+}
+
+impl SkippedData {
+    /// Whether some live data file may be missing from `data_files`.
+    pub fn is_partial(&self) -> bool {
+        self.manifests > 0 || self.files > 0
+    }
 }
 
 /// Manifests read at once. Each is a round trip to object storage, and a streaming
@@ -259,16 +280,67 @@ impl TableFiles {
         let Some(snapshot) = snapshot else {
             return Ok(Self::default());
         };
-        let list_bytes = crate::storage::read_all(&table.file_io, snapshot.manifest_list()).await?;
-        let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
-            .map_err(|e| {
-            Error::file(
-                snapshot.manifest_list(),
-                format!("cannot parse manifest list of table {}", table.name),
-                e,
-            )
-        })?;
-        let manifests: Vec<ManifestFile> = list.entries().to_vec();
+        let manifests = read_manifest_list(table, snapshot).await?;
+        let mut files = Self::empty(snapshot, manifests.clone());
+        files
+            .add_manifests(table, &manifests, &DataScope::Everything)
+            .await?;
+        Ok(files)
+    }
+
+    /// Reads the manifest list, every delete manifest, and then only the data that
+    /// `scope` (given the deletes read) says a conversion needs: data manifests whose
+    /// summaries rule it out are not read, and data files out of scope are not kept.
+    /// Also returns what `scope` returned besides the scope.
+    pub async fn read_scoped<T>(
+        table: &LoadedTable,
+        snapshot: Option<&SnapshotRef>,
+        scope: impl FnOnce(&TableFiles) -> Result<(DataScope, T)>,
+    ) -> Result<(Self, T)> {
+        let Some(snapshot) = snapshot else {
+            let files = Self::default();
+            let (_, extra) = scope(&files)?;
+            return Ok((files, extra));
+        };
+        let manifests = read_manifest_list(table, snapshot).await?;
+        let mut files = Self::empty(snapshot, manifests.clone());
+        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = manifests
+            .into_iter()
+            .partition(|m| m.content == ManifestContentType::Deletes);
+        files
+            .add_manifests(table, &deletes, &DataScope::Everything)
+            .await?;
+        let (scope, extra) = scope(&files)?;
+        let (needed, skipped): (Vec<ManifestFile>, Vec<ManifestFile>) =
+            data.into_iter().partition(|m| scope.may_hold(m));
+        files.skipped_data.manifests = skipped.len();
+        files.skipped_data.files += skipped
+            .iter()
+            .map(|m| {
+                u64::from(m.added_files_count.unwrap_or(0))
+                    + u64::from(m.existing_files_count.unwrap_or(0))
+            })
+            .sum::<u64>();
+        files.add_manifests(table, &needed, &scope).await?;
+        Ok((files, extra))
+    }
+
+    fn empty(snapshot: &SnapshotRef, manifests: Vec<ManifestFile>) -> Self {
+        TableFiles {
+            snapshot_id: Some(snapshot.snapshot_id()),
+            manifests,
+            ..Default::default()
+        }
+    }
+
+    /// Reads `manifests` and files their live entries; data files out of `scope` are
+    /// counted, not kept.
+    async fn add_manifests(
+        &mut self,
+        table: &LoadedTable,
+        manifests: &[ManifestFile],
+        scope: &DataScope,
+    ) -> Result<()> {
         let loaded: Vec<(ManifestFile, Vec<ManifestEntry>)> =
             futures::stream::iter(manifests.iter().cloned().map(|m| {
                 let file_io = table.file_io.clone();
@@ -280,12 +352,7 @@ impl TableFiles {
             .buffered(MANIFEST_READS_IN_FLIGHT)
             .try_collect()
             .await?;
-
-        let mut files = TableFiles {
-            snapshot_id: Some(snapshot.snapshot_id()),
-            manifests,
-            ..Default::default()
-        };
+        let files = self;
         for (manifest_file, entries) in loaded {
             for entry in entries {
                 if entry.status() == ManifestStatus::Deleted {
@@ -315,7 +382,11 @@ impl TableFiles {
                 };
                 match (manifest_file.content, content_type) {
                     (ManifestContentType::Data, DataContentType::Data) => {
-                        files.data_files.push(live)
+                        if scope.holds(&live) {
+                            files.data_files.push(live)
+                        } else {
+                            files.skipped_data.files += 1;
+                        }
                     }
                     (ManifestContentType::Deletes, DataContentType::EqualityDeletes) => {
                         files.equality_deletes.push(live)
@@ -356,6 +427,23 @@ impl TableFiles {
                 }
             }
         }
-        Ok(files)
+        Ok(())
     }
+}
+
+/// The manifests of `snapshot`'s manifest list.
+async fn read_manifest_list(
+    table: &LoadedTable,
+    snapshot: &SnapshotRef,
+) -> Result<Vec<ManifestFile>> {
+    let list_bytes = crate::storage::read_all(&table.file_io, snapshot.manifest_list()).await?;
+    let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
+        .map_err(|e| {
+            Error::file(
+                snapshot.manifest_list(),
+                format!("cannot parse manifest list of table {}", table.name),
+                e,
+            )
+        })?;
+    Ok(list.entries().to_vec())
 }

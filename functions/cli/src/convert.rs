@@ -37,9 +37,9 @@ pub struct ConvertArgs {
         env = "EQDV_READ_MEMORY_MB"
     )]
     read_memory_mb: u64,
-    /// Read every candidate data file: do not trust manifest column bounds,
-    /// Parquet row-group statistics or bloom filters (for tables whose writers
-    /// recorded bad ones).
+    /// Read every data manifest and every candidate data file: do not trust
+    /// manifest partition summaries or column bounds, Parquet row-group statistics
+    /// or bloom filters (for tables whose writers recorded bad ones).
     #[arg(long)]
     no_pruning: bool,
     /// Memory for deleted keys, in MiB; more keys are resolved in several passes.

@@ -273,7 +273,11 @@ fn convert_summary(r: &ConvertReport) -> Summary {
         )
         .row("positions newly deleted", r.positions_added)
         .row("deleted keys", m.delete_keys)
-        .row("live data files", m.live_data_files)
+        .row("live data files in scope", m.live_data_files)
+        .row(
+            "out of scope: data manifests / files skipped",
+            format!("{} / {}", r.skipped_data.manifests, r.skipped_data.files),
+        )
         .row("candidate data files", m.candidate_files)
         .row("pruned by column bounds", m.pruned_by_bounds)
         .row("data files opened", m.files_opened)

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use eqdv::catalog::{Catalog, TableName};
 use eqdv::plan::{Plan, PlanOptions};
-use eqdv::table::{LoadedTable, TableFiles};
+use eqdv::table::LoadedTable;
 
 use crate::args::TableArgs;
 use crate::exit;
@@ -56,7 +56,7 @@ async fn make_plan(
     table.require_v3()?;
     table.require_branch(branch)?;
     let head = table.head(branch)?;
-    let files = TableFiles::read(&table, head.as_ref()).await?;
+    let files = eqdv::plan::read_for_plan(&table, head.as_ref()).await?;
     Ok(eqdv::plan::plan(
         &table,
         branch,

@@ -11,7 +11,7 @@ use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
-use crate::plan::{DeleteGroup, Shard, group_equality_deletes};
+use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{DvBlobInput, write_dv_puffin};
 use crate::resolve::resolve;
 use crate::snapshot::{
@@ -70,9 +70,14 @@ impl Attempt<'_> {
             })
             .clone();
         let head = table.head(&options.branch)?;
-        let files = TableFiles::read(&table, head.as_ref()).await?;
-        let groups = select_groups(&table, &files, options.shard.as_ref())?;
+        // Only the data the selected groups can touch is read (see plan::scope).
+        let (files, groups) = TableFiles::read_scoped(&table, head.as_ref(), |files| {
+            let groups = select_groups(&table, files, options.shard.as_ref())?;
+            Ok((data_scope(&groups, options), groups))
+        })
+        .await?;
         report.base_snapshot_id = files.snapshot_id;
+        report.skipped_data = files.skipped_data;
         report.groups = groups.len();
         report.phases = PhaseTimes {
             read_table_ms: ms_since(phase),
@@ -291,7 +296,12 @@ impl Attempt<'_> {
                     tokio::time::sleep(wait).await;
                     let reloaded = LoadedTable::load(catalog, name).await?;
                     let head = reloaded.head(&options.branch)?;
-                    let new_files = TableFiles::read(&reloaded, head.as_ref()).await?;
+                    // The same scope as the attempt's: what it did not read, it
+                    // cannot have relied on.
+                    let scope = data_scope(&footprint.groups, options);
+                    let (new_files, ()) =
+                        TableFiles::read_scoped(&reloaded, head.as_ref(), |_| Ok((scope, ())))
+                            .await?;
                     match validate(&files, &new_files, &footprint) {
                         Ok(refreshed_removed) => {
                             tracing::info!(table = %name, "head moved; rebasing the conversion");
@@ -315,6 +325,16 @@ impl Attempt<'_> {
                 }
             }
         }
+    }
+}
+
+/// The data an attempt reads: what its groups can touch, or with pruning turned off
+/// (`--no-pruning`, for tables whose bounds cannot be trusted) every data file.
+fn data_scope(groups: &[DeleteGroup], options: &ConvertOptions) -> DataScope {
+    if options.resolve.bound_pruning {
+        DataScope::of_groups(groups)
+    } else {
+        DataScope::Everything
     }
 }
 

@@ -167,13 +167,16 @@ fn covered_position_deletes(
     }
     let live: HashSet<&str> = files.data_files.iter().map(|f| f.path()).collect();
     let new_dvs: HashSet<&str> = plans.iter().map(|p| p.data_file.path()).collect();
+    // A path the read did not find is a removed file only when every data file was
+    // read; after a scoped read it may be a live file of another partition.
+    let known_gone = |path: &str| !files.skipped_data.is_partial() && !live.contains(path);
     position_delete_files
         .iter()
         .zip(position_deletes)
         .filter(|(_, referenced)| {
             referenced
                 .keys()
-                .all(|path| !live.contains(path.as_str()) || new_dvs.contains(path.as_str()))
+                .all(|path| new_dvs.contains(path.as_str()) || known_gone(path))
         })
         .map(|(delete, _)| delete.clone())
         .collect()

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::catalog::{Catalog, TableName};
 use crate::plan::Shard;
 use crate::resolve::{ResolveMetrics, ResolveOptions};
+use crate::table::SkippedData;
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
@@ -167,6 +168,8 @@ pub struct ConvertReport {
     pub rebases: u32,
     pub replans: u32,
     pub duration_ms: u64,
+    /// Data the last attempt did not read: out of every group's partitions.
+    pub skipped_data: SkippedData,
     /// Where the last attempt's time went.
     pub phases: PhaseTimes,
     pub resolve: ResolveMetrics,
@@ -197,6 +200,7 @@ impl ConvertReport {
         self.position_delete_files_removed = 0;
         self.positions_added = 0;
         self.puffin_file = None;
+        self.skipped_data = SkippedData::default();
         self.phases = PhaseTimes::default();
         self.resolve = ResolveMetrics::default();
     }
@@ -233,6 +237,7 @@ pub async fn convert(
         rebases: 0,
         replans: 0,
         duration_ms: 0,
+        skipped_data: SkippedData::default(),
         phases: PhaseTimes::default(),
         resolve: ResolveMetrics::default(),
     };

@@ -6,12 +6,13 @@
 //! that applies to every partition). A shard is a set of whole partitions, so two shards
 //! never write a DV for the same data file. A plan never reads data files.
 //!
-//! `partition` compares and renders partition tuples, `group` forms the delete groups
-//! and `shard` holds the shard message, its stable id and the split that keeps it
+//! `partition` compares and renders partition tuples, `group` forms the delete groups,
+//! `scope` decides which data manifests the groups' partitions need read, and `shard` holds the shard message, its stable id and the split that keeps it
 //! under the queue's message size; this file bin-packs groups into a plan.
 
 mod group;
 mod partition;
+mod scope;
 mod shard;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use crate::table::{LoadedTable, TableFiles};
 
 pub use group::{DeleteGroup, group_equality_deletes};
 pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
+pub use scope::{DataScope, PartitionTarget};
 pub use shard::{QUEUE_GROUPS, Shard, ShardGroup};
 use shard::{WHOLE_TABLE, queue_group_of, split_to_fit};
 
@@ -63,7 +65,24 @@ pub struct Plan {
     pub shards: Vec<Shard>,
 }
 
-/// Plans the conversion of `files` (the head of `branch`).
+/// Reads what a plan of `snapshot` needs: every delete file, and of the data only the
+/// files its equality deletes may apply to (see [`DataScope`]).
+pub async fn read_for_plan(
+    table: &LoadedTable,
+    snapshot: Option<&iceberg::spec::SnapshotRef>,
+) -> Result<TableFiles> {
+    let (files, ()) = TableFiles::read_scoped(table, snapshot, |files| {
+        Ok((
+            DataScope::of_groups(&group_equality_deletes(table, files)?),
+            (),
+        ))
+    })
+    .await?;
+    Ok(files)
+}
+
+/// Plans the conversion of `files` (the head of `branch`, all of it or as
+/// [`read_for_plan`] reads it).
 pub fn plan(
     table: &LoadedTable,
     branch: &str,

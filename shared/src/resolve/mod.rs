@@ -54,7 +54,8 @@ pub struct ResolveOptions {
     /// range holds a few deleted keys that the filter says are absent: files whose
     /// bounds were widened by upserts, random keys, deletes of keys never written.
     pub bloom_pruning: bool,
-    /// Use manifest column bounds to skip data files. Turn off for tables whose
+    /// Use manifest column bounds to skip data files, and manifest partition summaries
+    /// to skip data manifests out of the groups' partitions. Turn off for tables whose
     /// writers recorded bounds that are too narrow (iceberg-rust <= 0.10.1 could, for
     /// strings over 64 bytes spread over several row groups).
     pub bound_pruning: bool,
@@ -102,6 +103,8 @@ pub struct ResolveMetrics {
     pub delete_files_read: u64,
     /// Distinct deleted keys over all groups.
     pub delete_keys: u64,
+    /// Live data files read: all of them, or after a scoped read those of the groups'
+    /// partitions (the rest are counted in the report's `skipped_data`).
     pub live_data_files: u64,
     /// Data files in scope of some group (partition and sequence number).
     pub candidate_files: u64,

@@ -84,6 +84,10 @@ import org.apache.parquet.schema.MessageTypeParser;
  *       each old spec, deletes under the current spec for rows of older specs (they do not apply),
  *       and global deletes under the unpartitioned spec while the current spec is partitioned.
  *   <li>{@code drop-key}: equality deletes on (k, tag), then tag dropped from the schema.
+ *   <li>{@code partition-clustered}: identity(p), one append per partition value (a null one
+ *       among them), so each data manifest's partition summary holds one value, as a backfill
+ *       by day writes them; then upserts and deletes of rows in two of the partitions only (the
+ *       null one among them): a converter needs the data manifests of those two alone.
  * </ul>
  */
 final class WriteHistory {
@@ -98,7 +102,8 @@ final class WriteHistory {
           "promote-key",
           "widen-decimal-key",
           "spec-evolution",
-          "drop-key");
+          "drop-key",
+          "partition-clustered");
 
   /** The initial default of the {@code initial-default} case's added column. */
   static final int REGION_DEFAULT = 7;
@@ -154,6 +159,9 @@ final class WriteHistory {
           break;
         case "drop-key":
           h.dropKey();
+          break;
+        case "partition-clustered":
+          h.partitionClustered();
           break;
         default:
           throw new IllegalStateException("unhandled case " + name);
@@ -432,13 +440,31 @@ final class WriteHistory {
       table.refresh();
     }
 
+    void partitionClustered() {
+      Schema schema =
+          new Schema(
+              Types.NestedField.required(1, "k", Types.LongType.get()),
+              Types.NestedField.optional(2, "p", Types.IntegerType.get()),
+              Types.NestedField.optional(3, "v", Types.StringType.get()),
+              Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+      create(schema, PartitionSpec.builderFor(schema).identity("p").build(), Map.of());
+      PartitionSpec spec = table.spec();
+      Integer[] partition = {null};
+      rowValues = kid -> values(1, kid, 2, partition[0], 3, label(kid, commits), 4, commits);
+      for (Integer p : java.util.Arrays.asList(0, 1, 2, 3, null, 4, 5)) {
+        partition[0] = p;
+        step(spec, new int[] {1}, rows / 7, 0, 0, l -> sameValues(l, spec));
+      }
+      // Changes to rows of partitions 4 and null only; updated rows move to partition 4.
+      partition[0] = 4;
+      java.util.function.Predicate<Live> touched =
+          l -> l.values.get(2) == null || Integer.valueOf(4).equals(l.values.get(2));
+      step(spec, new int[] {1}, rows / 20, rows / 14, rows / 28, l -> sameValues(l, spec), touched);
+      step(spec, new int[] {1}, 0, rows / 28, rows / 28, l -> sameValues(l, spec), touched);
+    }
+
     // --- one commit ---------------------------------------------------------------------------
 
-    /**
-     * One RowDelta: {@code inserts} new keys, {@code updates} live keys rewritten (an equality
-     * delete of the old row plus the new row), {@code deletes} live keys deleted; new rows in
-     * {@code dataSpec}, each delete as {@code deleteOf} says.
-     */
     void step(
         PartitionSpec dataSpec,
         int[] eqIds,
@@ -446,7 +472,29 @@ final class WriteHistory {
         int updates,
         int deletes,
         Function<Live, Delete> deleteOf) {
-      List<Long> liveKids = new ArrayList<>(live.keySet());
+      step(dataSpec, eqIds, inserts, updates, deletes, deleteOf, l -> true);
+    }
+
+    /**
+     * One RowDelta: {@code inserts} new keys, {@code updates} live keys rewritten (an equality
+     * delete of the old row plus the new row), {@code deletes} live keys deleted; new rows in
+     * {@code dataSpec}, each delete as {@code deleteOf} says; updated and deleted keys are drawn
+     * from those whose latest row is {@code eligible}.
+     */
+    void step(
+        PartitionSpec dataSpec,
+        int[] eqIds,
+        int inserts,
+        int updates,
+        int deletes,
+        Function<Live, Delete> deleteOf,
+        java.util.function.Predicate<Live> eligible) {
+      List<Long> liveKids = new ArrayList<>();
+      for (Map.Entry<Long, List<Live>> e : live.entrySet()) {
+        if (eligible.test(e.getValue().get(e.getValue().size() - 1))) {
+          liveKids.add(e.getKey());
+        }
+      }
       java.util.Collections.shuffle(liveKids, random);
       int u = Math.min(updates, liveKids.size());
       int d = Math.min(deletes, liveKids.size() - u);

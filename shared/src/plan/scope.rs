@@ -1,0 +1,302 @@
+//! The data a set of delete groups can touch, and which data manifests may hold it.
+//!
+//! An equality delete applies to a data file only when the file is older (a lower data
+//! sequence number) and, unless the delete's spec is unpartitioned, has the same spec
+//! and partition tuple. So a conversion of partitioned groups needs only the data files
+//! of their partitions: a data manifest of another spec, one whose partition summary
+//! rules out every group's tuple, or one holding only files as new as the groups, can
+//! be skipped without being read. On a table of a million files whose deletes land in a
+//! few partitions, that is most of the manifests.
+//!
+//! Pruning here only ever skips what provably cannot match: a bound that is missing or
+//! cannot be decoded, a value of a type not compared here, or a global group means the
+//! manifest is read.
+
+use iceberg::spec::{
+    FieldSummary, Literal, ManifestContentType, ManifestFile, PrimitiveLiteral, Struct,
+};
+
+use super::group::DeleteGroup;
+use super::partition::{normalize_partition, same_partition};
+use crate::table::LiveFile;
+
+/// The data files a conversion needs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DataScope {
+    /// Every data file (a global group applies to every partition).
+    Everything,
+    /// Only data files older than a group of the same spec and partition tuple.
+    Partitions(Vec<PartitionTarget>),
+}
+
+/// One group's partition as far as pruning is concerned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionTarget {
+    pub spec_id: i32,
+    /// The tuple in its widest types (see [`normalize_partition`]).
+    pub partition: Struct,
+    /// Data files at or above this data sequence number are too new for the group.
+    pub max_sequence_number: i64,
+}
+
+impl DataScope {
+    /// The data that `groups` may apply to. No groups need no data at all.
+    pub fn of_groups(groups: &[DeleteGroup]) -> Self {
+        if groups.iter().any(|g| g.global) {
+            return Self::Everything;
+        }
+        let mut targets: Vec<PartitionTarget> = Vec::new();
+        for group in groups {
+            let partition = normalize_partition(&group.partition);
+            // Groups of one partition that differ in equality ids share a target.
+            match targets
+                .iter_mut()
+                .find(|t| t.spec_id == group.spec_id && t.partition == partition)
+            {
+                Some(target) => {
+                    target.max_sequence_number =
+                        target.max_sequence_number.max(group.max_sequence_number)
+                }
+                None => targets.push(PartitionTarget {
+                    spec_id: group.spec_id,
+                    partition,
+                    max_sequence_number: group.max_sequence_number,
+                }),
+            }
+        }
+        Self::Partitions(targets)
+    }
+
+    pub fn is_everything(&self) -> bool {
+        matches!(self, Self::Everything)
+    }
+
+    /// Whether `manifest` may list a data file in scope. Delete manifests are always
+    /// read (their DVs, equality and position deletes are what a conversion merges,
+    /// removes and validates against), so this is only asked of data manifests.
+    pub fn may_hold(&self, manifest: &ManifestFile) -> bool {
+        let targets = match self {
+            Self::Everything => return true,
+            Self::Partitions(targets) => targets,
+        };
+        if manifest.content != ManifestContentType::Data {
+            return true;
+        }
+        targets.iter().any(|target| {
+            target.spec_id == manifest.partition_spec_id
+                // The manifest's oldest live file is as new as the group's deletes.
+                && manifest.min_sequence_number < target.max_sequence_number
+                && summaries_admit(manifest.partitions.as_deref(), &target.partition)
+        })
+    }
+
+    /// Whether a data file is in scope: some target's spec, tuple, and older.
+    pub fn holds(&self, data: &LiveFile) -> bool {
+        match self {
+            Self::Everything => true,
+            Self::Partitions(targets) => targets.iter().any(|target| {
+                data.spec_id == target.spec_id
+                    && data.data_sequence_number < target.max_sequence_number
+                    && same_partition(data.file.partition(), &target.partition)
+            }),
+        }
+    }
+}
+
+/// False only when the manifest's partition summaries prove that none of its files has
+/// the tuple `partition`.
+fn summaries_admit(summaries: Option<&[FieldSummary]>, partition: &Struct) -> bool {
+    let Some(summaries) = summaries else {
+        return true;
+    };
+    if summaries.len() != partition.fields().len() {
+        return true;
+    }
+    summaries
+        .iter()
+        .zip(partition.iter())
+        .all(|(summary, value)| field_admits(summary, value))
+}
+
+fn field_admits(summary: &FieldSummary, value: Option<&Literal>) -> bool {
+    let Some(value) = value else {
+        return summary.contains_null;
+    };
+    let (Some(lower), Some(upper)) = (&summary.lower_bound, &summary.upper_bound) else {
+        // Missing bounds may mean "all null", or a writer that did not write them.
+        return true;
+    };
+    match value {
+        // Normalized: every int-like partition value (int, long, date, time, timestamps,
+        // bucket and the time transforms) is a long; its bounds are 4- or 8-byte
+        // little-endian, 4 for a manifest written before a promotion.
+        Literal::Primitive(PrimitiveLiteral::Long(v)) => {
+            match (integer_bound(lower), integer_bound(upper)) {
+                (Some(lo), Some(hi)) => lo <= *v && *v <= hi,
+                _ => true,
+            }
+        }
+        // Strings compare by their UTF-8 bytes, as Iceberg orders them.
+        Literal::Primitive(PrimitiveLiteral::String(v)) => {
+            lower.as_slice() <= v.as_bytes() && v.as_bytes() <= upper.as_slice()
+        }
+        _ => true,
+    }
+}
+
+fn integer_bound(bytes: &[u8]) -> Option<i64> {
+    match bytes.len() {
+        4 => Some(i64::from(i32::from_le_bytes(bytes.try_into().ok()?))),
+        8 => Some(i64::from_le_bytes(bytes.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{ManifestContentType, ManifestFile};
+    use serde_bytes::ByteBuf;
+
+    use super::*;
+
+    fn manifest(spec_id: i32, min_seq: i64, partitions: Option<Vec<FieldSummary>>) -> ManifestFile {
+        ManifestFile {
+            manifest_path: "m.avro".into(),
+            manifest_length: 1,
+            partition_spec_id: spec_id,
+            content: ManifestContentType::Data,
+            sequence_number: min_seq,
+            min_sequence_number: min_seq,
+            added_snapshot_id: 1,
+            added_files_count: Some(1),
+            existing_files_count: Some(0),
+            deleted_files_count: Some(0),
+            added_rows_count: Some(1),
+            existing_rows_count: Some(0),
+            deleted_rows_count: Some(0),
+            partitions,
+            key_metadata: None,
+            first_row_id: None,
+        }
+    }
+
+    fn ints(lo: i32, hi: i32, contains_null: bool) -> FieldSummary {
+        FieldSummary {
+            contains_null,
+            contains_nan: None,
+            lower_bound: Some(ByteBuf::from(lo.to_le_bytes().to_vec())),
+            upper_bound: Some(ByteBuf::from(hi.to_le_bytes().to_vec())),
+        }
+    }
+
+    fn strings(lo: &str, hi: &str) -> FieldSummary {
+        FieldSummary {
+            contains_null: false,
+            contains_nan: None,
+            lower_bound: Some(ByteBuf::from(lo.as_bytes().to_vec())),
+            upper_bound: Some(ByteBuf::from(hi.as_bytes().to_vec())),
+        }
+    }
+
+    fn target(spec_id: i32, values: Vec<Option<PrimitiveLiteral>>, seq: i64) -> DataScope {
+        let partition: Struct = values
+            .into_iter()
+            .map(|v| v.map(Literal::Primitive))
+            .collect();
+        DataScope::Partitions(vec![PartitionTarget {
+            spec_id,
+            partition: normalize_partition(&partition),
+            max_sequence_number: seq,
+        }])
+    }
+
+    #[test]
+    fn bounds_rule_a_manifest_in_or_out() {
+        use PrimitiveLiteral::*;
+        let bucket3 = target(0, vec![Some(Int(3))], 10);
+        assert!(bucket3.may_hold(&manifest(0, 1, Some(vec![ints(0, 15, false)]))));
+        assert!(bucket3.may_hold(&manifest(0, 1, Some(vec![ints(3, 3, false)]))));
+        assert!(!bucket3.may_hold(&manifest(0, 1, Some(vec![ints(4, 15, false)]))));
+        assert!(!bucket3.may_hold(&manifest(0, 1, Some(vec![ints(0, 2, false)]))));
+        // Another spec's files never match; nor do files as new as the deletes.
+        assert!(!bucket3.may_hold(&manifest(1, 1, Some(vec![ints(0, 15, false)]))));
+        assert!(!bucket3.may_hold(&manifest(0, 10, Some(vec![ints(0, 15, false)]))));
+        assert!(bucket3.may_hold(&manifest(0, 9, Some(vec![ints(0, 15, false)]))));
+        // 8-byte bounds (a long field) against a tuple written as an int, and the reverse.
+        let long_bounds = FieldSummary {
+            contains_null: false,
+            contains_nan: None,
+            lower_bound: Some(ByteBuf::from(5i64.to_le_bytes().to_vec())),
+            upper_bound: Some(ByteBuf::from(9i64.to_le_bytes().to_vec())),
+        };
+        assert!(!bucket3.may_hold(&manifest(0, 1, Some(vec![long_bounds.clone()]))));
+        assert!(target(0, vec![Some(Long(7))], 10).may_hold(&manifest(
+            0,
+            1,
+            Some(vec![long_bounds])
+        )));
+        assert!(!target(0, vec![Some(Long(70))], 10).may_hold(&manifest(
+            0,
+            1,
+            Some(vec![ints(0, 15, false)])
+        )));
+        // Strings by their bytes; every field must admit the tuple.
+        let two = |lo, hi| manifest(0, 1, Some(vec![ints(0, 15, false), strings(lo, hi)]));
+        let eu = target(0, vec![Some(Int(3)), Some(String("eu".into()))], 10);
+        assert!(eu.may_hold(&two("ap", "us")));
+        assert!(!eu.may_hold(&two("fr", "us")));
+        assert!(!eu.may_hold(&two("ap", "ea")));
+    }
+
+    #[test]
+    fn what_cannot_be_decided_is_read() {
+        use PrimitiveLiteral::*;
+        let bucket3 = target(0, vec![Some(Int(3))], 10);
+        // No summaries, a summary per field missing, missing bounds, odd byte lengths.
+        assert!(bucket3.may_hold(&manifest(0, 1, None)));
+        assert!(bucket3.may_hold(&manifest(0, 1, Some(vec![]))));
+        let no_bounds = FieldSummary {
+            contains_null: true,
+            contains_nan: None,
+            lower_bound: None,
+            upper_bound: None,
+        };
+        assert!(bucket3.may_hold(&manifest(0, 1, Some(vec![no_bounds]))));
+        let odd = FieldSummary {
+            contains_null: false,
+            contains_nan: None,
+            lower_bound: Some(ByteBuf::from(vec![1, 2, 3])),
+            upper_bound: Some(ByteBuf::from(vec![1, 2, 3])),
+        };
+        assert!(bucket3.may_hold(&manifest(0, 1, Some(vec![odd]))));
+        // Types not compared here are read.
+        let decimal = target(0, vec![Some(Int128(5))], 10);
+        assert!(decimal.may_hold(&manifest(0, 1, Some(vec![ints(100, 200, false)]))));
+        // A global group needs everything; delete manifests are always read.
+        assert!(DataScope::Everything.may_hold(&manifest(7, 99, Some(vec![ints(0, 0, false)]))));
+        let mut deletes = manifest(1, 99, Some(vec![ints(9, 9, false)]));
+        deletes.content = ManifestContentType::Deletes;
+        assert!(bucket3.may_hold(&deletes));
+    }
+
+    #[test]
+    fn a_null_partition_value_needs_a_manifest_holding_nulls() {
+        let null = target(0, vec![None], 10);
+        assert!(!null.may_hold(&manifest(0, 1, Some(vec![ints(0, 15, false)]))));
+        assert!(null.may_hold(&manifest(0, 1, Some(vec![ints(0, 15, true)]))));
+        let all_null = FieldSummary {
+            contains_null: true,
+            contains_nan: None,
+            lower_bound: None,
+            upper_bound: None,
+        };
+        assert!(null.may_hold(&manifest(0, 1, Some(vec![all_null]))));
+    }
+
+    #[test]
+    fn no_groups_need_no_data() {
+        let none = DataScope::of_groups(&[]);
+        assert!(!none.may_hold(&manifest(0, 1, None)));
+        assert!(!none.is_everything());
+    }
+}
