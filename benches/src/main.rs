@@ -1,10 +1,11 @@
 //! `eqdv-bench`: the Rust side of the benchmark harness (benches/run drives it).
 //!
-//! `build-base` and `build-scenario` make the tables; `reset`, `convert`, `floor`,
+//! `build-base` and `build-scenario` make the tables (`build-big` the million-file one); `reset`, `convert`, `floor`,
 //! `read-iceberg` and `read-eqdv` are the measured runs, one process each, so the
 //! driver measures each one's wall time, CPU time and peak RSS on its own. Every
 //! command prints one JSON object on stdout.
 
+mod big_table;
 mod runs;
 mod tables;
 
@@ -62,6 +63,26 @@ enum Command {
         /// Also delete this many keys that no row holds (long keys, unpartitioned).
         #[arg(long, default_value_t = 0)]
         absent: u64,
+    },
+    /// Creates `bench.big`: DAYS x FILES_PER_DAY data files, one append (one data
+    /// manifest) a day, equality deletes in the last TOUCHED_DAYS days; only those
+    /// days' data files are written.
+    BuildBig {
+        #[arg(long)]
+        warehouse: PathBuf,
+        #[arg(long)]
+        days: u32,
+        #[arg(long)]
+        files_per_day: u32,
+        #[arg(long)]
+        rows_per_file: u32,
+        #[arg(long)]
+        touched_days: u32,
+        #[arg(long)]
+        keys_per_day: u32,
+        /// Files written at once.
+        #[arg(long, default_value_t = 8)]
+        jobs: usize,
     },
     /// Points a scenario's table back at its state with equality deletes.
     Reset {
@@ -155,6 +176,24 @@ async fn main() -> Result<()> {
                 "truth_files": s.truth_files.len(),
                 "metadata_before": s.metadata_before,
             })
+        }
+        Command::BuildBig {
+            warehouse,
+            days,
+            files_per_day,
+            rows_per_file,
+            touched_days,
+            keys_per_day,
+            jobs,
+        } => {
+            let layout = big_table::BigLayout {
+                days,
+                files_per_day,
+                rows_per_file,
+                touched_days,
+                keys_per_day,
+            };
+            serde_json::to_value(big_table::build_big(&warehouse, &layout, jobs).await?)?
         }
         Command::Reset { scenario } => runs::reset(&read_scenario(&scenario)?).await?,
         Command::Convert {

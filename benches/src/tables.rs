@@ -148,14 +148,14 @@ fn buckets_of(key: KeyKind, buckets: u32, rows: &[u64]) -> Result<Vec<i32>> {
     Ok(out.values().to_vec())
 }
 
-fn writer_props(max_rows_per_group: usize) -> WriterProperties {
+pub(crate) fn writer_props(max_rows_per_group: usize) -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(max_rows_per_group))
         .build()
 }
 
-fn warehouse_catalog(warehouse: &Path) -> Result<SqliteCatalog> {
+pub(crate) fn warehouse_catalog(warehouse: &Path) -> Result<SqliteCatalog> {
     Ok(SqliteCatalog::open_warehouse(warehouse)?)
 }
 
@@ -197,7 +197,7 @@ async fn commit(
 }
 
 /// Writes one Parquet file with the iceberg writer (which records the column metrics).
-async fn write_parquet(
+pub(crate) async fn write_parquet(
     file_io: &iceberg::io::FileIO,
     path: &str,
     props: WriterProperties,
@@ -457,7 +457,7 @@ fn pick_rows(spec: &DeleteSpec, total: u64) -> Result<Vec<u64>> {
 
 /// Writes one equality delete file on `k` (field 1) of `keys`, one batch an array, in
 /// `dir` under the table's data directory; returns its entry and its local path.
-async fn write_delete_file(
+pub(crate) async fn write_delete_file(
     table: &LoadedTable,
     dir: Option<&str>,
     eq_schema: &SchemaRef,

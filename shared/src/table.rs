@@ -253,7 +253,7 @@ pub struct TableFiles {
 }
 
 /// Data a scoped read did not read or keep.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SkippedData {
     /// Data manifests not read: their summaries rule out every partition in scope.
     pub manifests: usize,

@@ -210,6 +210,13 @@ pub fn print_plan(plan: &Plan, json: bool) -> Result<()> {
         .row("live equality delete files", plan.equality_delete_files)
         .row("equality delete rows", plan.equality_delete_rows)
         .row("groups", plan.groups)
+        .row(
+            "out of scope: data manifests / files skipped",
+            format!(
+                "{} / {}",
+                plan.skipped_data.manifests, plan.skipped_data.files
+            ),
+        )
         .row("shards", plan.shards.len());
     s.print();
     if !plan.shards.is_empty() {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::catalog::TableName;
-use crate::table::{LoadedTable, TableFiles};
+use crate::table::{LoadedTable, SkippedData, TableFiles};
 
 pub use group::{DeleteGroup, group_equality_deletes};
 pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
@@ -62,6 +62,9 @@ pub struct Plan {
     pub equality_delete_files: usize,
     pub equality_delete_rows: u64,
     pub groups: usize,
+    /// The data the plan did not need read (see [`read_for_plan`]).
+    #[serde(default)]
+    pub skipped_data: SkippedData,
     pub shards: Vec<Shard>,
 }
 
@@ -97,6 +100,7 @@ pub fn plan(
         equality_delete_files: files.equality_deletes.len(),
         equality_delete_rows: groups.iter().map(DeleteGroup::delete_rows).sum(),
         groups: groups.len(),
+        skipped_data: files.skipped_data,
         shards: Vec::new(),
     };
     let Some(base_snapshot_id) = files.snapshot_id else {
