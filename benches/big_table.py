@@ -3,7 +3,10 @@ reuses) `bench.big` with eqdv-bench's `build-big` (one data manifest per day, da
 real only in the days the equality deletes touch), then times, for each binary side by
 side: `eqdv plan` (the planner's load and plan), `eqdv convert --dry-run` of the whole
 table, and `eqdv convert --dry-run` of one shard of a plan with one partition per shard
-(a converter's fixed cost: load, read and plan, with a shard's resolve on top). Each run
+(a converter's fixed cost: load, read and plan, with a shard's resolve on top), on two
+tables of the same size: "clustered" (one append a day: each data manifest holds one
+partition) and "spread" (every append writes into every day: each manifest spans every
+partition, and summaries rule out nothing). Each run
 is its own process measured with wait4 (bench.measure). The warehouse is on local disk:
 what this measures is the metadata's cost, in CPU and memory, not S3's round trips.
 
@@ -25,7 +28,7 @@ import subprocess  # noqa: E402
 from bench import log, machine, measure, run_json, spec_hash  # noqa: E402
 
 # Bump when build-big changes what it writes: a cached table is rebuilt.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 TABLE = "bench.big"
 
 
@@ -45,7 +48,8 @@ def ensure_table(args, layout):
                       "--days", str(layout["days"]), "--files-per-day", str(layout["files_per_day"]),
                       "--rows-per-file", str(layout["rows_per_file"]),
                       "--touched-days", str(layout["touched_days"]),
-                      "--keys-per-day", str(layout["keys_per_day"])])
+                      "--keys-per-day", str(layout["keys_per_day"]),
+                      *([] if layout["clustered"] else ["--spread"])])
     open(done, "w").close()
     log(f"built in {built['build_s']:.0f} s")
     return warehouse, built
@@ -72,16 +76,27 @@ def main():
     parser.add_argument("--touched-days", type=int, default=4)
     parser.add_argument("--keys-per-day", type=int, default=200)
     args = parser.parse_args()
-    layout = dict(days=args.days, files_per_day=args.files_per_day, rows_per_file=args.rows_per_file,
-                  touched_days=args.touched_days, keys_per_day=args.keys_per_day)
     binaries = [tuple(b.split("=", 1)) for b in args.bin]
     os.makedirs(args.data, exist_ok=True)
-    warehouse, built = ensure_table(args, layout)
-    table_dir = os.path.join(warehouse, "bench", "big")
     results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-               "binaries": json.loads(args.bin_info), "table": built,
-               "manifest_bytes": tree_bytes(warehouse, ".avro"),
+               "binaries": json.loads(args.bin_info), "tables": {},
                "storage": "local disk (SQLite catalog), files in the page cache", "runs": []}
+    # Clustered: one manifest a day. Spread: every manifest spans every day.
+    for name, clustered in (("clustered", True), ("spread", False)):
+        layout = dict(days=args.days, files_per_day=args.files_per_day if clustered else args.days,
+                      rows_per_file=args.rows_per_file, touched_days=args.touched_days,
+                      keys_per_day=args.keys_per_day, clustered=clustered)
+        warehouse, built = ensure_table(args, layout)
+        built["manifest_bytes"] = tree_bytes(warehouse, ".avro")
+        results["tables"][name] = built
+        run_layout(args, binaries, name, warehouse, results)
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=1)
+    log(f"done -> {args.out}")
+
+
+def run_layout(args, binaries, layout, warehouse, results):
     common = ["--warehouse", warehouse, "--table", TABLE, "--json"]
 
     # One partition a shard: a converter's shard is then one day of the table.
@@ -104,15 +119,11 @@ def main():
                 ("shard", [path, "convert", *common, "--dry-run", "--plan", plan_file,
                            "--shard-id", shard_id]),
             ):
-                run = measure(cmd, f"{name} {kind} #{rep + 1}", timeout=900)
-                run.update(binary=name, kind=kind, rep=rep)
+                run = measure(cmd, f"{layout}: {name} {kind} #{rep + 1}", timeout=900)
+                run.update(layout=layout, binary=name, kind=kind, rep=rep)
                 results["runs"].append(run)
                 with open(args.out, "w") as f:
                     json.dump(results, f, indent=1)
-    results["machine"]["loadavg_end"] = os.getloadavg()
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    log(f"done -> {args.out} (table under {table_dir})")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,52 @@ def runs_tables(results, table):
     return "".join(md)
 
 
+# Issue 13's target: eqdv's resolve within this factor of the S3 floor.
+FLOOR_TARGET = 1.3
+
+
+def floor_table(results, table):
+    """The S3 floor of the first table's resolve against eqdv's, per latency."""
+    floors = results.get("floor")
+    if not floors:
+        return ""
+    md = [
+        "### Against the S3 floor\n\n"
+        "The floor (`eqdv-bench s3-floor`) knows in advance which data files truly hold a deleted key, "
+        "which of their row groups, and where each key column chunk sits (an untimed preparation finds "
+        "them); timed in-process, it fetches every equality delete file and every such key column chunk "
+        "at once, one request each with up to 64 in flight, then decodes the keys and probes the chunks. "
+        "eqdv's figure is the resolve phase of `current` at parallelism 64 (`phases.resolve_ms`: keys "
+        "loaded, candidates pruned, footers and key columns read, positions merged), the median run; "
+        f"the target is at most {FLOOR_TARGET}x the floor.\n\n"
+        "| latency | floor requests | floor MB | floor ms min / median / max | of which fetching (median) "
+        "| positions (floor / eqdv) | eqdv resolve ms (median) | eqdv / floor | target |\n"
+        "|---|---:|---:|---|---:|---:|---:|---:|---|\n"
+    ]
+    for floor in floors:
+        latency = floor["latency_ms"]
+        o = floor.get("out")
+        if not o:
+            md.append(f"| {fmt_latency(latency)} | failed: {floor.get('error', '')[-150:]} | | | | | | | |\n")
+            continue
+        totals = sorted(r["total_ms"] for r in o["runs"])
+        fetch = statistics.median(r["fetch_ms"] for r in o["runs"])
+        eqdv = [r for r in results["runs"] if r.get("table", table) == table and r["latency_ms"] == latency
+                and r["parallelism"] == 64 and r["binary"] == "current" and "out" in r]
+        resolve = statistics.median(r["out"]["phases"]["resolve_ms"] for r in eqdv) if eqdv else None
+        floor_ms = statistics.median(totals)
+        ratio = resolve / floor_ms if resolve else None
+        md.append(
+            f"| {fmt_latency(latency)} | {o['requests']:,} | {o['bytes_fetched'] / 1e6:.1f} "
+            f"| {totals[0]:.0f} / {floor_ms:.0f} / {totals[-1]:.0f} | {fetch:.0f} "
+            f"| {o['positions_matched']:,} / {o['eqdv_positions']:,} "
+            f"| {f'{resolve:.0f}' if resolve else '–'} | {f'{ratio:.2f}x' if ratio else '–'} "
+            f"| {('met' if ratio <= FLOOR_TARGET else 'missed') if ratio else '–'} |\n"
+        )
+    md.append("\n")
+    return "".join(md)
+
+
 def section(results):
     md = [BEGIN, "## Through S3 latency: the table of issue 13 on Glue + MinIO behind Toxiproxy\n\n"]
     gen = results["table"].get("generated", {})
@@ -118,6 +164,7 @@ def section(results):
 
     first = results["table"]["name"]
     md.append(runs_tables(results, first))
+    md.append(floor_table(results, first))
     streamed = results.get("streamed")
     if streamed:
         conv = streamed.get("converted", {})

@@ -5,7 +5,12 @@ binary under test and a baseline binary side by side. Each run is its own proces
 measured with wait4 (bench.measure); MinIO's audit webhook counts its S3 requests by
 kind. Glue is reached directly: only S3 goes through the proxy.
 
+With --floor-bin (eqdv-bench), also the S3 floor of the first table's resolve at each
+latency (`eqdv-bench s3-floor`: the delete files and the key column chunks that truly
+hold a key fetched at once, decoded and probed; timed in-process, its preparation not).
+
 Usage: s3_latency.py --bin NAME=PATH [--bin NAME=PATH ...] --toxiproxy PATH --out RESULTS.json
+                     [--floor-bin PATH]
 """
 
 import argparse
@@ -38,6 +43,9 @@ PARALLELISMS = [None, 64]  # None: eqdv's default
 # The streamed table runs at 64 only: both binaries then read as many files at once, and
 # what differs is how they read the DVs they merge with.
 STREAMED_PARALLELISMS = [64]
+# The floor's requests in flight: as many as eqdv's default, so that the floor is what
+# eqdv's own setting could reach at best.
+FLOOR_PARALLELISM = 64
 BANDWIDTH_KBPS = 80_000  # Toxiproxy's rate is in KB/s: 80 MB/s per connection
 
 
@@ -217,6 +225,7 @@ def main():
     parser.add_argument("--toxiproxy", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--floor-bin", help="eqdv-bench, for the S3 floor")
     args = parser.parse_args()
     binaries = [tuple(b.split("=", 1)) for b in args.bin]
     results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -260,6 +269,21 @@ def main():
         results["streamed"] = streamed
         audit.take()
         # The bucket is only read from here on: every timed convert is a dry run.
+        if args.floor_bin:
+            results["floor"] = []
+            for latency in LATENCIES_MS:
+                if latency is None:
+                    os.environ["AWS_ENDPOINT_URL_S3"] = direct
+                else:
+                    proxy.set_latency(latency)
+                    os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+                label = f"floor {TABLE} {'direct' if latency is None else f'{latency} ms'}"
+                run = measure([args.floor_bin, "s3-floor", "--warehouse", warehouse, "--table", TABLE,
+                               "--parallelism", str(FLOOR_PARALLELISM), "--reps", str(args.reps)],
+                              label, timeout=900)
+                run.update(table=TABLE, latency_ms=latency)
+                results["floor"].append(run)
+                audit.take(quiet_s=0.2)
         for rep in range(args.reps):
             for latency in LATENCIES_MS:
                 if latency is None:

@@ -43,6 +43,11 @@ pub struct BigLayout {
     /// The most recent days get equality deletes (and real data files).
     pub touched_days: u32,
     pub keys_per_day: u32,
+    /// True: append `c` writes day `c` (each data manifest holds one partition, as a
+    /// table loaded day by day has). False: every append writes one file into every
+    /// day, `files_per_day == days` (each manifest spans every partition, as a
+    /// streaming table bucketed by key has): there summaries rule out nothing.
+    pub clustered: bool,
 }
 
 impl BigLayout {
@@ -57,12 +62,30 @@ impl BigLayout {
         if self.keys_per_day == 0 || u64::from(self.keys_per_day) > rows_per_day {
             bail!("keys per day must be 1..={rows_per_day}");
         }
+        if !self.clustered && self.files_per_day != self.days {
+            bail!("a table that is not clustered needs files per day = days");
+        }
         Ok(())
     }
 
-    fn first_row(&self, day: u32, file: u32) -> u64 {
-        (u64::from(day) * u64::from(self.files_per_day) + u64::from(file))
+    /// The first row (and key) of file `file` of append `commit`.
+    fn first_row(&self, commit: u32, file: u32) -> u64 {
+        (u64::from(commit) * u64::from(self.files_per_day) + u64::from(file))
             * u64::from(self.rows_per_file)
+    }
+
+    /// The day (partition) of file `file` of append `commit`.
+    fn day_of(&self, commit: u32, file: u32) -> u32 {
+        if self.clustered { commit } else { file }
+    }
+
+    /// The files of `day`, as (append, file), in append order.
+    fn files_of(&self, day: u32) -> Vec<(u32, u32)> {
+        if self.clustered {
+            (0..self.files_per_day).map(|f| (day, f)).collect()
+        } else {
+            (0..self.days).map(|c| (c, day)).collect()
+        }
     }
 
     fn is_touched(&self, day: u32) -> bool {
@@ -153,12 +176,13 @@ async fn real_file(
     table: &LoadedTable,
     layout: &BigLayout,
     spec_id: i32,
-    day: u32,
+    commit: u32,
     file: u32,
 ) -> Result<DataFile> {
+    let day = layout.day_of(commit, file);
     let schema = table.metadata.current_schema().clone();
     let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?);
-    let first = layout.first_row(day, file);
+    let first = layout.first_row(commit, file);
     let rows: Vec<u64> = (first..first + u64::from(layout.rows_per_file)).collect();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|&i| i as i64))),
@@ -194,7 +218,11 @@ async fn real_file(
 
 /// Commits `changes` on the head; the base is the head's manifest list alone (nothing of
 /// the data is read, so the snapshot's data totals come from the parent's summary).
-async fn commit(catalog: &dyn Catalog, name: &TableName, changes: &SnapshotChanges) -> Result<()> {
+async fn commit_on_head(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    changes: &SnapshotChanges,
+) -> Result<()> {
     let table = LoadedTable::load(catalog, name).await?;
     let (base, ()) = TableFiles::read_scoped(&table, table.head("main")?.as_ref(), |_| {
         Ok((DataScope::Partitions(Vec::new()), ()))
@@ -229,28 +257,29 @@ pub async fn build_big(warehouse: &Path, layout: &BigLayout, jobs: usize) -> Res
     let spec_id = table.metadata.default_partition_spec_id();
     let location = table.location().to_string();
     let mut real = 0u64;
-    for day in 0..layout.days {
-        let files: Vec<DataFile> = if layout.is_touched(day) {
-            real += u64::from(layout.files_per_day);
-            futures::stream::iter(
-                (0..layout.files_per_day).map(|f| real_file(&table, layout, spec_id, day, f)),
-            )
-            .buffered(jobs.max(1))
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<Result<_>>()?
-        } else {
-            (0..layout.files_per_day)
-                .map(|f| absent_file(layout, &location, spec_id, day, f))
-                .collect::<Result<_>>()?
-        };
+    for commit in 0..layout.days {
+        let (touched, absent): (Vec<u32>, Vec<u32>) =
+            (0..layout.files_per_day).partition(|&f| layout.is_touched(layout.day_of(commit, f)));
+        real += touched.len() as u64;
+        let mut files: Vec<DataFile> = futures::stream::iter(
+            touched
+                .into_iter()
+                .map(|f| real_file(&table, layout, spec_id, commit, f)),
+        )
+        .buffered(jobs.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+        for f in absent {
+            files.push(absent_file(layout, &location, spec_id, commit, f)?);
+        }
         let mut append = SnapshotChanges::new(Operation::Append);
         append.added_data_files = files
             .into_iter()
             .map(|file| AddedFile { spec_id, file })
             .collect();
-        commit(&catalog, &name, &append).await?;
+        commit_on_head(&catalog, &name, &append).await?;
     }
 
     // One equality delete file per touched day, its keys spread over the day's rows.
@@ -266,10 +295,15 @@ pub async fn build_big(warehouse: &Path, layout: &BigLayout, jobs: usize) -> Res
     let stride = rows_per_day / u64::from(layout.keys_per_day);
     let mut deletes = SnapshotChanges::new(Operation::Delete);
     for day in layout.days - layout.touched_days..layout.days {
-        let first = layout.first_row(day, 0);
+        let day_files = layout.files_of(day);
+        let rows = u64::from(layout.rows_per_file);
         let keys: ArrayRef = Arc::new(Int64Array::from_iter_values(
-            (0..u64::from(layout.keys_per_day))
-                .map(|j| (first + j * stride + j % stride.max(1)) as i64),
+            (0..u64::from(layout.keys_per_day)).map(|j| {
+                // The j-th of keys_per_day rows spread evenly over the day's rows.
+                let q = j * stride + j % stride.max(1);
+                let (commit, file) = day_files[(q / rows) as usize];
+                (layout.first_row(commit, file) + q % rows) as i64
+            }),
         ));
         let (file, _) = write_delete_file(
             &table,
@@ -282,7 +316,7 @@ pub async fn build_big(warehouse: &Path, layout: &BigLayout, jobs: usize) -> Res
         .await?;
         deletes.added_delete_files.push(file);
     }
-    commit(&catalog, &name, &deletes).await?;
+    commit_on_head(&catalog, &name, &deletes).await?;
 
     let big = BigTable {
         layout: layout.clone(),

@@ -1,12 +1,13 @@
 //! `eqdv-bench`: the Rust side of the benchmark harness (benches/run drives it).
 //!
-//! `build-base` and `build-scenario` make the tables (`build-big` the million-file one); `reset`, `convert`, `floor`,
+//! `build-base` and `build-scenario` make the tables (`build-big` the million-file one); `reset`, `convert`, `floor`, `s3-floor`,
 //! `read-iceberg` and `read-eqdv` are the measured runs, one process each, so the
 //! driver measures each one's wall time, CPU time and peak RSS on its own. Every
 //! command prints one JSON object on stdout.
 
 mod big_table;
 mod runs;
+mod s3_floor;
 mod tables;
 
 use std::path::PathBuf;
@@ -80,6 +81,10 @@ enum Command {
         touched_days: u32,
         #[arg(long)]
         keys_per_day: u32,
+        /// Every append writes one file into every day (needs FILES_PER_DAY = DAYS):
+        /// manifests that span every partition, instead of one day each.
+        #[arg(long)]
+        spread: bool,
         /// Files written at once.
         #[arg(long, default_value_t = 8)]
         jobs: usize,
@@ -112,6 +117,18 @@ enum Command {
         scenario: PathBuf,
         #[arg(long, default_value_t = 2)]
         threads: usize,
+    },
+    /// The S3 floor of a Glue table's resolve (benches/s3_latency): the delete files and
+    /// the key column chunks that hold a deleted key, fetched at once, decoded, probed.
+    S3Floor {
+        #[arg(long)]
+        warehouse: String,
+        #[arg(long)]
+        table: String,
+        #[arg(long, default_value_t = 64)]
+        parallelism: usize,
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
     },
     /// iceberg-rust's scan of a metadata file (optionally one snapshot): rows and sum(v).
     ReadIceberg {
@@ -184,6 +201,7 @@ async fn main() -> Result<()> {
             rows_per_file,
             touched_days,
             keys_per_day,
+            spread,
             jobs,
         } => {
             let layout = big_table::BigLayout {
@@ -192,6 +210,7 @@ async fn main() -> Result<()> {
                 rows_per_file,
                 touched_days,
                 keys_per_day,
+                clustered: !spread,
             };
             serde_json::to_value(big_table::build_big(&warehouse, &layout, jobs).await?)?
         }
@@ -214,6 +233,12 @@ async fn main() -> Result<()> {
             let scenario = read_scenario(&scenario)?;
             tokio::task::spawn_blocking(move || runs::run_floor(&scenario, threads)).await??
         }
+        Command::S3Floor {
+            warehouse,
+            table,
+            parallelism,
+            reps,
+        } => s3_floor::run(&warehouse, &table, parallelism, reps).await?,
         Command::ReadIceberg { metadata, snapshot } => {
             runs::read_iceberg(&metadata, snapshot).await?
         }

@@ -1,0 +1,314 @@
+//! The S3 floor of a resolve: what no converter can beat on a given table and storage.
+//! Knowing in advance (from a preparation that is not timed) which data files truly
+//! hold a deleted key, which of their row groups, and where each key column chunk sits,
+//! the floor fetches every equality delete file and every such key column chunk at once
+//! (one request each, up to PARALLELISM in flight), then decodes the keys and probes the
+//! chunks. eqdv must also find those files, read footers and prune; the floor does not.
+//!
+//! One equality column of type long or string (the tables benches/s3_latency makes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use bytes::{Buf, Bytes};
+use eqdv::catalog::{GlueCatalog, GlueConfig, TableName};
+use eqdv::plan::group_equality_deletes;
+use eqdv::resolve::{ResolveOptions, resolve};
+use eqdv::table::{LoadedTable, TableFiles};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::reader::{ChunkReader, Length};
+use serde_json::{Value, json};
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Long(i64),
+    Str(String),
+}
+
+fn keys_of(column: &ArrayRef) -> Result<Vec<Option<Key>>> {
+    Ok(match column.data_type() {
+        DataType::Int64 => column
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|v| v.map(Key::Long))
+            .collect(),
+        DataType::Utf8 => column
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.map(|s| Key::Str(s.to_string())))
+            .collect(),
+        other => bail!("the floor compares long and string keys, not {other}"),
+    })
+}
+
+/// What one request of the floor fetched.
+enum Fetched {
+    Delete(usize),
+    Chunk(usize),
+}
+
+/// A data file's key column chunk of one row group that holds a deleted key.
+struct Chunk {
+    file: usize,
+    row_group: usize,
+    start: u64,
+    len: u64,
+}
+
+/// A truth file: its footer (known in advance), key column leaf and data sequence number.
+struct TruthFile {
+    path: String,
+    size: u64,
+    metadata: Arc<ParquetMetaData>,
+    leaf: usize,
+    data_sequence_number: i64,
+}
+
+/// The fetched byte ranges of one file, read as the file by the Parquet reader (which
+/// asks only for the ranges of the projected column chunks).
+struct Sparse {
+    len: u64,
+    parts: Vec<(u64, Bytes)>,
+}
+
+impl Sparse {
+    fn part(&self, start: u64, length: u64) -> parquet::errors::Result<Bytes> {
+        for (at, bytes) in &self.parts {
+            if start >= *at && start + length <= at + bytes.len() as u64 {
+                let from = (start - at) as usize;
+                return Ok(bytes.slice(from..from + length as usize));
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!(
+            "range {start}+{length} was not fetched"
+        )))
+    }
+}
+
+impl Length for Sparse {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+impl ChunkReader for Sparse {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        for (at, bytes) in &self.parts {
+            if start >= *at && start < at + bytes.len() as u64 {
+                return Ok(bytes.slice((start - at) as usize..).reader());
+            }
+        }
+        Err(parquet::errors::ParquetError::General(format!(
+            "offset {start} was not fetched"
+        )))
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        self.part(start, length as u64)
+    }
+}
+
+fn column_by_name(metadata: &ParquetMetaData, name: &str) -> Result<usize> {
+    metadata
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.path().parts() == [name.to_string()])
+        .ok_or_else(|| anyhow!("no column {name}"))
+}
+
+/// Prepares the floor of `table`'s resolve (through eqdv, untimed), then runs it `reps`
+/// times with `parallelism` requests in flight.
+pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) -> Result<Value> {
+    let catalog = GlueCatalog::connect(GlueConfig {
+        warehouse: Some(warehouse.to_string()),
+        ..Default::default()
+    })
+    .await?;
+    let name = TableName::parse(table)?;
+    let table = LoadedTable::load(&catalog, &name).await?;
+    let files = TableFiles::read(&table, table.head("main")?.as_ref()).await?;
+    if !files.dvs.is_empty() || !files.position_deletes.is_empty() {
+        bail!("the floor needs a table without DVs or position deletes");
+    }
+    let groups = group_equality_deletes(&table, &files)?;
+    let ids: Vec<i32> = groups.iter().flat_map(|g| g.equality_ids.clone()).collect();
+    let key_id = match ids.first() {
+        Some(id)
+            if ids.iter().all(|i| i == id) && groups.iter().all(|g| g.equality_ids.len() == 1) =>
+        {
+            *id
+        }
+        _ => bail!("the floor needs one equality column shared by every group"),
+    };
+    let key_name = table
+        .metadata
+        .current_schema()
+        .field_by_id(key_id)
+        .ok_or_else(|| anyhow!("no field {key_id}"))?
+        .name
+        .clone();
+    // The truth: which files and row groups hold a deleted key (eqdv's answer).
+    let resolved = resolve(&table, &files, &groups, &ResolveOptions::default()).await?;
+    let positions: u64 = resolved.positions.values().map(|p| p.len()).sum();
+    let seq_of: HashMap<&str, i64> = files
+        .data_files
+        .iter()
+        .map(|f| (f.path(), f.data_sequence_number))
+        .collect();
+    let mut truth = Vec::new();
+    let mut chunks = Vec::new();
+    for (path, deleted) in &resolved.positions {
+        let bytes = table.file_io.new_input(path)?.read().await?;
+        let metadata = Arc::new(ParquetMetaDataReader::new().parse_and_finish(&bytes)?);
+        let leaf = column_by_name(&metadata, &key_name).with_context(|| path.clone())?;
+        let mut first = 0u64;
+        for (rg, row_group) in metadata.row_groups().iter().enumerate() {
+            let rows = row_group.num_rows() as u64;
+            let before = if first == 0 {
+                0
+            } else {
+                deleted.rank(first - 1)
+            };
+            if rows > 0 && deleted.rank(first + rows - 1) > before {
+                let (start, len) = row_group.column(leaf).byte_range();
+                chunks.push(Chunk {
+                    file: truth.len(),
+                    row_group: rg,
+                    start,
+                    len,
+                });
+            }
+            first += rows;
+        }
+        truth.push(TruthFile {
+            path: path.clone(),
+            size: bytes.len() as u64,
+            metadata,
+            leaf,
+            data_sequence_number: *seq_of
+                .get(path.as_str())
+                .ok_or_else(|| anyhow!("{path} is not live"))?,
+        });
+    }
+    let deletes: Vec<(String, i64)> = groups
+        .iter()
+        .flat_map(|g| g.delete_files.iter())
+        .map(|f| (f.path().to_string(), f.data_sequence_number))
+        .collect();
+
+    let mut runs = Vec::new();
+    let mut bytes_fetched = 0;
+    let mut matched = 0;
+    for _ in 0..reps {
+        let started = Instant::now();
+        let file_io = &table.file_io;
+        let mut fetches: Vec<BoxFuture<'_, Result<(Fetched, Bytes)>>> = Vec::new();
+        for (i, (path, _)) in deletes.iter().enumerate() {
+            fetches.push(
+                async move { Ok((Fetched::Delete(i), file_io.new_input(path)?.read().await?)) }
+                    .boxed(),
+            );
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            let path = &truth[chunk.file].path;
+            fetches.push(
+                async move {
+                    let reader = file_io.new_input(path)?.reader().await?;
+                    let range = chunk.start..chunk.start + chunk.len;
+                    Ok((Fetched::Chunk(i), reader.read(range).await?))
+                }
+                .boxed(),
+            );
+        }
+        let fetched: Vec<(Fetched, Bytes)> = futures::stream::iter(fetches)
+            .buffer_unordered(parallelism.max(1))
+            .try_collect()
+            .await?;
+        let fetch_ms = started.elapsed().as_secs_f64() * 1000.0;
+        bytes_fetched = fetched.iter().map(|(_, b)| b.len() as u64).sum();
+
+        // Decode the keys (each with its highest delete sequence number), then probe.
+        let mut keys: HashMap<Key, i64> = HashMap::new();
+        let mut chunk_bytes: Vec<Option<Bytes>> = vec![None; chunks.len()];
+        for (which, bytes) in fetched {
+            let i = match which {
+                Fetched::Chunk(i) => {
+                    chunk_bytes[i] = Some(bytes);
+                    continue;
+                }
+                Fetched::Delete(i) => i,
+            };
+            let seq = deletes[i].1;
+            for batch in ParquetRecordBatchReaderBuilder::try_new(bytes)?.build()? {
+                let batch = batch?;
+                let column = batch
+                    .column_by_name(&key_name)
+                    .ok_or_else(|| anyhow!("{} has no column {key_name}", deletes[i].0))?;
+                for key in keys_of(column)?.into_iter().flatten() {
+                    let at = keys.entry(key).or_insert(seq);
+                    *at = (*at).max(seq);
+                }
+            }
+        }
+        matched = 0u64;
+        for (chunk, bytes) in chunks.iter().zip(chunk_bytes) {
+            let bytes = bytes.ok_or_else(|| anyhow!("a chunk was not fetched"))?;
+            let file = &truth[chunk.file];
+            let sparse = Sparse {
+                len: file.size,
+                parts: vec![(chunk.start, bytes)],
+            };
+            let meta =
+                ArrowReaderMetadata::try_new(file.metadata.clone(), ArrowReaderOptions::new())?;
+            let mask =
+                ProjectionMask::leaves(meta.metadata().file_metadata().schema_descr(), [file.leaf]);
+            let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, meta)
+                .with_projection(mask)
+                .with_row_groups(vec![chunk.row_group])
+                .build()?;
+            for batch in reader {
+                let batch = batch?;
+                for key in keys_of(batch.column(0))?.into_iter().flatten() {
+                    if keys
+                        .get(&key)
+                        .is_some_and(|s| *s > file.data_sequence_number)
+                    {
+                        matched += 1;
+                    }
+                }
+            }
+        }
+        runs.push(json!({
+            "fetch_ms": fetch_ms,
+            "total_ms": started.elapsed().as_secs_f64() * 1000.0,
+        }));
+    }
+    Ok(json!({
+        "table": name.to_string(),
+        "parallelism": parallelism,
+        "delete_files": deletes.len(),
+        "truth_files": truth.len(),
+        "key_chunks": chunks.len(),
+        "requests": deletes.len() + chunks.len(),
+        "bytes_fetched": bytes_fetched,
+        "positions_matched": matched,
+        "eqdv_positions": positions,
+        "runs": runs,
+    }))
+}
