@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DEFAULT_SCHEMA_NAME_MAPPING, DataContentType, DataFile, DataFileFormat, FormatVersion,
@@ -341,19 +341,20 @@ impl TableFiles {
         manifests: &[ManifestFile],
         scope: &DataScope,
     ) -> Result<()> {
-        let loaded: Vec<(ManifestFile, Vec<ManifestEntry>)> =
-            futures::stream::iter(manifests.iter().cloned().map(|m| {
-                let file_io = table.file_io.clone();
-                async move {
-                    let (_, entries) = crate::manifest_decode::load_manifest(&file_io, &m).await?;
-                    Ok::<_, Error>((m, entries))
-                }
-            }))
-            .buffered(MANIFEST_READS_IN_FLIGHT)
-            .try_collect()
-            .await?;
+        // Each manifest's entries are filed as it arrives, so that out of scope they
+        // are dropped at once: at most the reads in flight are held decoded, not the
+        // whole table's entries.
+        let mut loaded = futures::stream::iter(manifests.iter().cloned().map(|m| {
+            let file_io = table.file_io.clone();
+            async move {
+                let (_, entries) = crate::manifest_decode::load_manifest(&file_io, &m).await?;
+                Ok::<_, Error>((m, entries))
+            }
+        }))
+        .buffered(MANIFEST_READS_IN_FLIGHT);
         let files = self;
-        for (manifest_file, entries) in loaded {
+        while let Some(next) = loaded.next().await {
+            let (manifest_file, entries): (ManifestFile, Vec<ManifestEntry>) = next?;
             for entry in entries {
                 if entry.status() == ManifestStatus::Deleted {
                     continue;
