@@ -136,17 +136,18 @@ fn absent_file(
     layout: &BigLayout,
     location: &str,
     spec_id: i32,
-    day: u32,
+    commit: u32,
     file: u32,
 ) -> Result<DataFile> {
-    let first = layout.first_row(day, file) as i64;
+    let day = layout.day_of(commit, file);
+    let first = layout.first_row(commit, file) as i64;
     let last = first + i64::from(layout.rows_per_file) - 1;
     let rows = u64::from(layout.rows_per_file);
     let per_column = |v: u64| (1..=4).map(|id| (id, v)).collect::<HashMap<i32, u64>>();
     Ok(DataFileBuilder::default()
         .content(DataContentType::Data)
         .file_path(format!(
-            "{location}/data/d={day}/never-written-{file:06}.parquet"
+            "{location}/data/d={day}/never-written-{commit:06}-{file:06}.parquet"
         ))
         .file_format(DataFileFormat::Parquet)
         .partition(day_partition(day))
