@@ -252,6 +252,14 @@ def main():
         def common(table):
             return ["--catalog", "glue", "--warehouse", warehouse, "--table", table, "--json"]
 
+        def use_latency(latency):
+            """S3 for the next runs: direct (None), or through the proxy at `latency` ms."""
+            if latency is None:
+                os.environ["AWS_ENDPOINT_URL_S3"] = direct
+            else:
+                proxy.set_latency(latency)
+                os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+
         first = binaries[-1][1]
         t = time.monotonic()
         log(f"generating {TABLE} ({' '.join(GENERATE)}), direct")
@@ -272,11 +280,7 @@ def main():
         if args.floor_bin:
             results["floor"] = []
             for latency in LATENCIES_MS:
-                if latency is None:
-                    os.environ["AWS_ENDPOINT_URL_S3"] = direct
-                else:
-                    proxy.set_latency(latency)
-                    os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+                use_latency(latency)
                 label = f"floor {TABLE} {'direct' if latency is None else f'{latency} ms'}"
                 run = measure([args.floor_bin, "s3-floor", "--warehouse", warehouse, "--table", TABLE,
                                "--parallelism", str(FLOOR_PARALLELISM), "--reps", str(args.reps)],
@@ -286,11 +290,7 @@ def main():
                 audit.take(quiet_s=0.2)
         for rep in range(args.reps):
             for latency in LATENCIES_MS:
-                if latency is None:
-                    os.environ["AWS_ENDPOINT_URL_S3"] = direct
-                else:
-                    proxy.set_latency(latency)
-                    os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+                use_latency(latency)
                 for table, parallelisms in ((TABLE, PARALLELISMS), (STREAMED, STREAMED_PARALLELISMS)):
                     for parallelism in parallelisms:
                         for name, path in binaries:

@@ -23,14 +23,14 @@ use eqdv::snapshot::{AddedFile, SnapshotChanges, build_snapshot};
 use eqdv::table::{LoadedTable, TableFiles};
 use futures::StreamExt;
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, FormatVersion, Literal,
-    NestedField, Operation, PrimitiveType, Schema, Struct, TableMetadataBuilder, Transform, Type,
-    UnboundPartitionSpec,
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Literal, NestedField,
+    Operation, PrimitiveType, Schema, Struct, Transform, Type, UnboundPartitionSpec,
 };
-use iceberg::{MetadataLocation, TableCreation};
 use serde::{Deserialize, Serialize};
 
-use crate::tables::{NAMESPACE, warehouse_catalog, write_delete_file, write_parquet, writer_props};
+use crate::tables::{
+    NAMESPACE, create_v3_table, warehouse_catalog, write_delete_file, write_parquet, writer_props,
+};
 
 pub const TABLE: &str = "big";
 
@@ -106,24 +106,10 @@ fn schema() -> Result<Schema> {
 }
 
 async fn create_table(catalog: &dyn Catalog, name: &TableName) -> Result<()> {
-    let location = catalog.default_table_location(name);
     let spec = UnboundPartitionSpec::builder()
         .add_partition_field(2, "d", Transform::Identity)?
         .build();
-    let creation = TableCreation::builder()
-        .name(name.name.clone())
-        .location(location.clone())
-        .schema(schema()?)
-        .partition_spec(spec)
-        .format_version(FormatVersion::V3)
-        .build();
-    let metadata = TableMetadataBuilder::from_table_creation(creation)?
-        .build()?
-        .metadata;
-    let location = MetadataLocation::new_with_metadata(&location, &metadata);
-    metadata.write_to(catalog.file_io(), &location).await?;
-    catalog.create_table(name, &location.to_string()).await?;
-    Ok(())
+    create_v3_table(catalog, name, schema()?, spec).await
 }
 
 fn day_partition(day: u32) -> Struct {

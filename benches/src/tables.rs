@@ -161,17 +161,26 @@ pub(crate) fn warehouse_catalog(warehouse: &Path) -> Result<SqliteCatalog> {
 
 /// Creates an empty v3 table of `layout`'s schema and spec.
 async fn create_table(catalog: &dyn Catalog, name: &TableName, layout: &Layout) -> Result<()> {
-    let schema = schema(layout.key)?;
     let mut spec = UnboundPartitionSpec::builder();
     if layout.buckets > 0 {
         spec = spec.add_partition_field(1, "k_bucket", Transform::Bucket(layout.buckets))?;
     }
+    create_v3_table(catalog, name, schema(layout.key)?, spec.build()).await
+}
+
+/// Creates an empty v3 table of `schema` and `spec` at the catalog's default location.
+pub(crate) async fn create_v3_table(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    schema: Schema,
+    spec: UnboundPartitionSpec,
+) -> Result<()> {
     let location = catalog.default_table_location(name);
     let creation = TableCreation::builder()
         .name(name.name.clone())
         .location(location.clone())
         .schema(schema)
-        .partition_spec(spec.build())
+        .partition_spec(spec)
         .format_version(FormatVersion::V3)
         .build();
     let metadata = TableMetadataBuilder::from_table_creation(creation)?

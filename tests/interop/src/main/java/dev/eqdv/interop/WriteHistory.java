@@ -253,12 +253,7 @@ final class WriteHistory {
     // --- the cases --------------------------------------------------------------------------
 
     void nameMapping(boolean withMapping) throws IOException {
-      Schema schema =
-          new Schema(
-              Types.NestedField.required(1, "k", Types.LongType.get()),
-              Types.NestedField.optional(2, "p", Types.IntegerType.get()),
-              Types.NestedField.optional(3, "v", Types.StringType.get()),
-              Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+      Schema schema = keyPartitionSchema();
       Map<String, String> props = new HashMap<>();
       NameMapping mapping = MappingUtil.create(schema);
       if (withMapping) {
@@ -335,12 +330,7 @@ final class WriteHistory {
      * without, the table has only data before it, so every live delete has long tuples.
      */
     void promotePartition(boolean oldDeletes) {
-      Schema schema =
-          new Schema(
-              Types.NestedField.required(1, "k", Types.LongType.get()),
-              Types.NestedField.optional(2, "p", Types.IntegerType.get()),
-              Types.NestedField.optional(3, "v", Types.StringType.get()),
-              Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+      Schema schema = keyPartitionSchema();
       create(schema, PartitionSpec.builderFor(schema).identity("p").build(), Map.of());
       rowValues = kid -> values(1, kid, 2, (int) (kid % 5), 3, label(kid, commits), 4, commits);
       PartitionSpec spec = table.spec();
@@ -391,12 +381,7 @@ final class WriteHistory {
     }
 
     void specEvolution() {
-      Schema schema =
-          new Schema(
-              Types.NestedField.required(1, "k", Types.LongType.get()),
-              Types.NestedField.optional(2, "p", Types.IntegerType.get()),
-              Types.NestedField.optional(3, "v", Types.StringType.get()),
-              Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+      Schema schema = keyPartitionSchema();
       create(schema, PartitionSpec.unpartitioned(), Map.of());
       rowValues = kid -> values(1, kid, 2, (int) (kid % 5), 3, label(kid, commits), 4, commits);
       PartitionSpec unpartitioned = table.spec();
@@ -440,13 +425,17 @@ final class WriteHistory {
       table.refresh();
     }
 
+    /** A long key {@code k}, an int {@code p} to partition by, a label and a version. */
+    static Schema keyPartitionSchema() {
+      return new Schema(
+          Types.NestedField.required(1, "k", Types.LongType.get()),
+          Types.NestedField.optional(2, "p", Types.IntegerType.get()),
+          Types.NestedField.optional(3, "v", Types.StringType.get()),
+          Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+    }
+
     void partitionClustered() {
-      Schema schema =
-          new Schema(
-              Types.NestedField.required(1, "k", Types.LongType.get()),
-              Types.NestedField.optional(2, "p", Types.IntegerType.get()),
-              Types.NestedField.optional(3, "v", Types.StringType.get()),
-              Types.NestedField.optional(4, "ver", Types.IntegerType.get()));
+      Schema schema = keyPartitionSchema();
       create(schema, PartitionSpec.builderFor(schema).identity("p").build(), Map.of());
       PartitionSpec spec = table.spec();
       Integer[] partition = {null};
