@@ -99,12 +99,13 @@ def floor_table(results, table):
         "### Against the S3 floor\n\n"
         "The floor (`eqdv-bench s3-floor`) knows in advance which data files truly hold a deleted key, "
         "which of their row groups, and where each key column chunk sits (an untimed preparation finds "
-        "them); timed in-process, it fetches every equality delete file and every such key column chunk "
-        "at once, one request each with up to 64 in flight, then decodes the keys and probes the chunks. "
+        "them); timed in-process, it fetches every equality delete file and, of each such data file, the span "
+        "from its first to its last key column chunk that holds a key, all at once, one request each with up "
+        "to 64 in flight, then decodes the keys and probes the chunks. "
         "eqdv's figure is the resolve phase of `current` at parallelism 64 (`phases.resolve_ms`: keys "
         "loaded, candidates pruned, footers and key columns read, positions merged), the median run; "
         f"the target is at most {FLOOR_TARGET}x the floor.\n\n"
-        "| latency | floor requests | floor MB | floor ms min / median / max | of which fetching (median) "
+        "| latency | floor requests (delete files + data files) | floor MB | floor ms min / median / max | of which fetching (median) "
         "| positions (floor / eqdv) | eqdv resolve ms (median) | eqdv / floor | target |\n"
         "|---|---:|---:|---|---:|---:|---:|---:|---|\n"
     ]
@@ -122,7 +123,8 @@ def floor_table(results, table):
         floor_ms = statistics.median(totals)
         ratio = resolve / floor_ms if resolve else None
         md.append(
-            f"| {fmt_latency(latency)} | {o['requests']:,} | {o['bytes_fetched'] / 1e6:.1f} "
+            f"| {fmt_latency(latency)} | {o['requests']:,} ({o['delete_files']:,} + {o['truth_files']:,}) "
+            f"| {o['bytes_fetched'] / 1e6:.1f} "
             f"| {totals[0]:.0f} / {floor_ms:.0f} / {totals[-1]:.0f} | {fetch:.0f} "
             f"| {o['positions_matched']:,} / {o['eqdv_positions']:,} "
             f"| {f'{resolve:.0f}' if resolve else '–'} | {f'{ratio:.2f}x' if ratio else '–'} "

@@ -1,9 +1,9 @@
 //! The S3 floor of a resolve: what no converter can beat on a given table and storage.
 //! Knowing in advance (from a preparation that is not timed) which data files truly
 //! hold a deleted key, which of their row groups, and where each key column chunk sits,
-//! the floor fetches every equality delete file and every such key column chunk at once
-//! (one request each, up to PARALLELISM in flight), then decodes the keys and probes the
-//! chunks. eqdv must also find those files, read footers and prune; the floor does not.
+//! the floor fetches every equality delete file and, of each data file, the span of its
+//! key column chunks that hold a key, all at once (one request each, up to PARALLELISM
+//! in flight), then decodes the keys and probes the chunks. eqdv must also find those files, read footers and prune; the floor does not.
 //!
 //! One equality column of type long or string (the tables benches/s3_latency makes).
 
@@ -59,10 +59,12 @@ enum Fetched {
     Chunk(usize),
 }
 
-/// A data file's key column chunk of one row group that holds a deleted key.
+/// The bytes of one data file the floor reads: from the first to the last key column
+/// chunk of its row groups that hold a deleted key, in one request (for the small files
+/// of a streaming table, one request a file beats one a chunk).
 struct Chunk {
     file: usize,
-    row_group: usize,
+    row_groups: Vec<usize>,
     start: u64,
     len: u64,
 }
@@ -178,6 +180,7 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         let metadata = Arc::new(ParquetMetaDataReader::new().parse_and_finish(&bytes)?);
         let leaf = column_by_name(&metadata, &key_name).with_context(|| path.clone())?;
         let mut first = 0u64;
+        let mut span: Option<Chunk> = None;
         for (rg, row_group) in metadata.row_groups().iter().enumerate() {
             let rows = row_group.num_rows() as u64;
             let before = if first == 0 {
@@ -187,15 +190,20 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
             };
             if rows > 0 && deleted.rank(first + rows - 1) > before {
                 let (start, len) = row_group.column(leaf).byte_range();
-                chunks.push(Chunk {
+                let span = span.get_or_insert(Chunk {
                     file: truth.len(),
-                    row_group: rg,
+                    row_groups: Vec::new(),
                     start,
                     len,
                 });
+                let end = (span.start + span.len).max(start + len);
+                span.start = span.start.min(start);
+                span.len = end - span.start;
+                span.row_groups.push(rg);
             }
             first += rows;
         }
+        chunks.extend(span);
         truth.push(TruthFile {
             path: path.clone(),
             size: bytes.len() as u64,
@@ -280,7 +288,7 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
                 ProjectionMask::leaves(meta.metadata().file_metadata().schema_descr(), [file.leaf]);
             let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(sparse, meta)
                 .with_projection(mask)
-                .with_row_groups(vec![chunk.row_group])
+                .with_row_groups(chunk.row_groups.clone())
                 .build()?;
             for batch in reader {
                 let batch = batch?;
@@ -304,7 +312,7 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         "parallelism": parallelism,
         "delete_files": deletes.len(),
         "truth_files": truth.len(),
-        "key_chunks": chunks.len(),
+        "data_spans": chunks.len(),
         "requests": deletes.len() + chunks.len(),
         "bytes_fetched": bytes_fetched,
         "positions_matched": matched,

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DEFAULT_SCHEMA_NAME_MAPPING, DataContentType, DataFile, DataFileFormat, FormatVersion,
@@ -255,7 +255,8 @@ pub struct TableFiles {
 /// Data a scoped read did not read or keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SkippedData {
-    /// Data manifests not read: their summaries rule out every partition in scope.
+    /// Data manifests not decoded: their summaries rule out every partition in scope
+    /// (those fetched while the deletes were read, before the scope was known, too).
     pub manifests: usize,
     /// Live data files not kept: in skipped manifests (by the manifests' counts) or
     /// out of scope in the manifests read.
@@ -307,22 +308,86 @@ impl TableFiles {
         let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = manifests
             .into_iter()
             .partition(|m| m.content == ManifestContentType::Deletes);
-        files
-            .add_manifests(table, &deletes, &DataScope::Everything)
-            .await?;
-        let (scope, extra) = scope(&files)?;
-        let (needed, skipped): (Vec<ManifestFile>, Vec<ManifestFile>) =
-            data.into_iter().partition(|m| scope.may_hold(m));
-        files.skipped_data.manifests = skipped.len();
-        files.skipped_data.files += skipped
+        // The data manifests are fetched while the deletes are read, so that a scoped
+        // read costs no round trip more than a whole one: each is decoded once the scope
+        // is known, and one not yet fetched by then is not fetched if out of scope.
+        let (known, scope_rx) = tokio::sync::watch::channel::<Option<Arc<DataScope>>>(None);
+        let deletes_then_scope = async {
+            files
+                .add_manifests(table, &deletes, &DataScope::Everything)
+                .await?;
+            let (scope, extra) = scope(&files)?;
+            known.send_replace(Some(Arc::new(scope)));
+            Ok::<_, Error>(extra)
+        };
+        let mut data_part = TableFiles::default();
+        let data_read = data_part.add_data_manifests(table, &data, scope_rx);
+        let (extra, ()) = futures::try_join!(deletes_then_scope, data_read)?;
+        files.data_files = data_part.data_files;
+        files.skipped_data = data_part.skipped_data;
+        Ok((files, extra))
+    }
+
+    /// Fetches `manifests` (data manifests) up to the reads in flight, and files the
+    /// entries in the scope `scope` receives once it is known.
+    async fn add_data_manifests(
+        &mut self,
+        table: &LoadedTable,
+        manifests: &[ManifestFile],
+        scope: tokio::sync::watch::Receiver<Option<Arc<DataScope>>>,
+    ) -> Result<()> {
+        type Read = Option<(Vec<ManifestEntry>, Arc<DataScope>)>;
+        let reads: Vec<futures::future::BoxFuture<'_, Result<(&ManifestFile, Read)>>> = manifests
             .iter()
             .map(|m| {
-                u64::from(m.added_files_count.unwrap_or(0))
-                    + u64::from(m.existing_files_count.unwrap_or(0))
+                let mut scope = scope.clone();
+                let file_io = &table.file_io;
+                async move {
+                    let known = scope.borrow().clone();
+                    if known.is_some_and(|s| !s.may_hold(m)) {
+                        return Ok((m, None));
+                    }
+                    // Encrypted manifests are left to iceberg-rust, which decrypts.
+                    let bytes = match m.key_metadata {
+                        None => Some(crate::storage::read_all(file_io, &m.manifest_path).await?),
+                        Some(_) => None,
+                    };
+                    let scope = scope
+                        .wait_for(Option::is_some)
+                        .await
+                        .map_err(|_| {
+                            Error::file(
+                                &m.manifest_path,
+                                "cannot read manifest",
+                                "the delete manifests were not read",
+                            )
+                        })?
+                        .clone()
+                        .unwrap_or_else(|| Arc::new(DataScope::Everything));
+                    if !scope.may_hold(m) {
+                        return Ok((m, None));
+                    }
+                    let (_, entries) = match bytes {
+                        Some(bytes) => crate::manifest_decode::parse_manifest(m, &bytes)?,
+                        None => crate::manifest_decode::load_manifest(file_io, m).await?,
+                    };
+                    Ok((m, Some((entries, scope))))
+                }
+                .boxed()
             })
-            .sum::<u64>();
-        files.add_manifests(table, &needed, &scope).await?;
-        Ok((files, extra))
+            .collect();
+        let mut reads = futures::stream::iter(reads).buffered(MANIFEST_READS_IN_FLIGHT);
+        while let Some(read) = reads.next().await {
+            match read? {
+                (m, None) => {
+                    self.skipped_data.manifests += 1;
+                    self.skipped_data.files += u64::from(m.added_files_count.unwrap_or(0))
+                        + u64::from(m.existing_files_count.unwrap_or(0));
+                }
+                (m, Some((entries, scope))) => self.file_entries(table, m, entries, &scope)?,
+            }
+        }
+        Ok(())
     }
 
     fn empty(snapshot: &SnapshotRef, manifests: Vec<ManifestFile>) -> Self {
@@ -352,79 +417,92 @@ impl TableFiles {
             }
         }))
         .buffered(MANIFEST_READS_IN_FLIGHT);
-        let files = self;
         while let Some(next) = loaded.next().await {
             let (manifest_file, entries): (ManifestFile, Vec<ManifestEntry>) = next?;
-            for entry in entries {
-                if entry.status() == ManifestStatus::Deleted {
-                    continue;
+            self.file_entries(table, &manifest_file, entries, scope)?;
+        }
+        Ok(())
+    }
+
+    /// Files the live entries of one manifest by what they are; data files out of
+    /// `scope` are counted, not kept.
+    fn file_entries(
+        &mut self,
+        table: &LoadedTable,
+        manifest_file: &ManifestFile,
+        entries: Vec<ManifestEntry>,
+        scope: &DataScope,
+    ) -> Result<()> {
+        let files = self;
+        for entry in entries {
+            if entry.status() == ManifestStatus::Deleted {
+                continue;
+            }
+            let (Some(data_seq), Some(snapshot_id)) =
+                (entry.sequence_number(), entry.snapshot_id())
+            else {
+                return Err(Error::file(
+                    &manifest_file.manifest_path,
+                    format!(
+                        "entry {} has no sequence number or snapshot id",
+                        entry.file_path()
+                    ),
+                    "missing inherited value",
+                ));
+            };
+            let file_sequence_number = entry.file_sequence_number.unwrap_or(data_seq);
+            let content_type = entry.content_type();
+            let live = LiveFile {
+                file: entry.data_file,
+                spec_id: manifest_file.partition_spec_id,
+                data_sequence_number: data_seq,
+                file_sequence_number,
+                snapshot_id,
+                manifest_path: manifest_file.manifest_path.clone(),
+            };
+            match (manifest_file.content, content_type) {
+                (ManifestContentType::Data, DataContentType::Data) => {
+                    if scope.holds(&live) {
+                        files.data_files.push(live)
+                    } else {
+                        files.skipped_data.files += 1;
+                    }
                 }
-                let (Some(data_seq), Some(snapshot_id)) =
-                    (entry.sequence_number(), entry.snapshot_id())
-                else {
+                (ManifestContentType::Deletes, DataContentType::EqualityDeletes) => {
+                    files.equality_deletes.push(live)
+                }
+                (ManifestContentType::Deletes, DataContentType::PositionDeletes)
+                    if live.file.file_format() == DataFileFormat::Puffin =>
+                {
+                    let Some(referenced) = live.file.referenced_data_file() else {
+                        return Err(Error::file(
+                            live.path(),
+                            "deletion vector entry has no referenced_data_file",
+                            "invalid manifest entry",
+                        ));
+                    };
+                    if let Some(previous) = files.dvs.insert(referenced.clone(), live) {
+                        return Err(Error::UnsupportedTable {
+                            table: table.name.to_string(),
+                            message: format!(
+                                "two live deletion vectors for data file {referenced} (one in {}); the table violates the one-DV-per-file rule",
+                                previous.path()
+                            ),
+                        });
+                    }
+                }
+                (ManifestContentType::Deletes, DataContentType::PositionDeletes) => {
+                    files.position_deletes.push(live)
+                }
+                (content, file_content) => {
                     return Err(Error::file(
                         &manifest_file.manifest_path,
                         format!(
-                            "entry {} has no sequence number or snapshot id",
-                            entry.file_path()
+                            "{file_content:?} entry {} in a {content} manifest",
+                            live.path()
                         ),
-                        "missing inherited value",
+                        "invalid manifest",
                     ));
-                };
-                let file_sequence_number = entry.file_sequence_number.unwrap_or(data_seq);
-                let content_type = entry.content_type();
-                let live = LiveFile {
-                    file: entry.data_file,
-                    spec_id: manifest_file.partition_spec_id,
-                    data_sequence_number: data_seq,
-                    file_sequence_number,
-                    snapshot_id,
-                    manifest_path: manifest_file.manifest_path.clone(),
-                };
-                match (manifest_file.content, content_type) {
-                    (ManifestContentType::Data, DataContentType::Data) => {
-                        if scope.holds(&live) {
-                            files.data_files.push(live)
-                        } else {
-                            files.skipped_data.files += 1;
-                        }
-                    }
-                    (ManifestContentType::Deletes, DataContentType::EqualityDeletes) => {
-                        files.equality_deletes.push(live)
-                    }
-                    (ManifestContentType::Deletes, DataContentType::PositionDeletes)
-                        if live.file.file_format() == DataFileFormat::Puffin =>
-                    {
-                        let Some(referenced) = live.file.referenced_data_file() else {
-                            return Err(Error::file(
-                                live.path(),
-                                "deletion vector entry has no referenced_data_file",
-                                "invalid manifest entry",
-                            ));
-                        };
-                        if let Some(previous) = files.dvs.insert(referenced.clone(), live) {
-                            return Err(Error::UnsupportedTable {
-                                table: table.name.to_string(),
-                                message: format!(
-                                    "two live deletion vectors for data file {referenced} (one in {}); the table violates the one-DV-per-file rule",
-                                    previous.path()
-                                ),
-                            });
-                        }
-                    }
-                    (ManifestContentType::Deletes, DataContentType::PositionDeletes) => {
-                        files.position_deletes.push(live)
-                    }
-                    (content, file_content) => {
-                        return Err(Error::file(
-                            &manifest_file.manifest_path,
-                            format!(
-                                "{file_content:?} entry {} in a {content} manifest",
-                                live.path()
-                            ),
-                            "invalid manifest",
-                        ));
-                    }
                 }
             }
         }

@@ -59,11 +59,20 @@ pub async fn load_manifest(
             .map_err(|e| Error::file(path, "cannot read manifest", e));
     }
     let bytes = crate::storage::read_all(file_io, path).await?;
-    let (metadata, mut entries) = match decode_manifest(&bytes) {
+    parse_manifest(manifest, &bytes)
+}
+
+/// [`load_manifest`] of bytes already read (an unencrypted manifest's whole file).
+pub fn parse_manifest(
+    manifest: &ManifestFile,
+    bytes: &[u8],
+) -> Result<(ManifestMetadata, Vec<ManifestEntry>)> {
+    let path = &manifest.manifest_path;
+    let (metadata, mut entries) = match decode_manifest(bytes) {
         Ok(decoded) => decoded,
         Err(why) => {
             tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
-            Manifest::parse_avro(&bytes)
+            Manifest::parse_avro(bytes)
                 .map(owned_parts)
                 .map_err(|e| Error::file(path, "cannot parse manifest", e))?
         }
