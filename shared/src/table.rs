@@ -336,7 +336,7 @@ impl TableFiles {
         manifests: &[ManifestFile],
         scope: tokio::sync::watch::Receiver<Option<Arc<DataScope>>>,
     ) -> Result<()> {
-        type Read = Option<(Vec<ManifestEntry>, Arc<DataScope>)>;
+        type Read = Option<(Vec<ManifestEntry>, usize, Arc<DataScope>)>;
         let reads: Vec<futures::future::BoxFuture<'_, Result<(&ManifestFile, Read)>>> = manifests
             .iter()
             .map(|m| {
@@ -367,11 +367,18 @@ impl TableFiles {
                     if !scope.may_hold(m) {
                         return Ok((m, None));
                     }
-                    let (_, entries) = match bytes {
+                    let (_, mut entries) = match bytes {
                         Some(bytes) => crate::manifest_decode::parse_manifest(m, &bytes)?,
                         None => crate::manifest_decode::load_manifest(file_io, m).await?,
                     };
-                    Ok((m, Some((entries, scope))))
+                    // Out of scope, dropped here: the reads in flight then hold only
+                    // their files in scope while they wait their turn.
+                    let live = entries
+                        .iter()
+                        .filter(|e| e.status() != ManifestStatus::Deleted)
+                        .count();
+                    entries.retain(|e| scope.may_hold_entry(m.partition_spec_id, e));
+                    Ok((m, Some((entries, live, scope))))
                 }
                 .boxed()
             })
@@ -384,7 +391,10 @@ impl TableFiles {
                     self.skipped_data.files += u64::from(m.added_files_count.unwrap_or(0))
                         + u64::from(m.existing_files_count.unwrap_or(0));
                 }
-                (m, Some((entries, scope))) => self.file_entries(table, m, entries, &scope)?,
+                (m, Some((entries, read, scope))) => {
+                    self.skipped_data.files += (read - entries.len()) as u64;
+                    self.file_entries(table, m, entries, &scope)?
+                }
             }
         }
         Ok(())

@@ -13,7 +13,8 @@
 //! manifest is read.
 
 use iceberg::spec::{
-    FieldSummary, Literal, ManifestContentType, ManifestFile, PrimitiveLiteral, Struct,
+    DataContentType, FieldSummary, Literal, ManifestContentType, ManifestEntry, ManifestFile,
+    ManifestStatus, PrimitiveLiteral, Struct,
 };
 
 use super::group::DeleteGroup;
@@ -88,6 +89,25 @@ impl DataScope {
                 && manifest.min_sequence_number < target.max_sequence_number
                 && summaries_admit(manifest.partitions.as_deref(), &target.partition)
         })
+    }
+
+    /// Whether a decoded entry of a data manifest of `spec_id` must be kept: a live data
+    /// file in scope, or anything [`crate::table::TableFiles`] must look at itself
+    /// (entries without an inherited sequence number, which it refuses). Deleted entries
+    /// are never kept: they list no live file.
+    pub fn may_hold_entry(&self, spec_id: i32, entry: &ManifestEntry) -> bool {
+        if entry.status() == ManifestStatus::Deleted {
+            return false;
+        }
+        let (Self::Partitions(targets), Some(seq)) = (self, entry.sequence_number()) else {
+            return true;
+        };
+        entry.content_type() != DataContentType::Data
+            || targets.iter().any(|target| {
+                spec_id == target.spec_id
+                    && seq < target.max_sequence_number
+                    && same_partition(entry.data_file().partition(), &target.partition)
+            })
     }
 
     /// Whether a data file is in scope: some target's spec, tuple, and older.
