@@ -313,6 +313,52 @@ mod tests {
         assert!(null.may_hold(&manifest(0, 1, Some(vec![all_null]))));
     }
 
+    fn entry(
+        status: ManifestStatus,
+        seq: Option<i64>,
+        content: DataContentType,
+        bucket: i32,
+    ) -> ManifestEntry {
+        let file = iceberg::spec::DataFileBuilder::default()
+            .content(content)
+            .file_path("f.parquet".into())
+            .file_format(iceberg::spec::DataFileFormat::Parquet)
+            .partition(Struct::from_iter([Some(Literal::int(bucket))]))
+            .record_count(1)
+            .file_size_in_bytes(1)
+            .build()
+            .expect("a data file");
+        ManifestEntry {
+            status,
+            snapshot_id: Some(1),
+            sequence_number: seq,
+            file_sequence_number: seq,
+            data_file: file,
+        }
+    }
+
+    #[test]
+    fn entries_out_of_scope_are_dropped_and_the_rest_kept() {
+        use DataContentType::Data;
+        use ManifestStatus::{Added, Deleted, Existing};
+        let bucket3 = target(0, vec![Some(PrimitiveLiteral::Int(3))], 10);
+        assert!(bucket3.may_hold_entry(0, &entry(Added, Some(9), Data, 3)));
+        assert!(bucket3.may_hold_entry(0, &entry(Existing, Some(1), Data, 3)));
+        // Another partition, another spec, as new as the deletes, or not live.
+        assert!(!bucket3.may_hold_entry(0, &entry(Added, Some(9), Data, 4)));
+        assert!(!bucket3.may_hold_entry(1, &entry(Added, Some(9), Data, 3)));
+        assert!(!bucket3.may_hold_entry(0, &entry(Added, Some(10), Data, 3)));
+        assert!(!bucket3.may_hold_entry(0, &entry(Deleted, Some(9), Data, 3)));
+        // Kept for the reader to judge: no sequence number (it refuses), not data.
+        assert!(bucket3.may_hold_entry(0, &entry(Added, None, Data, 4)));
+        assert!(bucket3.may_hold_entry(
+            0,
+            &entry(Added, Some(9), DataContentType::EqualityDeletes, 4)
+        ));
+        assert!(DataScope::Everything.may_hold_entry(5, &entry(Added, Some(99), Data, 4)));
+        assert!(!DataScope::Everything.may_hold_entry(5, &entry(Deleted, Some(1), Data, 4)));
+    }
+
     #[test]
     fn no_groups_need_no_data() {
         let none = DataScope::of_groups(&[]);
