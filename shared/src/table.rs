@@ -283,9 +283,7 @@ impl TableFiles {
         };
         let manifests = read_manifest_list(table, snapshot).await?;
         let mut files = Self::empty(snapshot, manifests.clone());
-        files
-            .add_manifests(table, &manifests, &DataScope::Everything)
-            .await?;
+        files.add_manifests(table, &manifests).await?;
         Ok(files)
     }
 
@@ -313,9 +311,7 @@ impl TableFiles {
         // is known, and one not yet fetched by then is not fetched if out of scope.
         let (known, scope_rx) = tokio::sync::watch::channel::<Option<Arc<DataScope>>>(None);
         let deletes_then_scope = async {
-            files
-                .add_manifests(table, &deletes, &DataScope::Everything)
-                .await?;
+            files.add_manifests(table, &deletes).await?;
             let (scope, extra) = scope(&files)?;
             known.send_replace(Some(Arc::new(scope)));
             Ok::<_, Error>(extra)
@@ -336,7 +332,7 @@ impl TableFiles {
         manifests: &[ManifestFile],
         scope: tokio::sync::watch::Receiver<Option<Arc<DataScope>>>,
     ) -> Result<()> {
-        type Read = Option<(Vec<ManifestEntry>, usize, Arc<DataScope>)>;
+        type Read = Option<(Vec<ManifestEntry>, usize)>;
         let reads: Vec<futures::future::BoxFuture<'_, Result<(&ManifestFile, Read)>>> = manifests
             .iter()
             .map(|m| {
@@ -378,7 +374,7 @@ impl TableFiles {
                         .filter(|e| e.status() != ManifestStatus::Deleted)
                         .count();
                     entries.retain(|e| scope.may_hold_entry(m.partition_spec_id, e));
-                    Ok((m, Some((entries, live, scope))))
+                    Ok((m, Some((entries, live))))
                 }
                 .boxed()
             })
@@ -391,9 +387,9 @@ impl TableFiles {
                     self.skipped_data.files += u64::from(m.added_files_count.unwrap_or(0))
                         + u64::from(m.existing_files_count.unwrap_or(0));
                 }
-                (m, Some((entries, read, scope))) => {
+                (m, Some((entries, read))) => {
                     self.skipped_data.files += (read - entries.len()) as u64;
-                    self.file_entries(table, m, entries, &scope)?
+                    self.file_entries(table, m, entries)?
                 }
             }
         }
@@ -408,17 +404,12 @@ impl TableFiles {
         }
     }
 
-    /// Reads `manifests` and files their live entries; data files out of `scope` are
-    /// counted, not kept.
+    /// Reads `manifests` and files all their live entries.
     async fn add_manifests(
         &mut self,
         table: &LoadedTable,
         manifests: &[ManifestFile],
-        scope: &DataScope,
     ) -> Result<()> {
-        // Each manifest's entries are filed as it arrives, so that out of scope they
-        // are dropped at once: at most the reads in flight are held decoded, not the
-        // whole table's entries.
         let mut loaded = futures::stream::iter(manifests.iter().cloned().map(|m| {
             let file_io = table.file_io.clone();
             async move {
@@ -429,19 +420,18 @@ impl TableFiles {
         .buffered(MANIFEST_READS_IN_FLIGHT);
         while let Some(next) = loaded.next().await {
             let (manifest_file, entries): (ManifestFile, Vec<ManifestEntry>) = next?;
-            self.file_entries(table, &manifest_file, entries, scope)?;
+            self.file_entries(table, &manifest_file, entries)?;
         }
         Ok(())
     }
 
-    /// Files the live entries of one manifest by what they are; data files out of
-    /// `scope` are counted, not kept.
+    /// Files the live entries of one manifest by what they are (a scoped read has
+    /// dropped the data entries out of scope already).
     fn file_entries(
         &mut self,
         table: &LoadedTable,
         manifest_file: &ManifestFile,
         entries: Vec<ManifestEntry>,
-        scope: &DataScope,
     ) -> Result<()> {
         let files = self;
         for entry in entries {
@@ -471,13 +461,7 @@ impl TableFiles {
                 manifest_path: manifest_file.manifest_path.clone(),
             };
             match (manifest_file.content, content_type) {
-                (ManifestContentType::Data, DataContentType::Data) => {
-                    if scope.holds(&live) {
-                        files.data_files.push(live)
-                    } else {
-                        files.skipped_data.files += 1;
-                    }
-                }
+                (ManifestContentType::Data, DataContentType::Data) => files.data_files.push(live),
                 (ManifestContentType::Deletes, DataContentType::EqualityDeletes) => {
                     files.equality_deletes.push(live)
                 }

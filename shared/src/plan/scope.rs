@@ -19,7 +19,6 @@ use iceberg::spec::{
 
 use super::group::DeleteGroup;
 use super::partition::{normalize_partition, same_partition};
-use crate::table::LiveFile;
 
 /// The data files a conversion needs.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,18 +107,6 @@ impl DataScope {
                     && seq < target.max_sequence_number
                     && same_partition(entry.data_file().partition(), &target.partition)
             })
-    }
-
-    /// Whether a data file is in scope: some target's spec, tuple, and older.
-    pub fn holds(&self, data: &LiveFile) -> bool {
-        match self {
-            Self::Everything => true,
-            Self::Partitions(targets) => targets.iter().any(|target| {
-                data.spec_id == target.spec_id
-                    && data.data_sequence_number < target.max_sequence_number
-                    && same_partition(data.file.partition(), &target.partition)
-            }),
-        }
     }
 }
 
