@@ -435,52 +435,39 @@ fn summarize(
             s.insert(k.to_string(), v.to_string());
         }
     }
-    let data_total = |key: &str, exact: u64, added: u64, removed: u64| {
-        if !base.skipped_data.is_partial() {
-            return Some(exact);
-        }
-        let before: u64 = parent?.get(key)?.parse().ok()?;
-        Some((before + added).saturating_sub(removed))
-    };
-    let totals = [
+    // The data totals: exact, or after a scoped read the parent's moved by this change.
+    let data_totals = [
         (
             "total-records",
-            data_total(
-                "total-records",
-                total.records,
-                added.records,
-                removed.records,
-            ),
+            [total.records, added.records, removed.records],
         ),
         (
             "total-files-size",
-            data_total(
-                "total-files-size",
-                total.files_size,
-                added.files_size,
-                removed.files_size,
-            ),
+            [total.files_size, added.files_size, removed.files_size],
         ),
         (
             "total-data-files",
-            data_total(
-                "total-data-files",
-                total.data_files,
-                added.data_files,
-                removed.data_files,
-            ),
-        ),
-        ("total-delete-files", Some(total.delete_files)),
-        ("total-position-deletes", Some(total.position_deletes)),
-        (
-            TOTAL_EQUALITY_DELETES_PROPERTY,
-            Some(total.equality_deletes),
+            [total.data_files, added.data_files, removed.data_files],
         ),
     ];
-    for (k, v) in totals {
-        if let Some(v) = v {
-            s.insert(k.to_string(), v.to_string());
+    for (key, [exact, plus, minus]) in data_totals {
+        let value = if base.skipped_data.is_partial() {
+            parent
+                .and_then(|p| p.get(key)?.parse::<u64>().ok())
+                .map(|before| (before + plus).saturating_sub(minus))
+        } else {
+            Some(exact)
+        };
+        if let Some(value) = value {
+            s.insert(key.to_string(), value.to_string());
         }
+    }
+    for (k, v) in [
+        ("total-delete-files", total.delete_files),
+        ("total-position-deletes", total.position_deletes),
+        (TOTAL_EQUALITY_DELETES_PROPERTY, total.equality_deletes),
+    ] {
+        s.insert(k.to_string(), v.to_string());
     }
     for (k, v) in &changes.extra_summary {
         s.insert(k.clone(), v.clone());
