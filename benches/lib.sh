@@ -1,5 +1,6 @@
-# Shell helpers the benchmark scripts share (sourced by benches/s3_latency and
-# benches/big_table): building `eqdv` from a checkout and from a baseline revision.
+# Shell helpers the benchmark scripts share (sourced by benches/s3_latency,
+# benches/streaming_day and benches/big_table): building `eqdv` from a checkout and from
+# a baseline revision, and Toxiproxy.
 # Expects: root (this checkout), profile, work (where binaries go: $work/bin), and
 # CARGO_TARGET_DIR; die and step defined by the caller.
 
@@ -35,4 +36,21 @@ baseline_tree() {
         git -C "$tree" checkout --quiet --detach "$rev"
     fi
     echo "$tree"
+}
+
+# toxiproxy_server: prints the path of toxiproxy-server v2.5.0, built once into
+# $EQDV_CACHE/bin with go install (about 40 s).
+toxiproxy_server() {
+    local bin="$EQDV_CACHE/bin/toxiproxy-server-v2.5.0" build_dir
+    if [ ! -x "$bin" ]; then
+        command -v go >/dev/null 2>&1 || die "go is not on PATH: install Go to build Toxiproxy"
+        step "building Toxiproxy v2.5.0 with go install (first run only)"
+        mkdir -p "$EQDV_CACHE/bin"
+        build_dir="$(mktemp -d "$EQDV_CACHE/bin/.toxiproxy-build.XXXXXX")"
+        (cd "$build_dir" && GOBIN="$build_dir" nice -n 19 go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0) >&2 ||
+            die "go install of Toxiproxy failed"
+        mv "$build_dir/server" "$bin"
+        rm -rf "$build_dir"
+    fi
+    echo "$bin"
 }

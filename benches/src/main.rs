@@ -129,6 +129,9 @@ enum Command {
         parallelism: usize,
         #[arg(long, default_value_t = 3)]
         reps: usize,
+        /// The S3 endpoint of the untimed preparation (default: the timed runs' one).
+        #[arg(long)]
+        prepare_s3_endpoint: Option<String>,
     },
     /// iceberg-rust's scan of a metadata file (optionally one snapshot): rows and sum(v).
     ReadIceberg {
@@ -238,7 +241,8 @@ async fn main() -> Result<()> {
             table,
             parallelism,
             reps,
-        } => s3_floor::run(&warehouse, &table, parallelism, reps).await?,
+            prepare_s3_endpoint,
+        } => s3_floor::run(&warehouse, &table, parallelism, reps, prepare_s3_endpoint).await?,
         Command::ReadIceberg { metadata, snapshot } => {
             runs::read_iceberg(&metadata, snapshot).await?
         }

@@ -4,6 +4,8 @@
 //! the floor fetches every equality delete file and, of each data file, the span of its
 //! key column chunks that hold a key, all at once (one request each, up to PARALLELISM
 //! in flight), then decodes the keys and probes the chunks. eqdv must also find those files, read footers and prune; the floor does not.
+//! Where a truth file already has a DV (a streaming table converted before), the floor
+//! also fetches that DV's blob in the same wave, as any converter must merge it.
 //!
 //! One equality column of type long or string (the tables benches/s3_latency makes).
 
@@ -18,6 +20,7 @@ use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use bytes::{Buf, Bytes};
 use eqdv::catalog::{GlueCatalog, GlueConfig, TableName};
+use eqdv::dv::deserialize_dv;
 use eqdv::plan::group_equality_deletes;
 use eqdv::resolve::{ResolveOptions, resolve};
 use eqdv::table::{LoadedTable, TableFiles};
@@ -29,6 +32,7 @@ use parquet::arrow::arrow_reader::{
 };
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::reader::{ChunkReader, Length};
+use roaring::RoaringTreemap;
 use serde_json::{Value, json};
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +61,8 @@ fn keys_of(column: &ArrayRef) -> Result<Vec<Option<Key>>> {
 enum Fetched {
     Delete(usize),
     Chunk(usize),
+    /// The existing DV of a truth file.
+    Dv(usize),
 }
 
 /// The bytes of one data file the floor reads: from the first to the last key column
@@ -76,6 +82,8 @@ struct TruthFile {
     metadata: Arc<ParquetMetaData>,
     leaf: usize,
     data_sequence_number: i64,
+    /// Its existing DV blob: (Puffin path, offset, length).
+    dv: Option<(String, i64, i64)>,
 }
 
 /// The fetched byte ranges of one file, read as the file by the Parquet reader (which
@@ -134,19 +142,44 @@ fn column_by_name(metadata: &ParquetMetaData, name: &str) -> Result<usize> {
         .ok_or_else(|| anyhow!("no column {name}"))
 }
 
-/// Prepares the floor of `table`'s resolve (through eqdv, untimed), then runs it `reps`
-/// times with `parallelism` requests in flight.
-pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) -> Result<Value> {
-    let catalog = GlueCatalog::connect(GlueConfig {
-        warehouse: Some(warehouse.to_string()),
-        ..Default::default()
-    })
-    .await?;
+/// Row positions of the rows a reader of `row_groups` (ascending) returns, in order.
+fn row_positions(metadata: &ParquetMetaData, row_groups: &[usize]) -> Vec<(u64, u64)> {
+    let mut starts = Vec::new();
+    let mut first = 0u64;
+    for (rg, row_group) in metadata.row_groups().iter().enumerate() {
+        let rows = row_group.num_rows().max(0) as u64;
+        if row_groups.contains(&rg) {
+            starts.push((first, rows));
+        }
+        first += rows;
+    }
+    starts
+}
+
+/// Prepares the floor of `table`'s resolve (through eqdv, untimed; through
+/// `prepare_s3_endpoint` when given, so that a preparation behind a slow proxy costs
+/// the benchmark no time), then runs it `reps` times with `parallelism` requests in flight
+/// through the default S3 endpoint.
+pub async fn run(
+    warehouse: &str,
+    table: &str,
+    parallelism: usize,
+    reps: usize,
+    prepare_s3_endpoint: Option<String>,
+) -> Result<Value> {
+    let connect = |s3_endpoint: Option<String>| {
+        GlueCatalog::connect(GlueConfig {
+            warehouse: Some(warehouse.to_string()),
+            s3_endpoint,
+            ..Default::default()
+        })
+    };
+    let catalog = connect(prepare_s3_endpoint).await?;
     let name = TableName::parse(table)?;
     let table = LoadedTable::load(&catalog, &name).await?;
     let files = TableFiles::read(&table, table.head("main")?.as_ref()).await?;
-    if !files.dvs.is_empty() || !files.position_deletes.is_empty() {
-        bail!("the floor needs a table without DVs or position deletes");
+    if !files.position_deletes.is_empty() {
+        bail!("the floor needs a table without v2 position deletes");
     }
     let groups = group_equality_deletes(&table, &files)?;
     let ids: Vec<i32> = groups.iter().flat_map(|g| g.equality_ids.clone()).collect();
@@ -175,7 +208,21 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         .collect();
     let mut truth = Vec::new();
     let mut chunks = Vec::new();
+    // What eqdv's DVs would hold: its new positions with each file's old DV.
+    let mut eqdv_merged = 0u64;
     for (path, deleted) in &resolved.positions {
+        let dv = files.dvs.get(path.as_str()).map(|dv| {
+            (
+                dv.path().to_string(),
+                dv.file.content_offset().unwrap_or(-1),
+                dv.file.content_size_in_bytes().unwrap_or(-1),
+            )
+        });
+        let mut merged = deleted.clone();
+        if let Some((puffin, offset, length)) = &dv {
+            merged |= eqdv::puffin::read_dv(&table.file_io, puffin, *offset, *length).await?;
+        }
+        eqdv_merged += merged.len();
         let bytes = table.file_io.new_input(path)?.read().await?;
         let metadata = Arc::new(ParquetMetaDataReader::new().parse_and_finish(&bytes)?);
         let leaf = column_by_name(&metadata, &key_name).with_context(|| path.clone())?;
@@ -212,6 +259,7 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
             data_sequence_number: *seq_of
                 .get(path.as_str())
                 .ok_or_else(|| anyhow!("{path} is not live"))?,
+            dv,
         });
     }
     let deletes: Vec<(String, i64)> = groups
@@ -220,12 +268,20 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         .map(|f| (f.path().to_string(), f.data_sequence_number))
         .collect();
 
+    let dv_files: Vec<usize> = (0..truth.len())
+        .filter(|&i| truth[i].dv.is_some())
+        .collect();
+    // The timed reads go through the default endpoint.
+    let timed_catalog = connect(None).await?;
+    let timed_table = LoadedTable::load(&timed_catalog, &name).await?;
+
     let mut runs = Vec::new();
     let mut bytes_fetched = 0;
     let mut matched = 0;
+    let mut floor_merged = 0;
     for _ in 0..reps {
         let started = Instant::now();
-        let file_io = &table.file_io;
+        let file_io = &timed_table.file_io;
         let mut fetches: Vec<BoxFuture<'_, Result<(Fetched, Bytes)>>> = Vec::new();
         for (i, (path, _)) in deletes.iter().enumerate() {
             fetches.push(
@@ -244,6 +300,20 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
                 .boxed(),
             );
         }
+        for &i in &dv_files {
+            let Some((puffin, offset, length)) = &truth[i].dv else {
+                continue;
+            };
+            let (offset, length) = (*offset, *length);
+            let (start, end) = (u64::try_from(offset)?, u64::try_from(offset + length)?);
+            fetches.push(
+                async move {
+                    let reader = file_io.new_input(puffin)?.reader().await?;
+                    Ok((Fetched::Dv(i), reader.read(start..end).await?))
+                }
+                .boxed(),
+            );
+        }
         let fetched: Vec<(Fetched, Bytes)> = futures::stream::iter(fetches)
             .buffer_unordered(parallelism.max(1))
             .try_collect()
@@ -254,10 +324,15 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         // Decode the keys (each with its highest delete sequence number), then probe.
         let mut keys: HashMap<Key, i64> = HashMap::new();
         let mut chunk_bytes: Vec<Option<Bytes>> = vec![None; chunks.len()];
+        let mut merged: Vec<RoaringTreemap> = vec![RoaringTreemap::new(); truth.len()];
         for (which, bytes) in fetched {
             let i = match which {
                 Fetched::Chunk(i) => {
                     chunk_bytes[i] = Some(bytes);
+                    continue;
+                }
+                Fetched::Dv(i) => {
+                    merged[i] |= deserialize_dv(&bytes)?;
                     continue;
                 }
                 Fetched::Delete(i) => i,
@@ -290,18 +365,27 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
                 .with_projection(mask)
                 .with_row_groups(chunk.row_groups.clone())
                 .build()?;
+            // The reader returns the row groups' rows in order: walk their positions.
+            let mut positions = row_positions(&file.metadata, &chunk.row_groups)
+                .into_iter()
+                .flat_map(|(first, rows)| first..first + rows);
             for batch in reader {
                 let batch = batch?;
-                for key in keys_of(batch.column(0))?.into_iter().flatten() {
-                    if keys
-                        .get(&key)
+                for key in keys_of(batch.column(0))? {
+                    let position = positions
+                        .next()
+                        .ok_or_else(|| anyhow!("{}: more rows than its row groups", file.path))?;
+                    if key
+                        .and_then(|key| keys.get(&key))
                         .is_some_and(|s| *s > file.data_sequence_number)
                     {
                         matched += 1;
+                        merged[chunk.file].insert(position);
                     }
                 }
             }
         }
+        floor_merged = merged.iter().map(RoaringTreemap::len).sum();
         runs.push(json!({
             "fetch_ms": fetch_ms,
             "total_ms": started.elapsed().as_secs_f64() * 1000.0,
@@ -313,10 +397,13 @@ pub async fn run(warehouse: &str, table: &str, parallelism: usize, reps: usize) 
         "delete_files": deletes.len(),
         "truth_files": truth.len(),
         "data_spans": chunks.len(),
-        "requests": deletes.len() + chunks.len(),
+        "existing_dvs": dv_files.len(),
+        "requests": deletes.len() + chunks.len() + dv_files.len(),
         "bytes_fetched": bytes_fetched,
         "positions_matched": matched,
         "eqdv_positions": positions,
+        "floor_positions_with_old": floor_merged,
+        "eqdv_positions_with_old": eqdv_merged,
         "runs": runs,
     }))
 }

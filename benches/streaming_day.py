@@ -1,0 +1,169 @@
+"""The streaming day's driver (benches/streaming_day calls it, holding the services lock):
+a CDC writer commits upserts into a bucket[16] table on Glue + MinIO every "five
+minutes", and after each commit eqdv converts it the way the serverless trigger does:
+the planner (`eqdv plan`, as the planner Lambda) and then one converter per shard
+(`eqdv convert --plan --shard-id`, as the converter Lambda), through Toxiproxy's first-byte
+latency on every S3 response. Before each conversion, the S3 floor of that conversion's
+resolve (`eqdv-bench s3-floor`: the new delete files, the key column spans that truly
+hold a key and the DVs to merge, fetched at once, decoded and probed; its preparation
+untimed and direct). At the end, the same history (the generator is a pure function of
+its seed) is written again into a second table, never converted, and converted once as a
+backfill.
+
+The writer runs direct to MinIO (what it costs is the writer's, not eqdv's); Glue is not
+proxied. Each eqdv run is its own process measured with wait4 (bench.measure), its S3
+requests counted by kind from MinIO's audit webhook.
+
+Usage: streaming_day.py --bin PATH --floor-bin PATH --toxiproxy PATH --out RESULTS.json
+                        [--commits N] [--latency MS]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from bench import log, machine, measure  # noqa: E402
+from s3_services import BANDWIDTH_KBPS, Audit, Toxiproxy, run_plain, services_env  # noqa: E402
+
+DAY = "stream.day"  # converted after every commit
+BACKFILL = "stream.backfill"  # the same history, converted once at the end
+# The initial load (400,000 rows, 500 rows a file: 800 data files over bucket[16]); each
+# CDC commit then makes the generator's 200 changes (mostly updates of keys drawn from
+# all of history, some of a hot set; inserts; deletes), one data file and one equality
+# delete file per bucket it touches.
+CREATE = ["--rows", "400000", "--partition", "bucket:16"]
+COMMITS_PER_DAY = 288  # a checkpoint every 5 minutes
+# The deployed defaults (template.yaml): the planner's shard target, and the memory of
+# the planner and converter functions (what their GB-seconds are billed at).
+SHARD_TARGET_BYTES = 256 * 1024 * 1024
+PLANNER_MB = 512
+CONVERTER_MB = 2048
+FLOOR_PARALLELISM = 64
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True, help="eqdv")
+    parser.add_argument("--bin-info", default="{}", help="JSON: how the binary was built")
+    parser.add_argument("--floor-bin", required=True, help="eqdv-bench, for the S3 floor")
+    parser.add_argument("--toxiproxy", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--commits", type=int, default=COMMITS_PER_DAY)
+    parser.add_argument("--latency", type=int, default=20, help="ms added to every S3 response")
+    args = parser.parse_args()
+    results = {
+        "machine": machine(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "binary": json.loads(args.bin_info),
+        "table": {"day": DAY, "backfill": BACKFILL, "create": CREATE, "commits": args.commits},
+        "proxy": {"toxiproxy": "v2.5.0", "bandwidth_kbps_per_connection": BANDWIDTH_KBPS,
+                  "latency_ms": args.latency,
+                  "latency": "downstream, added to every response's first byte",
+                  "glue": "direct (not proxied)", "writer": "direct (not proxied)"},
+        "lambda": {"planner_mb": PLANNER_MB, "converter_mb": CONVERTER_MB,
+                   "shard_target_bytes": SHARD_TARGET_BYTES},
+        "commits": [],
+    }
+
+    audit = Audit()
+    log(f"audit webhook at {audit.url}; starting the test services")
+    up = subprocess.run([os.path.join(ROOT, "tests/services/up")],
+                        env=dict(os.environ, EQDV_MINIO_AUDIT_WEBHOOK=audit.url),
+                        capture_output=True, text=True)
+    if up.returncode != 0:
+        raise SystemExit(f"tests/services/up failed:\n{up.stdout[-2000:]}\n{up.stderr[-2000:]}")
+    env = services_env()
+    os.environ.update(env)
+    direct = env["AWS_ENDPOINT_URL_S3"]
+    proxy = Toxiproxy(args.toxiproxy, direct.removeprefix("http://"))
+    proxy.set_latency(args.latency)
+    warehouse = env["EQDV_WAREHOUSE_S3"] + "stream"
+    plan_dir = tempfile.mkdtemp(prefix="eqdv-streaming-day.")
+
+    def common(table):
+        return ["--catalog", "glue", "--warehouse", warehouse, "--table", table, "--json"]
+
+    def writer(table, commits):
+        """The writer's commits, direct to MinIO."""
+        os.environ["AWS_ENDPOINT_URL_S3"] = direct
+        out = run_plain([args.bin, "generate", *common(table), *CREATE, "--commits", str(commits)])
+        audit.take(quiet_s=0.2)
+        return out
+
+    def floor(table, label):
+        os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        run = measure([args.floor_bin, "s3-floor", "--warehouse", warehouse, "--table", table,
+                       "--parallelism", str(FLOOR_PARALLELISM), "--reps", "1",
+                       "--prepare-s3-endpoint", direct], f"floor {label}", timeout=900)
+        audit.take(quiet_s=0.2)
+        return run
+
+    def convert(table, label):
+        """The serverless trigger's conversion: the planner, then each shard's converter
+        (on Lambda they run at once; here one after another)."""
+        os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        plan_file = os.path.join(plan_dir, f"{table}.json")
+        planner = measure([args.bin, "plan", *common(table), "--target-shard-bytes",
+                           str(SHARD_TARGET_BYTES), "--output", plan_file], f"plan {label}", timeout=900)
+        planner["s3"] = audit.take(quiet_s=0.2)
+        converters = []
+        if "error" not in planner:
+            with open(plan_file) as f:
+                shards = json.load(f)["shards"]
+            for shard in shards:
+                run = measure([args.bin, "convert", *common(table), "--plan", plan_file,
+                               "--shard-id", shard["id"]], f"convert {label} shard {shard['id'][:8]}",
+                              timeout=900)
+                run["s3"] = audit.take(quiet_s=0.2)
+                converters.append(run)
+        return {"planner": planner, "converters": converters}
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+    try:
+        log(f"creating {DAY} ({' '.join(CREATE)}), direct")
+        results["table"]["created"] = writer(DAY, 0)
+        for commit in range(1, args.commits + 1):
+            label = f"commit {commit}/{args.commits}"
+            written = writer(DAY, 1)
+            written_at = time.monotonic()
+            entry = {"commit": commit, "writer": {k: written.get(k) for k in (
+                "data_files", "equality_delete_files", "rows_written", "equality_deletes_written",
+                "live_rows")}}
+            entry["floor"] = floor(DAY, label)
+            # The floor's run is not the conversion's: the clock starts again after it.
+            floor_s = time.monotonic() - written_at
+            entry.update(convert(DAY, label))
+            entry["writer_to_converted_s"] = time.monotonic() - written_at - floor_s
+            results["commits"].append(entry)
+            save()
+        log(f"writing the same history into {BACKFILL} ({args.commits} commits in one call), direct")
+        t = time.monotonic()
+        results["table"]["backfill_created"] = writer(BACKFILL, args.commits)
+        results["table"]["backfill_generate_s"] = time.monotonic() - t
+        backfill = {"floor": floor(BACKFILL, "backfill")}
+        backfill.update(convert(BACKFILL, "backfill"))
+        results["backfill"] = backfill
+        os.environ["AWS_ENDPOINT_URL_S3"] = direct
+        # Both tables must now hold no equality delete: what is left of each head's deletes.
+        for table in (DAY, BACKFILL):
+            results.setdefault("left", {})[table] = run_plain(
+                [args.bin, "inspect", *common(table)])["totals"]
+    finally:
+        proxy.stop()
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    save()
+    log(f"done -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
