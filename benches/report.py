@@ -505,7 +505,8 @@ def main():
               "benches/run --report  # rewrite this file from benches/results/*.json\n"
               "benches/s3_latency   # the S3 latency section: Glue + MinIO behind Toxiproxy, against a baseline\n"
               "benches/key_memory.py  # the memory per deleted long key section (see its header)\n"
-              "benches/big_table    # the million-file table section, against a baseline\n```\n\n")
+              "benches/big_table    # the million-file table section, against a baseline\n"
+              "benches/streaming_day  # the streaming day section: converted after every commit, through S3 latency\n```\n\n")
     md.append(
         "## What is measured\n\n"
         "Every measured thing is its own process; the driver (`benches/bench.py`) takes wall time, "
@@ -721,13 +722,15 @@ def main():
                 md.append(f"| {int(mb):,} | failed: {run.get('error', '')[-200:]} | | | | | |\n")
         md.append("\n")
 
-    # The sections of benches/s3_latency, benches/key_memory.py and benches/big_table,
-    # kept when the rest of the report is rewritten.
+    # The sections of benches/s3_latency, benches/streaming_day, benches/key_memory.py
+    # and benches/big_table, kept when the rest of the report is rewritten.
     import report_big_table
     import report_key_memory
     import report_s3_latency
+    import report_streaming_day
 
     for results_name, module in [("s3-latency.json", report_s3_latency),
+                                 ("streaming-day.json", report_streaming_day),
                                  ("key-memory.json", report_key_memory),
                                  ("big-table.json", report_big_table)]:
         results_path = os.path.join(HERE, "results", results_name)
