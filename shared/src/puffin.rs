@@ -410,8 +410,18 @@ pub async fn read_puffin_footer(file_io: &FileIO, location: &str) -> Result<Puff
     read_footer(file_io, location, None).await
 }
 
+/// Bytes read from a Puffin file's end in one request: the whole footer of up to a few
+/// hundred DVs, and the whole of the small files a streaming conversion writes.
+const FOOTER_READ_LEN: u64 = 64 * 1024;
+
 /// [`read_puffin_footer`], failing first on a size other than `expected_size`: a
 /// truncated file is better reported as such than as a broken footer.
+///
+/// One round trip when the size is expected (the size and the file's last
+/// [`FOOTER_READ_LEN`] bytes are asked for at once), two otherwise, where iceberg's
+/// reader makes seven one after another; a larger file, or a longer footer, costs a
+/// read more. A footer with flags set (a compressed payload) goes through iceberg's
+/// reader, which decodes or refuses them.
 async fn read_footer(
     file_io: &FileIO,
     location: &str,
@@ -427,7 +437,17 @@ async fn read_footer(
         source: Box::new(source),
     };
     let input = file_io.new_input(location).map_err(io_err)?;
-    let size = input.metadata().await.map_err(io_err)?.size;
+    let tail_start = |size: u64| size.saturating_sub(FOOTER_READ_LEN);
+    let (size, early_tail) = match expected_size {
+        Some(expected) if expected >= MIN_PUFFIN_LEN => {
+            let (metadata, tail) = futures::join!(
+                input.metadata(),
+                read_range(file_io, location, tail_start(expected)..expected)
+            );
+            (metadata.map_err(io_err)?.size, Some(tail))
+        }
+        _ => (input.metadata().await.map_err(io_err)?.size, None),
+    };
     if let Some(expected) = expected_size
         && expected != size
     {
@@ -443,20 +463,26 @@ async fn read_footer(
             None,
         ));
     }
-    let tail = read_range(file_io, location, size - FOOTER_STRUCT_LEN..size).await?;
-    let (Some(payload_len), Some(magic)) = (tail.first_chunk::<4>(), tail.last_chunk::<4>()) else {
+    // The size is as expected, so an early read is of this file's end.
+    let start = tail_start(size);
+    let tail = match early_tail {
+        Some(tail) => tail?,
+        None => read_range(file_io, location, start..size).await?,
+    };
+    let Some(&[l0, l1, l2, l3, f0, f1, f2, f3, m0, m1, m2, m3]) = tail.last_chunk::<12>() else {
         return Err(invalid(
             format!("footer tail is {} bytes, expected 12", tail.len()),
             None,
         ));
     };
-    if *magic != PUFFIN_MAGIC {
+    let magic = [m0, m1, m2, m3];
+    if magic != PUFFIN_MAGIC {
         return Err(invalid(
             format!("trailing magic is {magic:02X?}, expected {PUFFIN_MAGIC:02X?}"),
             None,
         ));
     }
-    let payload_len = u64::from(u32::from_le_bytes(*payload_len));
+    let payload_len = u64::from(u32::from_le_bytes([l0, l1, l2, l3]));
     let footer_len = 4 + payload_len + FOOTER_STRUCT_LEN;
     if FIRST_BLOB_OFFSET + footer_len > size {
         return Err(invalid(
@@ -464,14 +490,43 @@ async fn read_footer(
             None,
         ));
     }
-    let reader = PuffinReader::new(input);
-    let metadata = reader
-        .file_metadata()
-        .await
-        .map_err(|e| invalid("cannot read the footer".to_string(), Some(Box::new(e))))?
-        .clone();
-    // A blob must lie between the header magic and the footer.
     let footer_start = size - footer_len;
+    let metadata = if [f0, f1, f2, f3] != [0; 4] {
+        PuffinReader::new(input)
+            .file_metadata()
+            .await
+            .map_err(|e| invalid("cannot read the footer".to_string(), Some(Box::new(e))))?
+            .clone()
+    } else {
+        let footer = if footer_start >= start {
+            tail.slice((footer_start - start) as usize..)
+        } else {
+            read_range(file_io, location, footer_start..size).await?
+        };
+        let header = if start == 0 {
+            tail.slice(..4)
+        } else {
+            read_range(file_io, location, 0..4).await?
+        };
+        for (what, bytes) in [("header", &header[..]), ("footer", &footer[..4])] {
+            if bytes != PUFFIN_MAGIC {
+                return Err(invalid(
+                    format!("{what} magic is {bytes:02X?}, expected {PUFFIN_MAGIC:02X?}"),
+                    None,
+                ));
+            }
+        }
+        let payload = &footer[4..4 + payload_len as usize];
+        serde_json::from_slice::<FileMetadata>(payload).map_err(|e| {
+            let e = iceberg::Error::new(
+                iceberg::ErrorKind::DataInvalid,
+                "footer payload is not valid JSON",
+            )
+            .with_source(e);
+            invalid("cannot read the footer".to_string(), Some(Box::new(e)))
+        })?
+    };
+    // A blob must lie between the header magic and the footer.
     for blob in metadata.blobs() {
         let end = blob.offset().checked_add(blob.length());
         if blob.offset() < FIRST_BLOB_OFFSET || end.is_none_or(|end| end > footer_start) {
