@@ -176,6 +176,12 @@ def section(results):
         f"| cost (Lambda + S3 requests), USD | {usd:,.4f} | {usd * scale:,.2f} |\n"
         f"| failed runs | {failed:,} | |\n\n"
     )
+    checked = [c.floor for c in commits if "floor_positions_with_old" in c.floor]
+    agree = sum(f["floor_positions_with_old"] == f["eqdv_positions_with_old"] for f in checked)
+    md.append(
+        f"The floor's positions, merged with the files' old DVs, equal eqdv's on {agree:,} of {len(checked):,} commits; "
+        f"it fetched {sum(f.get('existing_dvs', 0) for f in checked):,} old DVs in all.\n\n"
+    )
     ratio = lambda_s / floor_sum if floor_sum else None
     p50, p99 = statistics.median(latency), percentile(latency, 99)
     verdict = lambda ok: "met" if ok else "**missed**"

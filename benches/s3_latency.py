@@ -16,15 +16,13 @@ Usage: s3_latency.py --bin NAME=PATH [--bin NAME=PATH ...] --toxiproxy PATH --ou
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
-from s3_services import BANDWIDTH_KBPS, Audit, Toxiproxy, run_plain, services_env  # noqa: E402
+from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
 
 # The table of issue 13: 1,000 data files in bucket[16], 192 equality delete files.
 TABLE = "s3lat.events"
@@ -61,17 +59,8 @@ def main():
                          "glue": "direct (not proxied)"},
                "runs": []}
 
-    audit = Audit()
-    log(f"audit webhook at {audit.url}; starting the test services")
-    up = subprocess.run([os.path.join(ROOT, "tests/services/up")],
-                        env=dict(os.environ, EQDV_MINIO_AUDIT_WEBHOOK=audit.url),
-                        capture_output=True, text=True)
-    if up.returncode != 0:
-        raise SystemExit(f"tests/services/up failed:\n{up.stdout[-2000:]}\n{up.stderr[-2000:]}")
-    env = services_env()
-    os.environ.update(env)
+    audit, env, proxy = start_services(args.toxiproxy)
     direct = env["AWS_ENDPOINT_URL_S3"]
-    proxy = Toxiproxy(args.toxiproxy, direct.removeprefix("http://"))
     try:
         warehouse = env["EQDV_WAREHOUSE_S3"] + "s3lat"
 

@@ -10,6 +10,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -186,3 +187,21 @@ def run_plain(cmd):
     if proc.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout)
+
+
+def start_services(toxiproxy):
+    """Starts the test services (tests/services/up) with MinIO posting its audit records
+    to a new Audit, takes their environment into os.environ, and starts Toxiproxy in
+    front of MinIO. Returns (audit, env, proxy); S3 is still direct until a caller points
+    AWS_ENDPOINT_URL_S3 at proxy.endpoint."""
+    audit = Audit()
+    print(f"audit webhook at {audit.url}; starting the test services", file=sys.stderr, flush=True)
+    up = subprocess.run([os.path.join(ROOT, "tests/services/up")],
+                        env=dict(os.environ, EQDV_MINIO_AUDIT_WEBHOOK=audit.url),
+                        capture_output=True, text=True)
+    if up.returncode != 0:
+        raise SystemExit(f"tests/services/up failed:\n{up.stdout[-2000:]}\n{up.stderr[-2000:]}")
+    env = services_env()
+    os.environ.update(env)
+    proxy = Toxiproxy(toxiproxy, env["AWS_ENDPOINT_URL_S3"].removeprefix("http://"))
+    return audit, env, proxy
