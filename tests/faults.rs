@@ -246,14 +246,23 @@ async fn persistent_write_failure_fails_cleanly() {
             "{line}"
         );
     }
-    // The first manifest write, tried once and retried three times (OpenDAL's
-    // RetryLayer as iceberg-storage-opendal sets it up); then the attempt gives up.
+    // The snapshot's manifests are written at once, each tried once and retried three
+    // times (OpenDAL's RetryLayer as iceberg-storage-opendal sets it up); the attempt
+    // gives up at the first that fails for good (the others may be cut short), before
+    // any manifest list.
     let injected = s.proxy.injected();
     eprintln!("{} manifest writes answered 503", injected.len());
-    assert_eq!(injected.len(), 4, "{injected:#?}");
+    let mut tries: std::collections::BTreeMap<&str, usize> = Default::default();
+    for l in &injected {
+        *tries.entry(l.path.as_str()).or_default() += 1;
+    }
+    assert!(tries.values().all(|&n| n <= 4), "{tries:#?}");
+    assert!(tries.values().any(|&n| n == 4), "{tries:#?}");
     assert!(
-        injected.iter().all(|l| l.path == injected[0].path),
-        "{injected:#?}"
+        tries
+            .keys()
+            .all(|p| p.contains("/metadata/eqdv-") && !p.contains("/snap-")),
+        "{tries:#?}"
     );
     s.proxy.clear();
     s.assert_unchanged().await;
@@ -342,7 +351,8 @@ async fn slow_responses_still_convert() {
     eprintln!("converted with slow responses in {took:?}");
     assert_eq!(r.outcome, Outcome::Converted);
     assert_eq!(s.proxy.injected().len(), 5);
-    assert!(took >= delay * 5, "the delays were not applied: {took:?}");
+    // One after another but for the two manifest writes, which go out at once.
+    assert!(took >= delay * 4, "the delays were not applied: {took:?}");
     s.assert_converted().await;
 }
 

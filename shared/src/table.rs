@@ -273,7 +273,7 @@ impl SkippedData {
 /// Manifests read at once. Each is a round trip to object storage, and a streaming
 /// table has one or two per commit since its last compaction: as many in flight as
 /// eqdv reads data files (their decoded entries are all kept anyway).
-const MANIFEST_READS_IN_FLIGHT: usize = crate::resolve::DEFAULT_PARALLELISM;
+pub(crate) const MANIFEST_READS_IN_FLIGHT: usize = crate::resolve::DEFAULT_PARALLELISM;
 
 impl TableFiles {
     /// Reads the manifest list and every manifest of `snapshot`.
@@ -283,7 +283,9 @@ impl TableFiles {
         };
         let manifests = read_manifest_list(table, snapshot).await?;
         let mut files = Self::empty(snapshot, manifests.clone());
-        files.add_manifests(table, &manifests).await?;
+        files
+            .add_manifests(table, &with_live_files(&manifests))
+            .await?;
         Ok(files)
     }
 
@@ -303,7 +305,7 @@ impl TableFiles {
         };
         let manifests = read_manifest_list(table, snapshot).await?;
         let mut files = Self::empty(snapshot, manifests.clone());
-        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = manifests
+        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = with_live_files(&manifests)
             .into_iter()
             .partition(|m| m.content == ManifestContentType::Deletes);
         // The data manifests are fetched while the deletes are read, so that a scoped
@@ -502,6 +504,16 @@ impl TableFiles {
         }
         Ok(())
     }
+}
+
+/// The manifests that may list a live file: one whose counts say it holds only deleted
+/// entries is not read (Java's scans skip them too, and commits drop them).
+fn with_live_files(manifests: &[ManifestFile]) -> Vec<ManifestFile> {
+    manifests
+        .iter()
+        .filter(|m| !crate::snapshot::has_no_live_files(m))
+        .cloned()
+        .collect()
 }
 
 /// The manifests of `snapshot`'s manifest list.

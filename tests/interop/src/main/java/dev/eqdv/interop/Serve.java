@@ -8,6 +8,7 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -208,15 +209,22 @@ final class Serve {
             : pick == 1
                 ? PartitionSpec.builderFor(schema).identity("p").build()
                 : PartitionSpec.builderFor(schema).bucket("k", 4).build();
+    // Half the tables merge manifests from two on (small target size, so several bins):
+    // Java's own commits and eqdv's then rewrite and merge manifests all the time.
+    boolean mergeOften = random.nextBoolean();
+    Map<String, String> props = new HashMap<>();
+    props.put(TableProperties.FORMAT_VERSION, "3");
+    props.put(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
+    if (mergeOften) {
+      props.put(TableProperties.MANIFEST_MIN_MERGE_COUNT, "2");
+      props.put(TableProperties.MANIFEST_TARGET_SIZE_BYTES, "16384");
+    }
     ref.catalog
         .buildTable(ref.identifier(), schema)
         .withPartitionSpec(spec)
-        .withProperties(
-            Map.of(
-                TableProperties.FORMAT_VERSION, "3",
-                TableProperties.DEFAULT_FILE_FORMAT, "parquet"))
+        .withProperties(props)
         .create();
-    return "create " + spec.fields();
+    return "create " + spec.fields() + (mergeOften ? ", manifests merged from 2" : "");
   }
 
   // --- random operations --------------------------------------------------------------------

@@ -3,14 +3,25 @@
 //! `commit` decides whether the result is swapped in.
 //!
 //! Manifests that hold a removed entry are rewritten with that entry DELETED and the
-//! others EXISTING (sequence numbers kept); every other manifest is reused as is.
+//! others EXISTING (sequence numbers kept); manifests with no live entry are dropped;
+//! delete manifests are merged once a spec has many (`merge`); every other manifest is
+//! reused as is. `summary` computes the snapshot summary.
+
+mod merge;
+mod summary;
+
+pub use merge::{
+    MERGE_ENABLED_PROPERTY, MIN_COUNT_TO_MERGE_PROPERTY, MergePolicy, TARGET_SIZE_PROPERTY,
+    has_no_live_files,
+};
 
 use std::collections::{HashMap, HashSet};
 
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::spec::{
-    DataContentType, DataFile, DataFileFormat, ManifestContentType, ManifestFile,
-    ManifestListWriter, ManifestStatus, ManifestWriter, ManifestWriterBuilder, Operation,
-    PartitionSpec, SchemaRef, Snapshot, Summary, TableMetadata,
+    DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestStatus,
+    ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpec, SchemaRef, Snapshot, Summary,
+    TableMetadata,
 };
 use rand::Rng;
 
@@ -97,9 +108,12 @@ async fn build_inner(
     let schema = metadata.current_schema().clone();
     let location = table.location().to_string();
 
-    let mut new_manifests: Vec<ManifestFile> = Vec::new();
+    // Every manifest this snapshot writes, finished together at the end (their writes
+    // go out at once): the new ones first, then those rewritten or merged from the base.
+    let mut pending: Vec<(String, ManifestWriter)> = Vec::new();
 
     // New manifests: one per (content, spec).
+    let mut new_delete_manifests_by_spec: HashMap<i32, usize> = HashMap::new();
     for (content, files) in [
         (ManifestContentType::Data, &changes.added_data_files),
         (ManifestContentType::Deletes, &changes.added_delete_files),
@@ -111,13 +125,7 @@ async fn build_inner(
         let mut spec_ids: Vec<_> = by_spec.keys().copied().collect();
         spec_ids.sort_unstable();
         for spec_id in spec_ids {
-            let spec =
-                metadata
-                    .partition_spec_by_id(spec_id)
-                    .ok_or_else(|| Error::UnsupportedTable {
-                        table: table.name.to_string(),
-                        message: format!("partition spec {spec_id} does not exist"),
-                    })?;
+            let spec = spec_of(table, spec_id)?;
             let (path, mut writer) = manifest_writer(
                 table,
                 written,
@@ -129,11 +137,15 @@ async fn build_inner(
             for file in &by_spec[&spec_id] {
                 writer.add_file((*file).clone(), -1)?;
             }
-            new_manifests.push(finish_manifest(&path, writer).await?);
+            if content == ManifestContentType::Deletes {
+                *new_delete_manifests_by_spec.entry(spec_id).or_default() += 1;
+            }
+            pending.push((path, writer));
         }
     }
 
-    // Rewritten manifests: the ones holding a removed entry.
+    // The base's manifests: dropped when nothing in them is live any more, rewritten
+    // when they hold a removed entry, merged when a spec has many (see `merge`).
     let mut removed_by_manifest: HashMap<&str, HashSet<FileEntryKey>> = HashMap::new();
     for removed in &changes.removed_files {
         removed_by_manifest
@@ -141,26 +153,140 @@ async fn build_inner(
             .or_default()
             .insert(removed.entry_key());
     }
-    let mut found_removed = 0usize;
-    let mut kept_manifests = Vec::new();
+    let live_deletes = merge::live_entries_by_manifest(
+        base.equality_deletes
+            .iter()
+            .chain(base.dvs.values())
+            .chain(&base.position_deletes),
+    );
+    let mut kept_manifests: Vec<ManifestFile> = Vec::new();
+    let mut rewrite_from_file: Vec<&ManifestFile> = Vec::new();
+    let mut from_memory_by_spec: HashMap<i32, Vec<&ManifestFile>> = HashMap::new();
+    let mut delete_manifests_by_spec = new_delete_manifests_by_spec;
+    let mut partition_types = HashMap::new();
     for manifest_file in &base.manifests {
-        let Some(removed) = removed_by_manifest.get(manifest_file.manifest_path.as_str()) else {
-            kept_manifests.push(manifest_file.clone());
+        let path = manifest_file.manifest_path.as_str();
+        let removes = removed_by_manifest.contains_key(path);
+        if !merge::is_delete_manifest(manifest_file) {
+            if removes {
+                rewrite_from_file.push(manifest_file);
+            } else if !merge::has_no_live_files(manifest_file) {
+                kept_manifests.push(manifest_file.clone());
+            }
+            continue;
+        }
+        // Every delete manifest of the base was read: what is not among its live
+        // files is not live, and a manifest with none left is not carried (as Java).
+        let Some(live) = live_deletes.get(path) else {
             continue;
         };
-        let manifest = manifest_file
-            .load_manifest(&table.file_io)
-            .await
-            .map_err(|e| Error::file(&manifest_file.manifest_path, "cannot read manifest", e))?;
+        *delete_manifests_by_spec
+            .entry(manifest_file.partition_spec_id)
+            .or_default() += 1;
+        let spec_id = manifest_file.partition_spec_id;
+        let partition_type = match partition_types.get(&spec_id) {
+            Some(t) => t,
+            None => {
+                let t = spec_of(table, spec_id)?.partition_type(&schema)?;
+                partition_types.entry(spec_id).or_insert(t)
+            }
+        };
+        if merge::writable_from_memory(live, partition_type) {
+            from_memory_by_spec
+                .entry(spec_id)
+                .or_default()
+                .push(manifest_file);
+        } else if removes {
+            rewrite_from_file.push(manifest_file);
+        } else {
+            kept_manifests.push(manifest_file.clone());
+        }
+    }
+
+    // Delete manifests written again from their live entries in memory: alone when
+    // they hold a removed entry, or merged with others of their spec.
+    let policy = merge::MergePolicy::from_properties(metadata.properties());
+    let mut found_removed = 0usize;
+    let mut spec_ids: Vec<i32> = from_memory_by_spec.keys().copied().collect();
+    spec_ids.sort_unstable();
+    for spec_id in spec_ids {
+        let candidates = &from_memory_by_spec[&spec_id];
+        let total = delete_manifests_by_spec.get(&spec_id).copied().unwrap_or(0);
+        for bin in policy.bins(candidates, total) {
+            let sources: Vec<&ManifestFile> = bin.iter().map(|&i| candidates[i]).collect();
+            let removes = sources
+                .iter()
+                .any(|m| removed_by_manifest.contains_key(m.manifest_path.as_str()));
+            if let [only] = sources[..]
+                && !removes
+            {
+                kept_manifests.push(only.clone());
+                continue;
+            }
+            let spec = spec_of(table, spec_id)?;
+            let (path, mut writer) = manifest_writer(
+                table,
+                written,
+                snapshot_id,
+                ManifestContentType::Deletes,
+                schema.clone(),
+                spec.as_ref().clone(),
+            )?;
+            for source in &sources {
+                let removed = removed_by_manifest.get(source.manifest_path.as_str());
+                for live in &live_deletes[source.manifest_path.as_str()] {
+                    let file_seq = Some(live.file_sequence_number);
+                    if removed.is_some_and(|r| r.contains(&live.entry_key())) {
+                        found_removed += 1;
+                        writer.add_delete_file(
+                            live.file.clone(),
+                            live.data_sequence_number,
+                            file_seq,
+                        )?;
+                    } else {
+                        writer.add_existing_file(
+                            live.file.clone(),
+                            live.snapshot_id,
+                            live.data_sequence_number,
+                            file_seq,
+                        )?;
+                    }
+                }
+            }
+            pending.push((path, writer));
+        }
+    }
+
+    // Manifests rewritten from their own file (data manifests, and delete manifests
+    // whose partition tuples predate a type promotion), read at once.
+    // Owned and boxed: a stream of closures borrowing from here would not be provably Send.
+    let loads: Vec<futures::future::BoxFuture<'static, Result<_>>> = rewrite_from_file
+        .iter()
+        .map(|m| {
+            let (file_io, manifest_file) = (table.file_io.clone(), (*m).clone());
+            async move {
+                let loaded =
+                    crate::manifest_decode::load_manifest(&file_io, &manifest_file).await?;
+                Ok((manifest_file, loaded))
+            }
+            .boxed()
+        })
+        .collect();
+    let loaded: Vec<_> = futures::stream::iter(loads)
+        .buffered(crate::table::MANIFEST_READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    for (manifest_file, (manifest_metadata, entries)) in loaded {
+        let removed = &removed_by_manifest[manifest_file.manifest_path.as_str()];
         let (path, mut writer) = manifest_writer(
             table,
             written,
             snapshot_id,
             manifest_file.content,
-            manifest.metadata().schema().clone(),
-            manifest.metadata().partition_spec().clone(),
+            manifest_metadata.schema.clone(),
+            manifest_metadata.partition_spec.clone(),
         )?;
-        for entry in manifest.entries() {
+        for entry in entries {
             if entry.status() == ManifestStatus::Deleted {
                 continue;
             }
@@ -178,12 +304,12 @@ async fn build_inner(
             };
             if removed.contains(&key) {
                 found_removed += 1;
-                writer.add_delete_file(entry.data_file().clone(), seq, file_seq)?;
+                writer.add_delete_file(entry.data_file, seq, file_seq)?;
             } else {
-                writer.add_existing_file(entry.data_file().clone(), added_by, seq, file_seq)?;
+                writer.add_existing_file(entry.data_file, added_by, seq, file_seq)?;
             }
         }
-        new_manifests.push(finish_manifest(&path, writer).await?);
+        pending.push((path, writer));
     }
     if found_removed != changes.removed_files.len() {
         return Err(Error::CommitConflict {
@@ -195,6 +321,12 @@ async fn build_inner(
             ),
         });
     }
+    let new_manifests = futures::future::try_join_all(
+        pending
+            .into_iter()
+            .map(|(path, writer)| async move { finish_manifest(&path, writer).await }),
+    )
+    .await?;
 
     // Manifest list: new and rewritten manifests first, then the untouched ones.
     let list_path = new_metadata_file(&location, &format!("snap-{snapshot_id}-1"), "avro");
@@ -220,7 +352,7 @@ async fn build_inner(
         .snapshot_id
         .and_then(|id| metadata.snapshot_by_id(id))
         .map(|parent| &parent.summary().additional_properties);
-    let summary = summarize(base, parent_summary, changes);
+    let summary = summary::summarize(base, parent_summary, changes);
     let snapshot = Snapshot::builder()
         .with_snapshot_id(snapshot_id)
         .with_parent_snapshot_id(base.snapshot_id)
@@ -260,7 +392,18 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
-/// Wall-clock time, but never before the table's last update (clock skew between writers).
+/// The partition spec `spec_id` of the table.
+fn spec_of(table: &LoadedTable, spec_id: i32) -> Result<iceberg::spec::PartitionSpecRef> {
+    table
+        .metadata
+        .partition_spec_by_id(spec_id)
+        .cloned()
+        .ok_or_else(|| Error::UnsupportedTable {
+            table: table.name.to_string(),
+            message: format!("partition spec {spec_id} does not exist"),
+        })
+}
+
 /// A v3 manifest writer of `content` at a new file in the table's metadata directory,
 /// recorded in `written` first so that a build that fails later deletes it.
 fn manifest_writer(
@@ -289,188 +432,8 @@ async fn finish_manifest(path: &str, writer: ManifestWriter) -> Result<ManifestF
         .map_err(|e| Error::file(path, "cannot write manifest", e))
 }
 
+/// Wall-clock time, but never before the table's last update (clock skew between writers).
 fn now_ms(metadata: &TableMetadata) -> i64 {
     let now = chrono::Utc::now().timestamp_millis();
     now.max(metadata.last_updated_ms() + 1)
-}
-
-#[derive(Default)]
-struct Counts {
-    data_files: u64,
-    records: u64,
-    files_size: u64,
-    delete_files: u64,
-    equality_delete_files: u64,
-    equality_deletes: u64,
-    position_delete_files: u64,
-    dvs: u64,
-    position_deletes: u64,
-}
-
-/// Summary keys of the added counters, in the order of [`Counts::values`].
-const ADDED_KEYS: [&str; 9] = [
-    "added-data-files",
-    "added-records",
-    "added-files-size",
-    "added-delete-files",
-    "added-equality-delete-files",
-    "added-equality-deletes",
-    "added-position-delete-files",
-    "added-dvs",
-    "added-position-deletes",
-];
-
-/// Summary keys of the removed counters, in the order of [`Counts::values`] (the spec
-/// names two of them `deleted-`).
-const REMOVED_KEYS: [&str; 9] = [
-    "deleted-data-files",
-    "deleted-records",
-    "removed-files-size",
-    "removed-delete-files",
-    "removed-equality-delete-files",
-    "removed-equality-deletes",
-    "removed-position-delete-files",
-    "removed-dvs",
-    "removed-position-deletes",
-];
-
-impl Counts {
-    fn of<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> Self {
-        let mut counts = Self::default();
-        for f in files {
-            counts.add(f);
-        }
-        counts
-    }
-
-    /// The counters in the order of [`ADDED_KEYS`] and [`REMOVED_KEYS`].
-    fn values(&self) -> [u64; 9] {
-        [
-            self.data_files,
-            self.records,
-            self.files_size,
-            self.delete_files,
-            self.equality_delete_files,
-            self.equality_deletes,
-            self.position_delete_files,
-            self.dvs,
-            self.position_deletes,
-        ]
-    }
-
-    fn add(&mut self, file: &DataFile) {
-        match file.content_type() {
-            DataContentType::Data => {
-                self.data_files += 1;
-                self.records += file.record_count();
-                self.files_size += file.file_size_in_bytes();
-            }
-            DataContentType::EqualityDeletes => {
-                self.delete_files += 1;
-                self.equality_delete_files += 1;
-                self.equality_deletes += file.record_count();
-                self.files_size += file.file_size_in_bytes();
-            }
-            DataContentType::PositionDeletes => {
-                self.delete_files += 1;
-                self.position_deletes += file.record_count();
-                if file.file_format() == DataFileFormat::Puffin {
-                    self.dvs += 1;
-                    // A DV occupies only its blob of the shared Puffin file.
-                    self.files_size += file
-                        .content_size_in_bytes()
-                        .map(|s| s.max(0) as u64)
-                        .unwrap_or_else(|| file.file_size_in_bytes());
-                } else {
-                    self.position_delete_files += 1;
-                    self.files_size += file.file_size_in_bytes();
-                }
-            }
-        }
-    }
-}
-
-/// The standard summary counters. Totals are computed from the live files, not
-/// inherited, except where `base` is a scoped read missing some data files: then the
-/// data totals (records, data files, files size) are the parent's plus what was added
-/// less what was removed, and are left out where the parent has none. The delete
-/// totals are always exact: every delete manifest is read.
-fn summarize(
-    base: &TableFiles,
-    parent: Option<&HashMap<String, String>>,
-    changes: &SnapshotChanges,
-) -> HashMap<String, String> {
-    let added_files = || {
-        changes
-            .added_data_files
-            .iter()
-            .chain(&changes.added_delete_files)
-            .map(|f| &f.file)
-    };
-    let added = Counts::of(added_files());
-    let removed = Counts::of(changes.removed_files.iter().map(|f| &f.file));
-    let removed_keys: HashSet<FileEntryKey> = changes
-        .removed_files
-        .iter()
-        .map(|f| f.entry_key())
-        .collect();
-    let live = base
-        .data_files
-        .iter()
-        .chain(&base.equality_deletes)
-        .chain(base.dvs.values())
-        .chain(&base.position_deletes)
-        .filter(|f| !removed_keys.contains(&f.entry_key()))
-        .map(|f| &f.file);
-    let total = Counts::of(live.chain(added_files()));
-
-    let mut s = HashMap::new();
-    // The added and removed counters appear only when not zero.
-    let changed = ADDED_KEYS
-        .iter()
-        .zip(added.values())
-        .chain(REMOVED_KEYS.iter().zip(removed.values()));
-    for (k, v) in changed {
-        if v > 0 {
-            s.insert(k.to_string(), v.to_string());
-        }
-    }
-    // The data totals: exact, or after a scoped read the parent's moved by this change.
-    let data_totals = [
-        (
-            "total-records",
-            [total.records, added.records, removed.records],
-        ),
-        (
-            "total-files-size",
-            [total.files_size, added.files_size, removed.files_size],
-        ),
-        (
-            "total-data-files",
-            [total.data_files, added.data_files, removed.data_files],
-        ),
-    ];
-    for (key, [exact, plus, minus]) in data_totals {
-        let value = if base.skipped_data.is_partial() {
-            parent
-                .and_then(|p| p.get(key)?.parse::<u64>().ok())
-                .map(|before| (before + plus).saturating_sub(minus))
-        } else {
-            Some(exact)
-        };
-        if let Some(value) = value {
-            s.insert(key.to_string(), value.to_string());
-        }
-    }
-    for (k, v) in [
-        ("total-delete-files", total.delete_files),
-        ("total-position-deletes", total.position_deletes),
-        (TOTAL_EQUALITY_DELETES_PROPERTY, total.equality_deletes),
-    ] {
-        s.insert(k.to_string(), v.to_string());
-    }
-    for (k, v) in &changes.extra_summary {
-        s.insert(k.clone(), v.clone());
-    }
-    s
 }

@@ -1,0 +1,189 @@
+//! The snapshot summary: the added, removed and total counters the spec defines.
+
+use std::collections::{HashMap, HashSet};
+
+use iceberg::spec::{DataContentType, DataFile, DataFileFormat};
+
+use super::{SnapshotChanges, TOTAL_EQUALITY_DELETES_PROPERTY};
+use crate::table::{FileEntryKey, TableFiles};
+
+#[derive(Default)]
+struct Counts {
+    data_files: u64,
+    records: u64,
+    files_size: u64,
+    delete_files: u64,
+    equality_delete_files: u64,
+    equality_deletes: u64,
+    position_delete_files: u64,
+    dvs: u64,
+    position_deletes: u64,
+}
+
+/// Summary keys of the added counters, in the order of [`Counts::values`].
+const ADDED_KEYS: [&str; 9] = [
+    "added-data-files",
+    "added-records",
+    "added-files-size",
+    "added-delete-files",
+    "added-equality-delete-files",
+    "added-equality-deletes",
+    "added-position-delete-files",
+    "added-dvs",
+    "added-position-deletes",
+];
+
+/// Summary keys of the removed counters, in the order of [`Counts::values`] (the spec
+/// names two of them `deleted-`).
+const REMOVED_KEYS: [&str; 9] = [
+    "deleted-data-files",
+    "deleted-records",
+    "removed-files-size",
+    "removed-delete-files",
+    "removed-equality-delete-files",
+    "removed-equality-deletes",
+    "removed-position-delete-files",
+    "removed-dvs",
+    "removed-position-deletes",
+];
+
+impl Counts {
+    fn of<'a>(files: impl IntoIterator<Item = &'a DataFile>) -> Self {
+        let mut counts = Self::default();
+        for f in files {
+            counts.add(f);
+        }
+        counts
+    }
+
+    /// The counters in the order of [`ADDED_KEYS`] and [`REMOVED_KEYS`].
+    fn values(&self) -> [u64; 9] {
+        [
+            self.data_files,
+            self.records,
+            self.files_size,
+            self.delete_files,
+            self.equality_delete_files,
+            self.equality_deletes,
+            self.position_delete_files,
+            self.dvs,
+            self.position_deletes,
+        ]
+    }
+
+    fn add(&mut self, file: &DataFile) {
+        match file.content_type() {
+            DataContentType::Data => {
+                self.data_files += 1;
+                self.records += file.record_count();
+                self.files_size += file.file_size_in_bytes();
+            }
+            DataContentType::EqualityDeletes => {
+                self.delete_files += 1;
+                self.equality_delete_files += 1;
+                self.equality_deletes += file.record_count();
+                self.files_size += file.file_size_in_bytes();
+            }
+            DataContentType::PositionDeletes => {
+                self.delete_files += 1;
+                self.position_deletes += file.record_count();
+                if file.file_format() == DataFileFormat::Puffin {
+                    self.dvs += 1;
+                    // A DV occupies only its blob of the shared Puffin file.
+                    self.files_size += file
+                        .content_size_in_bytes()
+                        .map(|s| s.max(0) as u64)
+                        .unwrap_or_else(|| file.file_size_in_bytes());
+                } else {
+                    self.position_delete_files += 1;
+                    self.files_size += file.file_size_in_bytes();
+                }
+            }
+        }
+    }
+}
+
+/// The standard summary counters. Totals are computed from the live files, not
+/// inherited, except where `base` is a scoped read missing some data files: then the
+/// data totals (records, data files, files size) are the parent's plus what was added
+/// less what was removed, and are left out where the parent has none. The delete
+/// totals are always exact: every delete manifest is read.
+pub(super) fn summarize(
+    base: &TableFiles,
+    parent: Option<&HashMap<String, String>>,
+    changes: &SnapshotChanges,
+) -> HashMap<String, String> {
+    let added_files = || {
+        changes
+            .added_data_files
+            .iter()
+            .chain(&changes.added_delete_files)
+            .map(|f| &f.file)
+    };
+    let added = Counts::of(added_files());
+    let removed = Counts::of(changes.removed_files.iter().map(|f| &f.file));
+    let removed_keys: HashSet<FileEntryKey> = changes
+        .removed_files
+        .iter()
+        .map(|f| f.entry_key())
+        .collect();
+    let live = base
+        .data_files
+        .iter()
+        .chain(&base.equality_deletes)
+        .chain(base.dvs.values())
+        .chain(&base.position_deletes)
+        .filter(|f| !removed_keys.contains(&f.entry_key()))
+        .map(|f| &f.file);
+    let total = Counts::of(live.chain(added_files()));
+
+    let mut s = HashMap::new();
+    // The added and removed counters appear only when not zero.
+    let changed = ADDED_KEYS
+        .iter()
+        .zip(added.values())
+        .chain(REMOVED_KEYS.iter().zip(removed.values()));
+    for (k, v) in changed {
+        if v > 0 {
+            s.insert(k.to_string(), v.to_string());
+        }
+    }
+    // The data totals: exact, or after a scoped read the parent's moved by this change.
+    let data_totals = [
+        (
+            "total-records",
+            [total.records, added.records, removed.records],
+        ),
+        (
+            "total-files-size",
+            [total.files_size, added.files_size, removed.files_size],
+        ),
+        (
+            "total-data-files",
+            [total.data_files, added.data_files, removed.data_files],
+        ),
+    ];
+    for (key, [exact, plus, minus]) in data_totals {
+        let value = if base.skipped_data.is_partial() {
+            parent
+                .and_then(|p| p.get(key)?.parse::<u64>().ok())
+                .map(|before| (before + plus).saturating_sub(minus))
+        } else {
+            Some(exact)
+        };
+        if let Some(value) = value {
+            s.insert(key.to_string(), value.to_string());
+        }
+    }
+    for (k, v) in [
+        ("total-delete-files", total.delete_files),
+        ("total-position-deletes", total.position_deletes),
+        (TOTAL_EQUALITY_DELETES_PROPERTY, total.equality_deletes),
+    ] {
+        s.insert(k.to_string(), v.to_string());
+    }
+    for (k, v) in &changes.extra_summary {
+        s.insert(k.clone(), v.clone());
+    }
+    s
+}

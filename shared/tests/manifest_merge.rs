@@ -1,0 +1,184 @@
+//! A streaming table's manifests stay few: eqdv's commits drop manifests with no live
+//! file left and merge a spec's delete manifests once there are
+//! `commit.manifest.min-count-to-merge` of them, carrying every live entry with the
+//! sequence numbers and snapshot it had. Judged by PyIceberg (`assert_converted`) after
+//! every conversion, and by the entries themselves.
+
+use eqdv_workload::support;
+use std::collections::{HashMap, HashSet};
+
+use eqdv::catalog::Catalog;
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::snapshot::{MIN_COUNT_TO_MERGE_PROPERTY, has_no_live_files};
+use eqdv::table::{FileEntryKey, LiveFile, TableFiles};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use iceberg::spec::ManifestContentType;
+use support::*;
+
+const MIN_COUNT: usize = 6;
+
+async fn set_property(catalog: &dyn Catalog, key: &str, value: &str) {
+    let t = load(catalog).await;
+    let head = t.head("main").unwrap().expect("a snapshot");
+    let metadata = t
+        .metadata
+        .as_ref()
+        .clone()
+        .into_builder(Some(t.pointer.metadata_location.clone()))
+        .set_properties(HashMap::from([(key.to_string(), value.to_string())]))
+        .unwrap()
+        .build()
+        .unwrap()
+        .metadata;
+    let prepared = eqdv::snapshot::PreparedSnapshot {
+        metadata,
+        snapshot_id: head.snapshot_id(),
+        sequence_number: head.sequence_number(),
+        written_files: Vec::new(),
+        summary: Default::default(),
+    };
+    eqdv::commit::publish(catalog, &t, &prepared).await.unwrap();
+}
+
+/// What a reader inherits for a live delete entry: it must survive any rewrite or merge.
+fn inherited(files: &TableFiles) -> HashMap<FileEntryKey, (i64, i64, i64)> {
+    files
+        .equality_deletes
+        .iter()
+        .chain(files.dvs.values())
+        .chain(&files.position_deletes)
+        .map(|f| {
+            (
+                f.entry_key(),
+                (
+                    f.data_sequence_number,
+                    f.file_sequence_number,
+                    f.snapshot_id,
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Checks the head's manifest list: no manifest without a live file but the head's own,
+/// and at most MIN_COUNT delete manifests per spec. Returns whether a delete manifest
+/// holds live entries of more than one snapshot (a merged one).
+fn check_manifests(files: &TableFiles) -> bool {
+    let head = files.snapshot_id.expect("a snapshot");
+    let mut per_spec: HashMap<i32, usize> = HashMap::new();
+    for m in &files.manifests {
+        assert!(
+            !has_no_live_files(m) || m.added_snapshot_id == head,
+            "manifest {} of an earlier snapshot holds no live file but was carried",
+            m.manifest_path
+        );
+        if m.content == ManifestContentType::Deletes {
+            *per_spec.entry(m.partition_spec_id).or_default() += 1;
+        }
+    }
+    for (spec, count) in per_spec {
+        assert!(
+            count <= MIN_COUNT,
+            "spec {spec} has {count} delete manifests, more than the {MIN_COUNT} merging allows"
+        );
+    }
+    let mut snapshots_by_manifest: HashMap<&str, HashSet<i64>> = HashMap::new();
+    let deletes: Vec<&LiveFile> = files
+        .equality_deletes
+        .iter()
+        .chain(files.dvs.values())
+        .collect();
+    for f in deletes {
+        snapshots_by_manifest
+            .entry(f.manifest_path.as_str())
+            .or_default()
+            .insert(f.snapshot_id);
+    }
+    snapshots_by_manifest.values().any(|s| s.len() > 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        seed: 91,
+        rows: 1_200,
+        commits: 2,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::Bucket(8),
+        changes_per_commit: 120,
+        rows_per_file: 300,
+        rows_per_row_group: 100,
+        ..Default::default()
+    };
+    let mut report = generate_table(&w.catalog, &spec).await;
+    set_property(
+        &w.catalog,
+        MIN_COUNT_TO_MERGE_PROPERTY,
+        &MIN_COUNT.to_string(),
+    )
+    .await;
+
+    let mut merged = false;
+    let mut conversions = 0;
+    for round in 0..4 {
+        if round > 0 {
+            report = generate_table(&w.catalog, &spec).await;
+        }
+        let expected = expected_rows(&report.state).expect("expected rows");
+        // One shard per partition, converted one after another as the converter
+        // Lambdas would: a DV manifest per shard, and the writer's delete manifest
+        // rewritten by each.
+        let t = load(&w.catalog).await;
+        let plan = eqdv::plan::plan(
+            &t,
+            "main",
+            &files(&w.catalog).await,
+            &eqdv::plan::PlanOptions {
+                target_shard_bytes: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(plan.shards.len() > 1, "round {round}: one shard only");
+        for shard in &plan.shards {
+            let before = files(&w.catalog).await;
+            let options = ConvertOptions {
+                shard: Some(shard.clone()),
+                ..Default::default()
+            };
+            let report = convert(&w.catalog, &table(), &options).await.unwrap();
+            assert_eq!(report.outcome, Outcome::Converted);
+            conversions += 1;
+            let after = files(&w.catalog).await;
+            // Every entry carried keeps what readers inherit for it.
+            let (was, now) = (inherited(&before), inherited(&after));
+            for (key, values) in &now {
+                if let Some(old) = was.get(key) {
+                    assert_eq!(
+                        old, values,
+                        "{key:?} changed its sequence numbers or snapshot"
+                    );
+                }
+            }
+            // What left is what the conversion removed: its equality deletes and the
+            // DVs it replaced, nothing else.
+            let left = was.keys().filter(|k| !now.contains_key(*k)).count();
+            assert_eq!(
+                left,
+                report.equality_delete_files_removed + report.dvs_replaced,
+                "entries lost besides the removed ones"
+            );
+            let data = |f: &TableFiles| -> HashSet<String> {
+                f.data_files.iter().map(|d| d.path().to_string()).collect()
+            };
+            assert_eq!(data(&before), data(&after), "data files changed");
+            merged |= check_manifests(&after);
+        }
+        assert_converted(&w.catalog, &expected).await;
+    }
+    assert!(conversions > MIN_COUNT, "too few conversions to merge");
+    assert!(merged, "no delete manifest was ever merged");
+    assert_no_orphans(&w.catalog).await;
+    assert_manifests_decode_alike(&w.catalog).await;
+}
