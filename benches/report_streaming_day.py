@@ -85,6 +85,47 @@ def phases(conversions):
     return median, requests
 
 
+def baseline_section(results, commits, lam):
+    """This checkout against the baseline's eqdv on a copy of the day, when it ran."""
+    pairs = [(c, Conversion(e["baseline"], lam)) for c, e in zip(commits, results["commits"]) if "baseline" in e]
+    if not pairs:
+        return []
+    rev = (results.get("baseline_binary") or {}).get("rev", "?")
+    ours, theirs = [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def manifests(c):
+        runs = [r for r in c.converters if "out" in r]
+        return statistics.median(r.get("s3", {}).get("requests", {}).get("manifest", 0) for r in runs) if runs else 0
+
+    def read_ms(c):
+        runs = [r for r in c.converters if "out" in r]
+        return statistics.median(r["out"]["phases"].get("read_table_ms", 0) for r in runs) if runs else 0
+
+    rows = [
+        ("Lambda-seconds per commit, median", lambda cs: statistics.median(c.lambda_s for c in cs), "{:.2f}"),
+        ("Lambda-seconds per commit, p99", lambda cs: percentile([c.lambda_s for c in cs], 99), "{:.2f}"),
+        ("converter wall s, median", lambda cs: statistics.median(s for c in cs for s in c.converter_s), "{:.2f}"),
+        ("writer commit → converted s, p50", lambda cs: statistics.median(c.latency_s for c in cs), "{:.2f}"),
+        ("writer commit → converted s, p99", lambda cs: percentile([c.latency_s for c in cs], 99), "{:.2f}"),
+        ("manifests a shard reads, last commit (median)", lambda cs: manifests(cs[-1]), "{:,.0f}"),
+        ("read table ms, last commit (median shard)", lambda cs: read_ms(cs[-1]), "{:,.0f}"),
+        ("Lambda-seconds, all commits", lambda cs: sum(c.lambda_s for c in cs), "{:,.1f}"),
+        ("S3 requests, all commits", lambda cs: sum(c.reads + c.writes for c in cs), "{:,.0f}"),
+        ("cost, all commits, USD", lambda cs: sum(c.usd for c in cs), "{:.4f}"),
+        ("failed runs", lambda cs: sum(len(c.failed) for c in cs), "{:.0f}"),
+    ]
+    md = [
+        f"**Side by side** in the same run: each commit was also written into `{results['table'].get('baseline')}` "
+        f"(the same history, by the same writer) and converted the same way by the baseline's eqdv, revision "
+        f"`{rev[:12]}`, over {len(pairs)} commits:\n\n"
+        "| | this checkout | baseline |\n|---|---:|---:|\n"
+    ]
+    for label, f, fmt in rows:
+        md.append(f"| {label} | {fmt.format(f(ours))} | {fmt.format(f(theirs))} |\n")
+    md.append("\n")
+    return md
+
+
 def section(results):
     lam = results["lambda"]
     proxy = results["proxy"]
@@ -211,8 +252,9 @@ def section(results):
         md.append(
             f"How a converter's cost grows over the day (median shard): at commit {c0} it reads {m0:,.0f} manifests "
             f"and reads the table in {t0:,.0f} ms ({w0:.2f} s in all); at commit {c1}, {m1:,.0f} manifests in "
-            f"{t1:,.0f} ms ({w1:.2f} s). Each conversion commit adds manifests and none are merged, so every "
-            "later conversion reads them all.\n\n"
+            f"{t1:,.0f} ms ({w1:.2f} s). Every commit, the writer's and each shard's, adds a delete manifest and "
+            "every conversion reads them all, so this grows until a commit merges them (at "
+            "`commit.manifest.min-count-to-merge`, 100 by default, per partition spec).\n\n"
         )
     if ratio is not None and ratio > TARGET_FLOOR_RATIO:
         touched = [e["writer"].get("equality_delete_files", 0) for e in results["commits"]]
@@ -225,9 +267,9 @@ def section(results):
             "read; the Puffin file, manifests, manifest list and metadata written, and the Glue commit: "
             f"{median_phases.get('write_commit_ms', 0):,.0f} ms for {writes:,.0f} writes), where the floor pays "
             "only one resolve's reads. What would close it: packing a commit's small partitions into one shard "
-            "(the FIFO queue groups then need another way to keep one partition from converting twice at once), "
-            "and a commit's writes made at once.\n\n"
+            "(the FIFO queue groups then need another way to keep one partition from converting twice at once).\n\n"
         )
+    md.extend(baseline_section(results, commits, lam))
     backfill = results.get("backfill")
     if backfill:
         c = Conversion(backfill, lam)
@@ -256,10 +298,19 @@ def section(results):
             f"{back.get('records', 0):,} and {back.get('dv_positions', 0):,}"
             + (" (the same)" if same else " (**they differ**)") + ".\n\n"
         )
+        base_name = results["table"].get("baseline")
+        if base_name and base_name in left:
+            base = left[base_name]
+            md.append(
+                f"The baseline's copy `{base_name}` holds {base.get('equality_deletes', '?')} equality deletes, "
+                f"{base.get('records', 0):,} records and {base.get('dv_positions', 0):,} DV positions"
+                + (" (the same as the day's)" if (base.get("records"), base.get("dv_positions"))
+                   == (day.get("records"), day.get("dv_positions")) else " (**not the day's**)") + ".\n\n"
+            )
     md.append(
         "Reproduce: `benches/streaming_day` (needs Go for Toxiproxy and the test services' prerequisites, see "
         "README.md \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
-        "`--latency=MS`).\n\n"
+        "`--latency=MS`, `--baseline=REV` to run REV's eqdv on a copy of the day side by side).\n\n"
     )
     md.append(END)
     return "".join(md)

@@ -6,16 +6,17 @@ the planner (`eqdv plan`, as the planner Lambda) and then one converter per shar
 latency on every S3 response. Before each conversion, the S3 floor of that conversion's
 resolve (`eqdv-bench s3-floor`: the new delete files, the key column spans that truly
 hold a key and the DVs to merge, fetched at once, decoded and probed; its preparation
-untimed and direct). At the end, the same history (the generator is a pure function of
-its seed) is written again into a second table, never converted, and converted once as a
-backfill.
+untimed and direct). With --baseline-bin, each commit is also written into a
+third table and converted the same way by the baseline's eqdv, side by side. At the end,
+the same history (the generator is a pure function of its seed) is written again into a
+second table, never converted, and converted once as a backfill.
 
 The writer runs direct to MinIO (what it costs is the writer's, not eqdv's); Glue is not
 proxied. Each eqdv run is its own process measured with wait4 (bench.measure), its S3
 requests counted by kind from MinIO's audit webhook.
 
 Usage: streaming_day.py --bin PATH --floor-bin PATH --toxiproxy PATH --out RESULTS.json
-                        [--commits N] [--latency MS]
+                        [--commits N] [--latency MS] [--baseline-bin PATH --baseline-info JSON]
 """
 
 import argparse
@@ -32,6 +33,7 @@ from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
 
 DAY = "stream.day"  # converted after every commit
 BACKFILL = "stream.backfill"  # the same history, converted once at the end
+BASELINE = "stream.baseline"  # the same history, converted after every commit by the baseline
 # The initial load (400,000 rows, 500 rows a file: 800 data files over bucket[16]); each
 # CDC commit then makes the generator's 200 changes (mostly updates of keys drawn from
 # all of history, some of a hot set; inserts; deletes), one data file and one equality
@@ -55,12 +57,16 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--commits", type=int, default=COMMITS_PER_DAY)
     parser.add_argument("--latency", type=int, default=20, help="ms added to every S3 response")
+    parser.add_argument("--baseline-bin", help="another eqdv, converting a copy of the day")
+    parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
     args = parser.parse_args()
     results = {
         "machine": machine(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "binary": json.loads(args.bin_info),
-        "table": {"day": DAY, "backfill": BACKFILL, "create": CREATE, "commits": args.commits},
+        "baseline_binary": json.loads(args.baseline_info) if args.baseline_bin else None,
+        "table": {"day": DAY, "backfill": BACKFILL, "baseline": BASELINE if args.baseline_bin else None,
+                  "create": CREATE, "commits": args.commits},
         "proxy": {"toxiproxy": "v2.5.0", "bandwidth_kbps_per_connection": BANDWIDTH_KBPS,
                   "latency_ms": args.latency,
                   "latency": "downstream, added to every response's first byte",
@@ -94,12 +100,12 @@ def main():
         audit.take(quiet_s=0.2)
         return run
 
-    def convert(table, label):
+    def convert(table, label, binary=args.bin):
         """The serverless trigger's conversion: the planner, then each shard's converter
         (on Lambda they run at once; here one after another)."""
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
         plan_file = os.path.join(plan_dir, f"{table}.json")
-        planner = measure([args.bin, "plan", *common(table), "--target-shard-bytes",
+        planner = measure([binary, "plan", *common(table), "--target-shard-bytes",
                            str(SHARD_TARGET_BYTES), "--output", plan_file], f"plan {label}", timeout=900)
         planner["s3"] = audit.take(quiet_s=0.2)
         converters = []
@@ -107,7 +113,7 @@ def main():
             with open(plan_file) as f:
                 shards = json.load(f)["shards"]
             for shard in shards:
-                run = measure([args.bin, "convert", *common(table), "--plan", plan_file,
+                run = measure([binary, "convert", *common(table), "--plan", plan_file,
                                "--shard-id", shard["id"]], f"convert {label} shard {shard['id'][:8]}",
                               timeout=900)
                 run["s3"] = audit.take(quiet_s=0.2)
@@ -121,6 +127,9 @@ def main():
     try:
         log(f"creating {DAY} ({' '.join(CREATE)}), direct")
         results["table"]["created"] = writer(DAY, 0)
+        if args.baseline_bin:
+            log(f"creating {BASELINE} the same way, direct")
+            results["table"]["baseline_created"] = writer(BASELINE, 0)
         for commit in range(1, args.commits + 1):
             label = f"commit {commit}/{args.commits}"
             written = writer(DAY, 1)
@@ -133,6 +142,9 @@ def main():
             floor_s = time.monotonic() - written_at
             entry.update(convert(DAY, label))
             entry["writer_to_converted_s"] = time.monotonic() - written_at - floor_s
+            if args.baseline_bin:
+                writer(BASELINE, 1)
+                entry["baseline"] = convert(BASELINE, f"baseline {label}", args.baseline_bin)
             results["commits"].append(entry)
             save()
         log(f"writing the same history into {BACKFILL} ({args.commits} commits in one call), direct")
@@ -144,7 +156,7 @@ def main():
         results["backfill"] = backfill
         os.environ["AWS_ENDPOINT_URL_S3"] = direct
         # Both tables must now hold no equality delete: what is left of each head's deletes.
-        for table in (DAY, BACKFILL):
+        for table in (DAY, BACKFILL) + ((BASELINE,) if args.baseline_bin else ()):
             results.setdefault("left", {})[table] = run_plain(
                 [args.bin, "inspect", *common(table)])["totals"]
     finally:
