@@ -1057,29 +1057,18 @@ async fn a_read_budget_smaller_than_any_file_still_resolves_everything() {
 
 /// Adds a ref (a branch or a tag) at main's head, as another engine would.
 async fn add_ref(catalog: &dyn Catalog, name: &str, retention: iceberg::spec::SnapshotRetention) {
-    let t = load(catalog).await;
-    let head = t.head("main").unwrap().expect("a snapshot");
-    let metadata = t
-        .metadata
-        .as_ref()
-        .clone()
-        .into_builder(Some(t.pointer.metadata_location.clone()))
-        .set_ref(
+    let head = load(catalog)
+        .await
+        .head("main")
+        .unwrap()
+        .expect("a snapshot");
+    commit_metadata_change(catalog, |m| {
+        m.set_ref(
             name,
             iceberg::spec::SnapshotReference::new(head.snapshot_id(), retention),
         )
-        .unwrap()
-        .build()
-        .unwrap()
-        .metadata;
-    let prepared = eqdv::snapshot::PreparedSnapshot {
-        metadata,
-        snapshot_id: head.snapshot_id(),
-        sequence_number: head.sequence_number(),
-        written_files: Vec::new(),
-        summary: Default::default(),
-    };
-    eqdv::commit::publish(catalog, &t, &prepared).await.unwrap();
+    })
+    .await;
 }
 
 /// Converting a branch commits to that branch only: main keeps its snapshot and its

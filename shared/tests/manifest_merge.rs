@@ -7,7 +7,6 @@
 use eqdv_workload::support;
 use std::collections::{HashMap, HashSet};
 
-use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::snapshot::{MIN_COUNT_TO_MERGE_PROPERTY, has_no_live_files};
 use eqdv::table::{FileEntryKey, LiveFile, TableFiles};
@@ -16,29 +15,6 @@ use iceberg::spec::ManifestContentType;
 use support::*;
 
 const MIN_COUNT: usize = 6;
-
-async fn set_property(catalog: &dyn Catalog, key: &str, value: &str) {
-    let t = load(catalog).await;
-    let head = t.head("main").unwrap().expect("a snapshot");
-    let metadata = t
-        .metadata
-        .as_ref()
-        .clone()
-        .into_builder(Some(t.pointer.metadata_location.clone()))
-        .set_properties(HashMap::from([(key.to_string(), value.to_string())]))
-        .unwrap()
-        .build()
-        .unwrap()
-        .metadata;
-    let prepared = eqdv::snapshot::PreparedSnapshot {
-        metadata,
-        snapshot_id: head.snapshot_id(),
-        sequence_number: head.sequence_number(),
-        written_files: Vec::new(),
-        summary: Default::default(),
-    };
-    eqdv::commit::publish(catalog, &t, &prepared).await.unwrap();
-}
 
 /// What a reader inherits for a live delete entry: it must survive any rewrite or merge.
 fn inherited(files: &TableFiles) -> HashMap<FileEntryKey, (i64, i64, i64)> {
@@ -112,11 +88,12 @@ async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
         ..Default::default()
     };
     let mut report = generate_table(&w.catalog, &spec).await;
-    set_property(
-        &w.catalog,
-        MIN_COUNT_TO_MERGE_PROPERTY,
-        &MIN_COUNT.to_string(),
-    )
+    commit_metadata_change(&w.catalog, |m| {
+        m.set_properties(HashMap::from([(
+            MIN_COUNT_TO_MERGE_PROPERTY.to_string(),
+            MIN_COUNT.to_string(),
+        )]))
+    })
     .await;
 
     let mut merged = false;

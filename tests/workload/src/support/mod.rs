@@ -185,6 +185,38 @@ pub async fn assert_no_orphans(catalog: &dyn Catalog) {
     assert!(orphans.is_empty(), "orphan files left behind: {orphans:#?}");
 }
 
+/// Commits a change of the table's metadata alone (a property, a ref), as another
+/// writer would: `change` edits the head's metadata, which is then published on it.
+pub async fn commit_metadata_change(
+    catalog: &dyn Catalog,
+    change: impl FnOnce(
+        iceberg::spec::TableMetadataBuilder,
+    ) -> iceberg::Result<iceberg::spec::TableMetadataBuilder>,
+) {
+    let t = load(catalog).await;
+    let head = t.head("main").expect("head").expect("a snapshot");
+    let builder = t
+        .metadata
+        .as_ref()
+        .clone()
+        .into_builder(Some(t.pointer.metadata_location.clone()));
+    let metadata = change(builder)
+        .expect("metadata change")
+        .build()
+        .expect("metadata")
+        .metadata;
+    let prepared = eqdv::snapshot::PreparedSnapshot {
+        metadata,
+        snapshot_id: head.snapshot_id(),
+        sequence_number: head.sequence_number(),
+        written_files: Vec::new(),
+        summary: Default::default(),
+    };
+    eqdv::commit::publish(catalog, &t, &prepared)
+        .await
+        .expect("publish the metadata change");
+}
+
 /// Every manifest of the table decodes alike through eqdv's fast decoder and
 /// iceberg-rust's (see `manifests.rs`).
 pub async fn assert_manifests_decode_alike(catalog: &dyn Catalog) -> usize {
