@@ -100,6 +100,17 @@ impl LoadedTable {
         self.metadata.location()
     }
 
+    /// The table's partition spec `spec_id`; one the metadata does not hold is an error.
+    pub fn partition_spec(&self, spec_id: i32) -> Result<iceberg::spec::PartitionSpecRef> {
+        self.metadata
+            .partition_spec_by_id(spec_id)
+            .cloned()
+            .ok_or_else(|| Error::UnsupportedTable {
+                table: self.name.to_string(),
+                message: format!("partition spec {spec_id} does not exist"),
+            })
+    }
+
     /// Refuses `fields` (top-level fields of the current schema that eqdv is about to
     /// read) whose `initial-default` the metadata file states but iceberg-rust dropped
     /// while parsing: 0.10.1 parses no default of a timestamp_ns / timestamptz_ns field
@@ -506,12 +517,18 @@ impl TableFiles {
     }
 }
 
-/// The manifests that may list a live file: one whose counts say it holds only deleted
-/// entries is not read (Java's scans skip them too, and commits drop them).
+/// Whether a manifest's list entry says it holds no live file (only deleted entries):
+/// such a manifest is not read, and not carried into a new snapshot (as Java's scans and
+/// commits do). Missing counts mean "maybe".
+pub fn has_no_live_files(manifest: &ManifestFile) -> bool {
+    manifest.added_files_count == Some(0) && manifest.existing_files_count == Some(0)
+}
+
+/// The manifests that may list a live file (see [`has_no_live_files`]).
 fn with_live_files(manifests: &[ManifestFile]) -> Vec<ManifestFile> {
     manifests
         .iter()
-        .filter(|m| !crate::snapshot::has_no_live_files(m))
+        .filter(|m| !has_no_live_files(m))
         .cloned()
         .collect()
 }

@@ -8,8 +8,8 @@ use eqdv_workload::support;
 use std::collections::{HashMap, HashSet};
 
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::snapshot::{MIN_COUNT_TO_MERGE_PROPERTY, has_no_live_files};
-use eqdv::table::{FileEntryKey, LiveFile, TableFiles};
+use eqdv::snapshot::MIN_COUNT_TO_MERGE_PROPERTY;
+use eqdv::table::{FileEntryKey, LiveFile, TableFiles, has_no_live_files};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use iceberg::spec::ManifestContentType;
 use support::*;

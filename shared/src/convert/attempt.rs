@@ -200,13 +200,7 @@ impl Attempt<'_> {
                 // manifest is written with (the current schema's: a data file written
                 // before a promotion carries the old types).
                 let spec_id = plan.data_file.spec_id;
-                let spec = table
-                    .metadata
-                    .partition_spec_by_id(spec_id)
-                    .ok_or_else(|| Error::UnsupportedTable {
-                        table: table.name.to_string(),
-                        message: format!("partition spec {spec_id} does not exist"),
-                    })?;
+                let spec = table.partition_spec(spec_id)?;
                 let partition = crate::plan::partition_as_type(
                     plan.data_file.file.partition(),
                     &spec.partition_type(schema)?,

@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use iceberg::spec::{ManifestContentType, ManifestFile, StructType};
+use iceberg::spec::{ManifestFile, StructType};
 
 use crate::table::LiveFile;
 
@@ -90,12 +90,6 @@ impl MergePolicy {
     }
 }
 
-/// Whether a manifest's list entry says it holds no live file (only deleted entries):
-/// such a manifest is not carried into a new snapshot. Missing counts mean "maybe".
-pub fn has_no_live_files(manifest: &ManifestFile) -> bool {
-    manifest.added_files_count == Some(0) && manifest.existing_files_count == Some(0)
-}
-
 /// Whether the live entries of a delete manifest can be written again from memory into
 /// a manifest of the current schema: every partition tuple already has the types of the
 /// spec's partition type today. A manifest written before a partition source column was
@@ -130,14 +124,10 @@ pub fn live_entries_by_manifest<'a>(
     by_manifest
 }
 
-/// Whether `manifest` lists delete files.
-pub fn is_delete_manifest(manifest: &ManifestFile) -> bool {
-    manifest.content == ManifestContentType::Deletes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iceberg::spec::ManifestContentType;
 
     fn manifest(length: i64) -> ManifestFile {
         ManifestFile {

@@ -12,7 +12,6 @@ mod summary;
 
 pub use merge::{
     MERGE_ENABLED_PROPERTY, MIN_COUNT_TO_MERGE_PROPERTY, MergePolicy, TARGET_SIZE_PROPERTY,
-    has_no_live_files,
 };
 
 use std::collections::{HashMap, HashSet};
@@ -125,7 +124,7 @@ async fn build_inner(
         let mut spec_ids: Vec<_> = by_spec.keys().copied().collect();
         spec_ids.sort_unstable();
         for spec_id in spec_ids {
-            let spec = spec_of(table, spec_id)?;
+            let spec = table.partition_spec(spec_id)?;
             let (path, mut writer) = manifest_writer(
                 table,
                 written,
@@ -167,10 +166,10 @@ async fn build_inner(
     for manifest_file in &base.manifests {
         let path = manifest_file.manifest_path.as_str();
         let removes = removed_by_manifest.contains_key(path);
-        if !merge::is_delete_manifest(manifest_file) {
+        if manifest_file.content != ManifestContentType::Deletes {
             if removes {
                 rewrite_from_file.push(manifest_file);
-            } else if !merge::has_no_live_files(manifest_file) {
+            } else if !crate::table::has_no_live_files(manifest_file) {
                 kept_manifests.push(manifest_file.clone());
             }
             continue;
@@ -187,7 +186,7 @@ async fn build_inner(
         let partition_type = match partition_types.get(&spec_id) {
             Some(t) => t,
             None => {
-                let t = spec_of(table, spec_id)?.partition_type(&schema)?;
+                let t = table.partition_spec(spec_id)?.partition_type(&schema)?;
                 partition_types.entry(spec_id).or_insert(t)
             }
         };
@@ -223,7 +222,7 @@ async fn build_inner(
                 kept_manifests.push(only.clone());
                 continue;
             }
-            let spec = spec_of(table, spec_id)?;
+            let spec = table.partition_spec(spec_id)?;
             let (path, mut writer) = manifest_writer(
                 table,
                 written,
@@ -235,22 +234,16 @@ async fn build_inner(
             for source in &sources {
                 let removed = removed_by_manifest.get(source.manifest_path.as_str());
                 for live in &live_deletes[source.manifest_path.as_str()] {
-                    let file_seq = Some(live.file_sequence_number);
-                    if removed.is_some_and(|r| r.contains(&live.entry_key())) {
-                        found_removed += 1;
-                        writer.add_delete_file(
-                            live.file.clone(),
-                            live.data_sequence_number,
-                            file_seq,
-                        )?;
-                    } else {
-                        writer.add_existing_file(
-                            live.file.clone(),
-                            live.snapshot_id,
-                            live.data_sequence_number,
-                            file_seq,
-                        )?;
-                    }
+                    let goes = removed.is_some_and(|r| r.contains(&live.entry_key()));
+                    found_removed += usize::from(goes);
+                    carry(
+                        &mut writer,
+                        live.file.clone(),
+                        live.snapshot_id,
+                        live.data_sequence_number,
+                        live.file_sequence_number,
+                        goes,
+                    )?;
                 }
             }
             pending.push((path, writer));
@@ -297,17 +290,14 @@ async fn build_inner(
                     "invalid manifest",
                 ));
             };
-            let file_seq = Some(entry.file_sequence_number.unwrap_or(seq));
+            let file_seq = entry.file_sequence_number.unwrap_or(seq);
             let key = FileEntryKey {
                 path: entry.file_path().to_string(),
                 content_offset: entry.data_file().content_offset(),
             };
-            if removed.contains(&key) {
-                found_removed += 1;
-                writer.add_delete_file(entry.data_file, seq, file_seq)?;
-            } else {
-                writer.add_existing_file(entry.data_file, added_by, seq, file_seq)?;
-            }
+            let goes = removed.contains(&key);
+            found_removed += usize::from(goes);
+            carry(&mut writer, entry.data_file, added_by, seq, file_seq, goes)?;
         }
         pending.push((path, writer));
     }
@@ -392,16 +382,23 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
-/// The partition spec `spec_id` of the table.
-fn spec_of(table: &LoadedTable, spec_id: i32) -> Result<iceberg::spec::PartitionSpecRef> {
-    table
-        .metadata
-        .partition_spec_by_id(spec_id)
-        .cloned()
-        .ok_or_else(|| Error::UnsupportedTable {
-            table: table.name.to_string(),
-            message: format!("partition spec {spec_id} does not exist"),
-        })
+/// Writes a base entry into a rewritten or merged manifest: DELETED when this snapshot
+/// removes it, else EXISTING, with the snapshot and sequence numbers it had.
+fn carry(
+    writer: &mut ManifestWriter,
+    file: DataFile,
+    added_by: i64,
+    sequence_number: i64,
+    file_sequence_number: i64,
+    removed: bool,
+) -> Result<()> {
+    let file_seq = Some(file_sequence_number);
+    if removed {
+        writer.add_delete_file(file, sequence_number, file_seq)?;
+    } else {
+        writer.add_existing_file(file, added_by, sequence_number, file_seq)?;
+    }
+    Ok(())
 }
 
 /// A v3 manifest writer of `content` at a new file in the table's metadata directory,
