@@ -16,7 +16,11 @@ proxied. Each eqdv run is its own process measured with wait4 (bench.measure), i
 requests counted by kind from MinIO's audit webhook.
 
 Usage: streaming_day.py --bin PATH --floor-bin PATH --toxiproxy PATH --out RESULTS.json
-                        [--commits N] [--latency MS] [--baseline-bin PATH --baseline-info JSON]
+                        [--commits N] [--latency MS] [--queue-groups N]
+                        [--baseline-bin PATH --baseline-info JSON]
+
+Every table is created with the property eqdv.queue-groups = --queue-groups (the
+baseline's eqdv honours it only if it knows it).
 """
 
 import argparse
@@ -57,16 +61,19 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--commits", type=int, default=COMMITS_PER_DAY)
     parser.add_argument("--latency", type=int, default=20, help="ms added to every S3 response")
+    parser.add_argument("--queue-groups", type=int, default=1,
+                        help="the tables' eqdv.queue-groups property")
     parser.add_argument("--baseline-bin", help="another eqdv, converting a copy of the day")
     parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
     args = parser.parse_args()
+    create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
     results = {
         "machine": machine(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "binary": json.loads(args.bin_info),
         "baseline_binary": json.loads(args.baseline_info) if args.baseline_bin else None,
         "table": {"day": DAY, "backfill": BACKFILL, "baseline": BASELINE if args.baseline_bin else None,
-                  "create": CREATE, "commits": args.commits},
+                  "create": create, "queue_groups": args.queue_groups, "commits": args.commits},
         "proxy": {"toxiproxy": "v2.5.0", "bandwidth_kbps_per_connection": BANDWIDTH_KBPS,
                   "latency_ms": args.latency,
                   "latency": "downstream, added to every response's first byte",
@@ -88,7 +95,7 @@ def main():
     def writer(table, commits):
         """The writer's commits, direct to MinIO."""
         os.environ["AWS_ENDPOINT_URL_S3"] = direct
-        out = run_plain([args.bin, "generate", *common(table), *CREATE, "--commits", str(commits)])
+        out = run_plain([args.bin, "generate", *common(table), *create, "--commits", str(commits)])
         audit.take(quiet_s=0.2)
         return out
 
@@ -125,7 +132,7 @@ def main():
             json.dump(results, f, indent=1)
 
     try:
-        log(f"creating {DAY} ({' '.join(CREATE)}), direct")
+        log(f"creating {DAY} ({' '.join(create)}), direct")
         results["table"]["created"] = writer(DAY, 0)
         if args.baseline_bin:
             log(f"creating {BASELINE} the same way, direct")

@@ -1255,6 +1255,95 @@ async fn a_partition_keeps_its_queue_group_across_plans() {
     assert_no_orphans(&w.catalog).await;
 }
 
+/// `eqdv.queue-groups` deals a table's partitions into fewer message groups: with 1, a
+/// commit's partitions all share one group and pack into one shard (one converter
+/// invocation), and each partition keeps its group across plans whatever the count.
+/// A value outside 1..=16 is refused, naming the table and the property.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_groups_property_packs_a_tables_partitions_into_fewer_groups() {
+    use eqdv::plan::{PlanOptions, QUEUE_GROUPS_PROPERTY, plan};
+    use eqdv_functions::queue::message_group_id;
+    use std::collections::{HashMap, HashSet};
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        commits: 4,
+        table_properties: [(QUEUE_GROUPS_PROPERTY.to_string(), "1".to_string())].into(),
+        ..spec(72, vec![KeyType::Long], PartitionKind::Bucket(24))
+    };
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let alone = PlanOptions {
+        target_shard_bytes: 1,
+        ..Default::default()
+    };
+    let set_groups = |value: &'static str| {
+        commit_metadata_change(&w.catalog, move |m| {
+            m.set_properties(HashMap::from([(
+                QUEUE_GROUPS_PROPERTY.to_string(),
+                value.to_string(),
+            )]))
+        })
+    };
+    let group_of = |plan: &eqdv::plan::Plan| -> HashMap<String, String> {
+        plan.shards
+            .iter()
+            .flat_map(|s| {
+                s.partitions
+                    .iter()
+                    .map(|p| (p.clone(), message_group_id(s)))
+            })
+            .collect()
+    };
+
+    // One group: the packed plan is one shard of all 24 partitions; planned alone, the
+    // 24 shards all queue in that one group.
+    let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+    let packed = plan(&t, "main", &f, &Default::default()).unwrap();
+    assert_eq!(packed.shards.len(), 1, "{:?}", packed.shards);
+    assert_eq!(packed.shards[0].partitions.len(), 24);
+    let one = plan(&t, "main", &f, &alone).unwrap();
+    assert_eq!(one.shards.len(), 24);
+    let groups: HashSet<String> = group_of(&one).into_values().collect();
+    assert_eq!(groups.len(), 1, "{groups:?}");
+
+    // Four groups: each partition keeps its group between plans, and the packed plan
+    // has one shard per group used.
+    set_groups("4").await;
+    let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+    let packed4 = plan(&t, "main", &f, &Default::default()).unwrap();
+    let alone4 = plan(&t, "main", &f, &alone).unwrap();
+    assert_eq!(group_of(&packed4), group_of(&alone4));
+    let groups: HashSet<String> = group_of(&alone4).into_values().collect();
+    assert!((2..=4).contains(&groups.len()), "{groups:?}");
+    assert_eq!(packed4.shards.len(), groups.len());
+
+    for bad in ["0", "17", "two"] {
+        set_groups(bad).await;
+        let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+        let err = plan(&t, "main", &f, &Default::default()).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(QUEUE_GROUPS_PROPERTY)
+                && message.contains(&table().to_string())
+                && message.contains(&format!("{bad:?}")),
+            "{message}"
+        );
+    }
+
+    // Back to one group: its single shard converts the whole table.
+    set_groups("1").await;
+    let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+    let packed = plan(&t, "main", &f, &Default::default()).unwrap();
+    assert_eq!(packed.shards.len(), 1);
+    let options = ConvertOptions {
+        shard: Some(packed.shards[0].clone()),
+        ..Default::default()
+    };
+    convert(&w.catalog, &table(), &options).await.unwrap();
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
 /// iceberg-rust 0.10.1 drops the initial-default of a timestamp_ns field while parsing
 /// the metadata, silently: eqdv reads the metadata file itself for such fields and
 /// refuses, since files that predate the field would read null instead of the default.

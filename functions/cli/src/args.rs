@@ -126,6 +126,10 @@ pub struct WorkloadArgs {
     /// Add a column halfway through the workload.
     #[arg(long)]
     add_column: bool,
+    /// A property the table is created with, KEY=VALUE (repeatable; e.g.
+    /// `eqdv.queue-groups=1`). Ignored for a table that already exists.
+    #[arg(long = "table-property", value_name = "KEY=VALUE")]
+    table_properties: Vec<String>,
 }
 
 impl WorkloadArgs {
@@ -139,6 +143,18 @@ impl WorkloadArgs {
             null_keys: self.null_keys,
             global_deletes: self.global_deletes,
             add_column: self.add_column,
+            table_properties: self
+                .table_properties
+                .iter()
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, v)) if !k.trim().is_empty() => {
+                        Ok((k.trim().to_string(), v.to_string()))
+                    }
+                    _ => Err(anyhow::anyhow!(
+                        "--table-property {kv:?}: expected KEY=VALUE"
+                    )),
+                })
+                .collect::<Result<_>>()?,
             ..Default::default()
         })
     }

@@ -26,7 +26,7 @@ use crate::table::{LoadedTable, SkippedData, TableFiles};
 pub use group::{DeleteGroup, group_equality_deletes};
 pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
 pub use scope::{DataScope, PartitionTarget};
-pub use shard::{QUEUE_GROUPS, Shard, ShardGroup};
+pub use shard::{QUEUE_GROUPS, QUEUE_GROUPS_PROPERTY, Shard, ShardGroup, queue_groups_of};
 use shard::{WHOLE_TABLE, queue_group_of, split_to_fit};
 
 /// How to split work.
@@ -93,6 +93,7 @@ pub fn plan(
     options: &PlanOptions,
 ) -> Result<Plan> {
     let groups = group_equality_deletes(table, files)?;
+    let queue_groups = queue_groups_of(table)?;
     let mut plan = Plan {
         table: table.name.clone(),
         branch: branch.to_string(),
@@ -137,7 +138,8 @@ pub fn plan(
     }
 
     // First-fit decreasing bin packing by estimated bytes, within each queue group (a
-    // shard's partitions share one group).
+    // shard's partitions share one group): with one group, all of a commit's partitions
+    // pack together up to the target.
     let mut items: Vec<(String, Vec<&DeleteGroup>, u64)> = partitions
         .into_iter()
         .map(|(k, (g, b))| (k, g, b))
@@ -145,7 +147,7 @@ pub fn plan(
     items.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
     let mut bins: Vec<(Vec<String>, Vec<&DeleteGroup>, u64, String)> = Vec::new();
     for (key, groups, bytes) in items {
-        let group = queue_group_of(&key);
+        let group = queue_group_of(&key, queue_groups);
         let label = key;
         match bins
             .iter_mut()

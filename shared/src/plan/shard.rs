@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::TableName;
+use crate::table::LoadedTable;
 use crate::{Error, Result};
 
 /// One group as carried in a shard message.
@@ -28,11 +29,11 @@ pub struct Shard {
     /// Partitions covered, e.g. `region=eu`.
     pub partitions: Vec<String>,
     /// The queue's message group within the table: a function of the partition alone
-    /// (one of [`QUEUE_GROUPS`] hash buckets), so that whatever plan a partition lands
-    /// in, its shards queue in the same FIFO group and one partition is never converted
-    /// twice at once. Empty when a global delete makes the whole table one shard (its
-    /// group is then the table's `<table>` partition), and in shards from planners
-    /// before this field existed.
+    /// (its hash bucket among the table's [`queue_groups_of`]), so that whatever plan a
+    /// partition lands in, its shards queue in the same FIFO group and one partition is
+    /// never converted twice at once. Empty when a global delete makes the whole table
+    /// one shard (its group is then the table's `<table>` partition), and in shards from
+    /// planners before this field existed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub queue_group: String,
     pub groups: Vec<ShardGroup>,
@@ -48,16 +49,43 @@ impl Shard {
     }
 }
 
-/// Hash buckets a table's partitions are dealt into for the queue's message groups: at
-/// most this many of one table's shards convert at once.
+/// Hash buckets a table's partitions are dealt into for the queue's message groups, by
+/// default and at most: at most this many of one table's shards convert at once.
 pub const QUEUE_GROUPS: u64 = 16;
 
-/// The queue group of a partition key (`spec:label`, or `<table>` for a whole table).
-pub(super) fn queue_group_of(key: &str) -> String {
+/// The table property that deals the table's partitions into fewer message groups
+/// (1 to [`QUEUE_GROUPS`]). Fewer groups let the planner pack more of a commit's
+/// partitions into one shard (one invocation instead of one per group touched), at the
+/// price of fewer of the table's shards converting at once.
+pub const QUEUE_GROUPS_PROPERTY: &str = "eqdv.queue-groups";
+
+/// The number of message groups `table` is dealt into: [`QUEUE_GROUPS_PROPERTY`], or
+/// [`QUEUE_GROUPS`] when unset. A value that is not a whole number from 1 to
+/// [`QUEUE_GROUPS`] is refused (it is eqdv's own setting, so a typo must not silently
+/// turn into another layout of the queue).
+pub fn queue_groups_of(table: &LoadedTable) -> Result<u64> {
+    let Some(raw) = table.metadata.properties().get(QUEUE_GROUPS_PROPERTY) else {
+        return Ok(QUEUE_GROUPS);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (1..=QUEUE_GROUPS).contains(&n) => Ok(n),
+        _ => Err(Error::UnsupportedTable {
+            table: table.name.to_string(),
+            message: format!(
+                "table property {QUEUE_GROUPS_PROPERTY} is {raw:?}: it must be a whole number from 1 to {QUEUE_GROUPS}"
+            ),
+        }),
+    }
+}
+
+/// The queue group of a partition key (`spec:label`, or `<table>` for a whole table)
+/// when the table's partitions are dealt into `groups` buckets. With the default 16 the
+/// buckets are those of planners before the property existed.
+pub(super) fn queue_group_of(key: &str, groups: u64) -> String {
     if key == WHOLE_TABLE {
         return String::new();
     }
-    format!("g{:02}", fnv1a(&[key]) % QUEUE_GROUPS)
+    format!("g{:02}", fnv1a(&[key]) % groups.clamp(1, QUEUE_GROUPS))
 }
 
 /// The partition key of a table made one shard by a global delete.

@@ -1,6 +1,7 @@
 //! What to generate: key types, partitioning and the workload spec, and the state
 //! stored in the table to replay the model.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -211,6 +212,9 @@ pub struct WorkloadSpec {
     /// Write Parquet bloom filters on the key columns of data files (as Java does with
     /// `write.parquet.bloom-filter-enabled.column.<k>`).
     pub bloom_filters: bool,
+    /// Properties the table is created with (besides the generator's own state), e.g.
+    /// `eqdv.queue-groups` or `commit.manifest.min-count-to-merge`.
+    pub table_properties: BTreeMap<String, String>,
 }
 
 impl Default for WorkloadSpec {
@@ -228,6 +232,7 @@ impl Default for WorkloadSpec {
             rows_per_file: 500,
             rows_per_row_group: 200,
             bloom_filters: false,
+            table_properties: BTreeMap::new(),
         }
     }
 }

@@ -112,7 +112,14 @@ pub(super) async fn create_table(
         .schema(schema)
         .partition_spec(partition)
         .format_version(FormatVersion::V3)
-        .properties([(STATE_PROPERTY.to_string(), serde_json::to_string(state)?)])
+        .properties(
+            state
+                .spec
+                .table_properties
+                .clone()
+                .into_iter()
+                .chain([(STATE_PROPERTY.to_string(), serde_json::to_string(state)?)]),
+        )
         .build();
     let mut builder = TableMetadataBuilder::from_table_creation(creation)?;
     if state.spec.global_deletes && state.spec.partition != PartitionKind::None {
