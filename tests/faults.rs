@@ -281,6 +281,54 @@ async fn persistent_write_failure_fails_cleanly() {
     s.assert_converted().await;
 }
 
+/// Every Puffin upload fails: the manifests and manifest list written while it
+/// uploaded are removed with it, no metadata.json is written, and the table and its
+/// objects are as they were. A later run converts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn persistent_puffin_failure_removes_the_manifests_written_beside_it() {
+    let s = setup("puffinfail", 75).await;
+    // What the conversion sends (the generator wrote through the proxy too).
+    let generated = s.proxy.log().len();
+    s.proxy
+        .inject("PUT", ".puffin", Fault::Status(503), usize::MAX);
+    let err = convert(&s.catalog, &s.name, &ConvertOptions::default())
+        .await
+        .expect_err("the Puffin file cannot be written");
+    let line = err.to_string();
+    assert!(line.contains(".puffin") && line.contains("503"), "{line}");
+    assert_eq!((err.kind(), err.retryable()), (ErrorKind::Storage, true));
+    let log = s.proxy.log().split_off(generated);
+    let put = |suffix: &str| {
+        log.iter()
+            .filter(|l| l.method == "PUT" && l.path.ends_with(suffix) && l.status == Some(200))
+            .map(|l| l.path.clone())
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let manifests = put(".avro");
+    assert!(
+        manifests.iter().any(|p| p.contains("/snap-")),
+        "the manifest list was not written beside the upload: {manifests:#?}"
+    );
+    assert!(
+        put(".metadata.json").is_empty(),
+        "a metadata.json was written"
+    );
+    for path in &manifests {
+        assert!(
+            log.iter().any(|l| l.method == "DELETE" && &l.path == path),
+            "{path} was left behind"
+        );
+    }
+    s.proxy.clear();
+    s.assert_unchanged().await;
+
+    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
+        .await
+        .expect("a later run converts");
+    assert_eq!(r.outcome, Outcome::Converted);
+    s.assert_converted().await;
+}
+
 /// The connection drops after S3 stored the new metadata.json, on every try: the
 /// conversion fails with the table unchanged. The attempt removes what it wrote,
 /// the metadata file whose write "failed" (but landed) included: no swap was tried, so
@@ -351,8 +399,10 @@ async fn slow_responses_still_convert() {
     eprintln!("converted with slow responses in {took:?}");
     assert_eq!(r.outcome, Outcome::Converted);
     assert_eq!(s.proxy.injected().len(), 5);
-    // One after another but for the two manifest writes, which go out at once.
-    assert!(took >= delay * 4, "the delays were not applied: {took:?}");
+    // One after another but for the writes that go out at once: the Puffin upload and
+    // the manifests (a manifest list after them, if the second delay is its). So at
+    // least: the metadata read, those writes, the metadata.json write.
+    assert!(took >= delay * 3, "the delays were not applied: {took:?}");
     s.assert_converted().await;
 }
 

@@ -642,10 +642,11 @@ async fn converter_stops_before_the_deadline_and_commits_nothing() {
         .len();
 
     // The invocation may run 12 s; the conversion must start nothing after 12 - 6 s. It
-    // is held for 8 s once its Puffin file is written, so it passes that point there.
+    // is held for 8 s once its Puffin file and manifests are written, so it passes that
+    // point there, before its metadata.json.
     let mut env = function_env(&t, &queues);
     env.push(("EQDV_DEADLINE_MARGIN_SECONDS", "6".into()));
-    env.push(("EQDV_TEST_PAUSE_AT", "after-puffin".into()));
+    env.push(("EQDV_TEST_PAUSE_AT", "after-files".into()));
     env.push(("EQDV_TEST_PAUSE_SECS", "8".into()));
     let converter = Function::start("eqdv-converter", &env, 12);
     let response = converter

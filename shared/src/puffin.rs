@@ -108,7 +108,8 @@ pub struct PuffinFooter {
 }
 
 /// Writes `dvs` into a new Puffin file at `location` (the caller picks a fresh name;
-/// an existing file would be overwritten) and returns each DV's offset and length.
+/// an existing file would be overwritten) and returns each DV's offset and length:
+/// [`encode_dv_puffin`], then [`EncodedPuffin::upload`].
 ///
 /// Rejects empty DVs and two DVs for the same data file before writing anything.
 pub async fn write_dv_puffin(
@@ -116,6 +117,44 @@ pub async fn write_dv_puffin(
     location: &str,
     dvs: &[DvBlobInput],
 ) -> Result<WrittenPuffin, DvError> {
+    let encoded = encode_dv_puffin(location, dvs).await?;
+    encoded.upload(file_io).await?;
+    Ok(encoded.written)
+}
+
+/// A Puffin file of DVs encoded in memory, and where each of its DVs lies: enough for
+/// the manifest entries, so a conversion writes its manifests while the file uploads.
+#[derive(Debug, Clone)]
+pub struct EncodedPuffin {
+    pub written: WrittenPuffin,
+    bytes: bytes::Bytes,
+}
+
+impl EncodedPuffin {
+    /// Uploads the file to its location in one request.
+    pub async fn upload(&self, file_io: &FileIO) -> Result<(), DvError> {
+        let location = &self.written.location;
+        let io_err = |source| DvError::Io {
+            location: location.clone(),
+            source: Box::new(source),
+        };
+        file_io
+            .new_output(location)
+            .map_err(io_err)?
+            .write(self.bytes.clone())
+            .await
+            .map_err(io_err)
+    }
+}
+
+/// Encodes `dvs` as the Puffin file to be written at `location`, in memory (nothing is
+/// written to storage), and checks its layout against its own footer.
+///
+/// Rejects empty DVs and two DVs for the same data file.
+pub async fn encode_dv_puffin(
+    location: &str,
+    dvs: &[DvBlobInput],
+) -> Result<EncodedPuffin, DvError> {
     let mut seen = HashSet::new();
     let mut blobs = Vec::with_capacity(dvs.len());
     let mut written = Vec::with_capacity(dvs.len());
@@ -164,7 +203,10 @@ pub async fn write_dv_puffin(
         location: location.to_string(),
         source: Box::new(source),
     };
-    let output = file_io.new_output(location).map_err(io_err)?;
+    // iceberg's PuffinWriter writes to a FileIO: a memory one, keyed by the real
+    // location so that any error names it.
+    let memory = FileIO::new_with_memory();
+    let output = memory.new_output(location).map_err(io_err)?;
     let properties = HashMap::from([(
         CREATED_BY_PROPERTY.to_string(),
         format!("eqdv {}", env!("CARGO_PKG_VERSION")),
@@ -181,8 +223,14 @@ pub async fn write_dv_puffin(
     writer.close().await.map_err(io_err)?;
 
     // PuffinWriter reports no offsets: ours assume blobs back to back from offset 4,
-    // uncompressed. Confirm against the footer (this read also yields the file size).
-    let footer = read_puffin_footer(file_io, location).await?;
+    // uncompressed. Confirm against the footer, read as any reader will read it.
+    let bytes = memory
+        .new_input(location)
+        .map_err(io_err)?
+        .read()
+        .await
+        .map_err(io_err)?;
+    let footer = read_puffin_footer(&memory, location).await?;
     let blob_metas = footer.metadata.blobs();
     if blob_metas.len() != written.len() {
         return Err(DvError::InvalidPuffin {
@@ -209,10 +257,13 @@ pub async fn write_dv_puffin(
             });
         }
     }
-    Ok(WrittenPuffin {
-        location: location.to_string(),
-        file_size_in_bytes: footer.file_size_in_bytes,
-        dvs: written,
+    Ok(EncodedPuffin {
+        written: WrittenPuffin {
+            location: location.to_string(),
+            file_size_in_bytes: footer.file_size_in_bytes,
+            dvs: written,
+        },
+        bytes,
     })
 }
 

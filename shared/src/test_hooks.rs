@@ -8,7 +8,8 @@
 //! committed: it only prints a marker line to stderr and sleeps. Never set it outside
 //! tests.
 //!
-//! Points: `after-puffin` (a conversion wrote its DV Puffin file, nothing else),
+//! Points: `after-files` (a conversion wrote its DV Puffin file, its manifests and its
+//! manifest list, and no metadata.json),
 //! `before-swap` (any commit through `commit::publish`, the generator's included, wrote
 //! its manifests, manifest list and metadata.json; the catalog pointer is not swapped).
 
@@ -21,8 +22,9 @@ pub const PAUSE_SECS_ENV: &str = "EQDV_TEST_PAUSE_SECS";
 /// The stderr line printed on pausing is this prefix followed by the point's name.
 pub const PAUSED_MARKER: &str = "eqdv-test-paused-at=";
 
-/// After the DV Puffin file is written, before any manifest.
-pub const AFTER_PUFFIN: &str = "after-puffin";
+/// In a conversion's first commit attempt: after the DV Puffin file, the manifests and
+/// the manifest list are written (they are written at once), before the metadata.json.
+pub const AFTER_FILES: &str = "after-files";
 /// In `commit::publish`: after the new metadata.json is written, before the pointer swap.
 pub const BEFORE_SWAP: &str = "before-swap";
 

@@ -7,8 +7,8 @@ use eqdv::dv::{
     DV_MAGIC, DvError, MAX_DV_KEY, deserialize_dv, deserialize_portable_treemap, serialize_dv,
 };
 use eqdv::puffin::{
-    DvBlobInput, DvEntryCheck, POS_FIELD_ID, WrittenPuffin, read_dv, read_puffin_footer,
-    validate_dv_entries, validate_dv_entry, write_dv_puffin,
+    DvBlobInput, DvEntryCheck, POS_FIELD_ID, WrittenPuffin, encode_dv_puffin, read_dv,
+    read_puffin_footer, validate_dv_entries, validate_dv_entry, write_dv_puffin,
 };
 use iceberg::io::FileIO;
 use iceberg::puffin::{CompressionCodec, PuffinReader};
@@ -340,6 +340,34 @@ fn entry<'a>(written: &'a WrittenPuffin, index: usize) -> DvEntryCheck<'a> {
         record_count: dv.cardinality,
         file_size_in_bytes: written.file_size_in_bytes,
     }
+}
+
+/// Encoding writes nothing: the file appears only on upload, as the bytes whose layout
+/// the encoding reported, which every DV entry check then accepts.
+#[tokio::test]
+async fn an_encoded_puffin_is_written_only_by_its_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dvs/0002-dv.puffin");
+    let location = format!("file://{}", path.display());
+    let encoded = encode_dv_puffin(&location, &three_dvs()).await.unwrap();
+    assert!(!path.exists(), "encoding wrote {}", path.display());
+    let file_io = FileIO::new_with_fs();
+    encoded.upload(&file_io).await.unwrap();
+    let written = &encoded.written;
+    assert_eq!(written.location, location);
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        written.file_size_in_bytes
+    );
+    let checks: Vec<DvEntryCheck> = (0..3).map(|i| entry(written, i)).collect();
+    let read = validate_dv_entries(&file_io, &checks, 4).await.unwrap();
+    assert_eq!(read.len(), 3);
+    // The same DVs encode to the same layout written file by file.
+    let again = write_dv_puffin(&file_io, &format!("{location}.2"), &three_dvs())
+        .await
+        .unwrap();
+    assert_eq!(again.dvs, written.dvs);
+    assert_eq!(again.file_size_in_bytes, written.file_size_in_bytes);
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use std::process::Output;
 use std::time::Instant;
 
 use common::{eqdv_command, eqdv_json, json};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::state::{TableState, expected_conversion};
 use support::*;
@@ -76,7 +76,8 @@ fn metadata_version(location: &str) -> u64 {
 }
 
 /// What the dead attempt must have left at `point` on top of `before`: after the
-/// Puffin write that one file in data/; before the swap, the next metadata version and
+/// Puffin and manifest writes that file in data/, a manifest list and manifests in
+/// metadata/; before the swap, the next metadata version and
 /// exactly what it references that `before` did not hold (its manifest list, the new
 /// delete manifest, the rewritten manifests, the Puffin file).
 async fn assert_attempt_files(
@@ -87,13 +88,20 @@ async fn assert_attempt_files(
 ) {
     let data = format!("{}/data/", table_dir(w));
     match point {
-        AFTER_PUFFIN => {
-            assert_eq!(dead.len(), 1, "{dead:#?}");
-            let puffin = dead.first().unwrap();
-            assert!(
-                puffin.starts_with(&data) && puffin.ends_with(".puffin"),
-                "{dead:#?}"
-            );
+        AFTER_FILES => {
+            let metadata = format!("{}/metadata/", table_dir(w));
+            let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
+            let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
+            // The Puffin file, one manifest list and the manifests, written at once;
+            // no metadata.json and nothing else.
+            let lists =
+                count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
+            let manifests = count(&|n| {
+                n.starts_with(&metadata) && !n.contains("/metadata/snap-") && n.ends_with(".avro")
+            });
+            assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
+            assert!(manifests >= 1, "no manifest: {dead:#?}");
+            assert_eq!(puffins + lists + manifests, dead.len(), "{dead:#?}");
         }
         BEFORE_SWAP => {
             let metadata: Vec<&String> = dead
@@ -219,8 +227,8 @@ async fn killed_at(point: &str, seed: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_after_the_puffin_write() {
-    killed_at(AFTER_PUFFIN, 61).await;
+async fn sigkill_after_the_puffin_and_manifest_writes() {
+    killed_at(AFTER_FILES, 61).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,7 +25,7 @@ use common::{assert_exit, eqdv_command, eqdv_json, json};
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::normalize_location;
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv::test_hooks::{AFTER_PUFFIN, BEFORE_SWAP};
+use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP};
 use eqdv_workload::generate::{expected_rows, generate};
 use state::{TableState, expected_conversion};
 
@@ -128,7 +128,8 @@ fn metadata_version(location: &str) -> u64 {
 }
 
 /// What the dead attempt must have left at `point` on top of `before`, given the
-/// table's location: after the Puffin write that one object in data/; before
+/// table's location: after the Puffin and manifest writes that object in data/, a
+/// manifest list and manifests in metadata/; before
 /// UpdateTable, the next metadata version and exactly what it references that `before`
 /// did not hold (its manifest list, the new and rewritten manifests, the Puffin file).
 async fn assert_attempt_files(
@@ -152,8 +153,17 @@ async fn assert_attempt_files(
     let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
     let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
     match point {
-        AFTER_PUFFIN => {
-            assert_eq!((puffins, dead.len()), (1, 1), "{dead:#?}");
+        AFTER_FILES => {
+            // The Puffin file, one manifest list and the manifests, written at once;
+            // no metadata.json and nothing else.
+            let lists =
+                count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
+            let manifests = count(&|n| {
+                n.starts_with(&metadata) && !n.contains("/metadata/snap-") && n.ends_with(".avro")
+            });
+            assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
+            assert!(manifests >= 1, "no manifest: {dead:#?}");
+            assert_eq!(puffins + lists + manifests, dead.len(), "{dead:#?}");
         }
         BEFORE_SWAP => {
             let written: Vec<&String> = dead
@@ -282,8 +292,8 @@ async fn killed_at(point: &str, test: &str, seed: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn glue_sigkill_after_the_puffin_write() {
-    killed_at(AFTER_PUFFIN, "kill_puffin", 71).await;
+async fn glue_sigkill_after_the_puffin_and_manifest_writes() {
+    killed_at(AFTER_FILES, "kill_files", 71).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

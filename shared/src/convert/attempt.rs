@@ -12,7 +12,7 @@ use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
-use crate::puffin::{DvBlobInput, write_dv_puffin};
+use crate::puffin::{DvBlobInput, EncodedPuffin, encode_dv_puffin};
 use crate::resolve::resolve;
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
@@ -179,9 +179,12 @@ impl Attempt<'_> {
     ) -> Result<AttemptEnd> {
         let (catalog, name, options, started) =
             (self.catalog, self.name, self.options, self.started);
-        // Write every DV into one Puffin file next to the data.
+        // Every DV goes into one Puffin file next to the data. It is encoded here and
+        // uploaded by the first commit attempt while that writes the manifests: their
+        // entries need only where each DV lies in the file, known once it is encoded.
         options.check_deadline(name, "writing deletion vectors")?;
         let mut added = Vec::new();
+        let mut puffin_to_upload: Option<EncodedPuffin> = None;
         if !dv_plans.is_empty() {
             let location =
                 crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
@@ -193,7 +196,8 @@ impl Attempt<'_> {
                     positions: p.positions.clone(),
                 })
                 .collect();
-            let written = write_dv_puffin(&table.file_io, &location, &inputs).await?;
+            let encoded = encode_dv_puffin(&location, &inputs).await?;
+            let written = &encoded.written;
             let schema = table.metadata.current_schema();
             for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
                 // The DV sits in its data file's partition, in the partition types the new
@@ -211,8 +215,8 @@ impl Attempt<'_> {
                     file,
                 });
             }
-            report.puffin_file = Some(written.location);
-            crate::test_hooks::pause_point(crate::test_hooks::AFTER_PUFFIN).await;
+            report.puffin_file = Some(written.location.clone());
+            puffin_to_upload = Some(encoded);
         }
 
         let footprint = AttemptFootprint {
@@ -247,7 +251,27 @@ impl Attempt<'_> {
         loop {
             options.check_deadline(name, "committing")?;
             report.commit_attempts += 1;
-            let prepared = build_snapshot(&table, &options.branch, &files, &changes).await?;
+            let build = build_snapshot(&table, &options.branch, &files, &changes);
+            let prepared = match puffin_to_upload.take() {
+                None => build.await?,
+                Some(puffin) => {
+                    // Both run to the end (join, not try_join), so nothing is still in
+                    // flight when files are removed. A failed build has removed its own
+                    // files; the Puffin file is in `attempt_files`, which the caller
+                    // removes.
+                    let (prepared, uploaded) = futures::join!(build, puffin.upload(&table.file_io));
+                    let prepared = prepared?;
+                    crate::test_hooks::pause_point(crate::test_hooks::AFTER_FILES).await;
+                    if let Err(e) = uploaded
+                        .map_err(Error::from)
+                        .and_then(|()| options.check_deadline(name, "committing"))
+                    {
+                        crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                        return Err(e);
+                    }
+                    prepared
+                }
+            };
             // publish read the pointer back after a failed swap: any error but
             // CommitStateUnknown means this commit is not in the table, so the deletes
             // below (and the caller's) cannot remove a file the table references.
