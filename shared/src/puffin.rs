@@ -105,6 +105,20 @@ pub struct DvEntryCheck<'a> {
 pub struct PuffinFooter {
     pub file_size_in_bytes: u64,
     pub metadata: FileMetadata,
+    /// The file's last bytes, read with the footer, from offset `tail_start`: for the
+    /// small files a streaming conversion writes, every blob too.
+    tail: bytes::Bytes,
+    tail_start: u64,
+}
+
+impl PuffinFooter {
+    /// The bytes of `range` if the footer's read already holds them.
+    fn cached(&self, range: &Range<u64>) -> Option<bytes::Bytes> {
+        let start = range.start.checked_sub(self.tail_start)?;
+        let end = range.end.checked_sub(self.tail_start)?;
+        (end <= self.tail.len() as u64 && start <= end)
+            .then(|| self.tail.slice(start as usize..end as usize))
+    }
 }
 
 /// Writes `dvs` into a new Puffin file at `location` (the caller picks a fresh name;
@@ -276,7 +290,16 @@ pub async fn read_dv(
 ) -> Result<RoaringTreemap, DvError> {
     let range = blob_range(location, content_offset, content_size_in_bytes)?;
     let bytes = read_range(file_io, location, range).await?;
-    deserialize_dv(&bytes).map_err(|e| DvError::InBlob {
+    decode_blob(location, content_offset, content_size_in_bytes, &bytes)
+}
+
+fn decode_blob(
+    location: &str,
+    content_offset: i64,
+    content_size_in_bytes: i64,
+    bytes: &[u8],
+) -> Result<RoaringTreemap, DvError> {
+    deserialize_dv(bytes).map_err(|e| DvError::InBlob {
         location: location.to_string(),
         offset: content_offset,
         length: content_size_in_bytes,
@@ -367,8 +390,10 @@ pub async fn validate_dv_entries(
         .await
 }
 
-/// The checks of [`validate_dv_entry`] against a footer already read.
-async fn validate_dv_in(
+/// The checks of [`validate_dv_entry`] against a footer already read (with
+/// [`read_puffin_footer`]); a blob within the bytes read with the footer is not read
+/// again.
+pub async fn validate_dv_in(
     file_io: &FileIO,
     check: &DvEntryCheck<'_>,
     footer: &PuffinFooter,
@@ -386,7 +411,12 @@ async fn validate_dv_in(
     };
     check_blob_metadata(check, meta)?;
 
-    let positions = read_dv(file_io, location, offset, check.content_size_in_bytes).await?;
+    // A blob the footer's read already holds costs no request.
+    let length = check.content_size_in_bytes;
+    let positions = match footer.cached(&range) {
+        Some(bytes) => decode_blob(location, offset, length, &bytes)?,
+        None => read_dv(file_io, location, offset, length).await?,
+    };
     if positions.len() != check.record_count {
         return Err(DvError::CardinalityMismatch {
             location: location.to_string(),
@@ -594,6 +624,8 @@ async fn read_footer(
     Ok(PuffinFooter {
         file_size_in_bytes: size,
         metadata,
+        tail,
+        tail_start: start,
     })
 }
 

@@ -8,7 +8,7 @@ use eqdv::dv::{
 };
 use eqdv::puffin::{
     DvBlobInput, DvEntryCheck, POS_FIELD_ID, WrittenPuffin, encode_dv_puffin, read_dv,
-    read_puffin_footer, validate_dv_entries, validate_dv_entry, write_dv_puffin,
+    read_puffin_footer, validate_dv_entries, validate_dv_entry, validate_dv_in, write_dv_puffin,
 };
 use iceberg::io::FileIO;
 use iceberg::puffin::{CompressionCodec, PuffinReader};
@@ -368,6 +368,46 @@ async fn an_encoded_puffin_is_written_only_by_its_upload() {
         .unwrap();
     assert_eq!(again.dvs, written.dvs);
     assert_eq!(again.file_size_in_bytes, written.file_size_in_bytes);
+}
+
+/// A small Puffin file's blobs come with its footer's read: they decode (and are
+/// checked) with the file gone. A blob of a larger file, outside the footer's read,
+/// is read from the file.
+#[tokio::test]
+async fn blobs_read_with_the_footer_cost_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file_io, written, dvs) = write_three(&dir).await;
+    let footer = read_puffin_footer(&file_io, &written.location)
+        .await
+        .unwrap();
+    std::fs::remove_file(dir.path().join("dvs/0001-dv.puffin")).unwrap();
+    for (index, dv) in dvs.iter().enumerate() {
+        let read = validate_dv_in(&file_io, &entry(&written, index), &footer)
+            .await
+            .unwrap();
+        assert_eq!(read, dv.positions);
+    }
+
+    let mut rng = StdRng::seed_from_u64(8);
+    let big = vec![DvBlobInput {
+        referenced_data_file: "s3://bucket/t/data/big.parquet".into(),
+        positions: (0..300_000)
+            .map(|_| rng.random_range(0..1u64 << 34))
+            .collect(),
+    }];
+    let location = format!("file://{}/big.puffin", dir.path().display());
+    let written = write_dv_puffin(&file_io, &location, &big).await.unwrap();
+    assert!(written.file_size_in_bytes > 2 * 64 * 1024);
+    let footer = read_puffin_footer(&file_io, &location).await.unwrap();
+    let read = validate_dv_in(&file_io, &entry(&written, 0), &footer)
+        .await
+        .unwrap();
+    assert_eq!(read, big[0].positions);
+    std::fs::remove_file(dir.path().join("big.puffin")).unwrap();
+    let err = validate_dv_in(&file_io, &entry(&written, 0), &footer)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DvError::Io { .. }), "{err:?}");
 }
 
 #[tokio::test]
