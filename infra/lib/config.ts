@@ -18,6 +18,7 @@ export interface EqdvConfig {
   readonly metricsNamespace: string;
   readonly sweepSchedule: string;
   readonly shardTargetMb: number;
+  readonly queueGroups: number;
   readonly maxReceiveCount: number;
   readonly converterBatchSize: number;
   readonly converterMaxConcurrency: number;
@@ -50,6 +51,7 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   metricsNamespace: 'eqdv',
   sweepSchedule: 'rate(1 hour)',
   shardTargetMb: '256',
+  queueGroups: '1',
   maxReceiveCount: '5',
   converterBatchSize: '1',
   converterMaxConcurrency: '10',
@@ -167,6 +169,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     metricsNamespace: nonEmpty('metricsNamespace'),
     sweepSchedule: nonEmpty('sweepSchedule'),
     shardTargetMb: int('shardTargetMb', 1, 1_000_000),
+    queueGroups: int('queueGroups', 1, 16),
     maxReceiveCount: int('maxReceiveCount', 1, 1000),
     converterBatchSize: int('converterBatchSize', 1, 10),
     converterMaxConcurrency: int('converterMaxConcurrency', 2, 1000),

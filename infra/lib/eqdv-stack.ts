@@ -161,6 +161,7 @@ export class EqdvStack extends Stack {
         ...common,
         EQDV_SHARD_QUEUE_URL: this.shardQueue.queueUrl,
         EQDV_SHARD_TARGET_MB: String(c.shardTargetMb),
+        EQDV_QUEUE_GROUPS: String(c.queueGroups),
       },
       // EventBridge invokes the planner asynchronously: after two retries a failed
       // event goes to this queue with the error.

@@ -139,6 +139,7 @@ describe('EqdvStack with the default settings', () => {
       ...common,
       EQDV_SHARD_QUEUE_URL: { Ref: id(stack.shardQueue) },
       EQDV_SHARD_TARGET_MB: '256',
+      EQDV_QUEUE_GROUPS: '1',
     });
     expect(converter).toEqual({
       ...common,

@@ -10,7 +10,7 @@ use eqdv::catalog::Catalog;
 use eqdv::catalog::SqliteCatalog;
 use eqdv::catalog::TableName;
 use eqdv::catalog::{GlueCatalog, GlueConfig};
-use eqdv::plan::PlanOptions;
+use eqdv::plan::{PlanOptions, QUEUE_GROUPS};
 use eqdv::planner::{Allowlist, PlannerConfig};
 use eqdv::resolve::ResolveOptions;
 
@@ -79,6 +79,7 @@ pub const ENV_BRANCH: &str = "EQDV_BRANCH";
 pub const ENV_METRICS_NAMESPACE: &str = "EQDV_METRICS_NAMESPACE";
 pub const ENV_SHARD_QUEUE_URL: &str = "EQDV_SHARD_QUEUE_URL";
 pub const ENV_SHARD_TARGET_MB: &str = "EQDV_SHARD_TARGET_MB";
+pub const ENV_QUEUE_GROUPS: &str = "EQDV_QUEUE_GROUPS";
 pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
 pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
 pub const ENV_READ_MEMORY_MB: &str = "EQDV_READ_MEMORY_MB";
@@ -156,6 +157,15 @@ impl FunctionConfig {
                 return Err(bad(ENV_SHARD_TARGET_MB, "must be at least 1"));
             }
             plan.target_shard_bytes = mb.saturating_mul(1 << 20);
+        }
+        if let Some(groups) = number(ENV_QUEUE_GROUPS)? {
+            if !(1..=QUEUE_GROUPS).contains(&groups) {
+                return Err(bad(
+                    ENV_QUEUE_GROUPS,
+                    format!("must be from 1 to {QUEUE_GROUPS}, got {groups}"),
+                ));
+            }
+            plan.default_queue_groups = groups;
         }
 
         let mut resolve = ResolveOptions::default();
@@ -262,6 +272,7 @@ mod tests {
             c.plan.target_shard_bytes,
             PlanOptions::default().target_shard_bytes
         );
+        assert_eq!(c.plan.default_queue_groups, QUEUE_GROUPS);
     }
 
     #[test]
@@ -274,6 +285,7 @@ mod tests {
             (ENV_BRANCH, "audit"),
             (ENV_SHARD_QUEUE_URL, "https://sqs/q.fifo"),
             (ENV_SHARD_TARGET_MB, "64"),
+            (ENV_QUEUE_GROUPS, "1"),
             (ENV_KEY_MEMORY_MB, "256"),
             (ENV_PARALLELISM, "3"),
             (ENV_READ_MEMORY_MB, "96"),
@@ -294,6 +306,7 @@ mod tests {
         assert_eq!(c.branch, "audit");
         assert_eq!(c.shard_queue_url.as_deref(), Some("https://sqs/q.fifo"));
         assert_eq!(c.plan.target_shard_bytes, 64 << 20);
+        assert_eq!(c.plan.default_queue_groups, 1);
         assert_eq!(c.resolve.key_memory_budget, 256 << 20);
         assert_eq!(c.resolve.parallelism, 3);
         assert_eq!(c.resolve.read_memory_budget, 96 << 20);
@@ -329,6 +342,7 @@ mod tests {
             ENV_METRICS_NAMESPACE,
             ENV_SHARD_QUEUE_URL,
             ENV_SHARD_TARGET_MB,
+            ENV_QUEUE_GROUPS,
             ENV_KEY_MEMORY_MB,
             ENV_PARALLELISM,
             ENV_READ_MEMORY_MB,
@@ -365,6 +379,8 @@ mod tests {
         for (var, value) in [
             (ENV_CATALOG, "hive"),
             (ENV_SHARD_TARGET_MB, "lots"),
+            (ENV_QUEUE_GROUPS, "0"),
+            (ENV_QUEUE_GROUPS, "17"),
             (ENV_KEY_MEMORY_MB, "0"),
             (ENV_READ_MEMORY_MB, "0"),
             (ENV_ALLOWED_TABLES, "no_namespace"),

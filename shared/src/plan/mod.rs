@@ -39,6 +39,9 @@ pub struct PlanOptions {
     /// each converting some of its delete files: every equality delete file converts on
     /// its own, and the queue's message group (table + partitions) runs them in order.
     pub max_shard_json_bytes: usize,
+    /// The queue groups of a table without the `eqdv.queue-groups` property (1 to
+    /// [`QUEUE_GROUPS`]; see [`queue_groups_of`]).
+    pub default_queue_groups: u64,
 }
 
 /// SQS's limit is 256 KiB per message; this leaves room for the message attributes.
@@ -49,6 +52,7 @@ impl Default for PlanOptions {
         Self {
             target_shard_bytes: 512 * 1024 * 1024,
             max_shard_json_bytes: DEFAULT_MAX_SHARD_JSON_BYTES,
+            default_queue_groups: QUEUE_GROUPS,
         }
     }
 }
@@ -93,7 +97,7 @@ pub fn plan(
     options: &PlanOptions,
 ) -> Result<Plan> {
     let groups = group_equality_deletes(table, files)?;
-    let queue_groups = queue_groups_of(table)?;
+    let queue_groups = queue_groups_of(table, options.default_queue_groups)?;
     let mut plan = Plan {
         table: table.name.clone(),
         branch: branch.to_string(),

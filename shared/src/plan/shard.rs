@@ -60,12 +60,12 @@ pub const QUEUE_GROUPS: u64 = 16;
 pub const QUEUE_GROUPS_PROPERTY: &str = "eqdv.queue-groups";
 
 /// The number of message groups `table` is dealt into: [`QUEUE_GROUPS_PROPERTY`], or
-/// [`QUEUE_GROUPS`] when unset. A value that is not a whole number from 1 to
-/// [`QUEUE_GROUPS`] is refused (it is eqdv's own setting, so a typo must not silently
-/// turn into another layout of the queue).
-pub fn queue_groups_of(table: &LoadedTable) -> Result<u64> {
+/// `default` (the deployment's, [`QUEUE_GROUPS`] unless set) when unset. A value that
+/// is not a whole number from 1 to [`QUEUE_GROUPS`] is refused (it is eqdv's own
+/// setting, so a typo must not silently turn into another layout of the queue).
+pub fn queue_groups_of(table: &LoadedTable, default: u64) -> Result<u64> {
     let Some(raw) = table.metadata.properties().get(QUEUE_GROUPS_PROPERTY) else {
-        return Ok(QUEUE_GROUPS);
+        return Ok(default.clamp(1, QUEUE_GROUPS));
     };
     match raw.trim().parse::<u64>() {
         Ok(n) if (1..=QUEUE_GROUPS).contains(&n) => Ok(n),
