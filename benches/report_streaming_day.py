@@ -294,9 +294,9 @@ def section(results):
                 f"planner and one converter invocation; but both read the table, and the converter also writes and "
                 f"commits {fixed}, where the floor is one resolve's reads alone. The planner is "
                 f"{planner_share:.0%} of a commit's Lambda-seconds (median). What would close more of it: the "
-                "converter's reads and writes started at once where they do not depend on each other (the Puffin "
-                "file is still written before the manifests), and the planner's reading of the table handed to "
-                "the converter instead of done twice.\n\n"
+                "planner's reading of the table handed to the converter instead of done twice, the existing DVs "
+                "read while the data files are scanned rather than after, and the data files' footers fetched "
+                "while the delete files load.\n\n"
             )
     md.extend(baseline_section(results, commits, lam))
     backfill = results.get("backfill")
