@@ -172,6 +172,15 @@ impl Setup {
         self.generated.assert_unchanged(&self.state().await);
         self.java.assert_unconverted(&self.expected);
     }
+
+    /// With the faults gone, a new conversion lands and is judged.
+    async fn assert_a_later_run_converts(&self) {
+        let r = convert(&self.catalog, &self.name, &ConvertOptions::default())
+            .await
+            .expect("a later run converts");
+        assert_eq!(r.outcome, Outcome::Converted);
+        self.assert_converted().await;
+    }
 }
 
 fn now_only() -> CleanupOptions {
@@ -274,11 +283,7 @@ async fn persistent_write_failure_fails_cleanly() {
         "the Puffin file was never deleted"
     );
 
-    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
-        .await
-        .expect("a later run converts");
-    assert_eq!(r.outcome, Outcome::Converted);
-    s.assert_converted().await;
+    s.assert_a_later_run_converts().await;
 }
 
 /// Every Puffin upload fails: the manifests and manifest list written while it
@@ -322,11 +327,7 @@ async fn persistent_puffin_failure_removes_the_manifests_written_beside_it() {
     s.proxy.clear();
     s.assert_unchanged().await;
 
-    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
-        .await
-        .expect("a later run converts");
-    assert_eq!(r.outcome, Outcome::Converted);
-    s.assert_converted().await;
+    s.assert_a_later_run_converts().await;
 }
 
 /// The connection drops after S3 stored the new metadata.json, on every try: the
@@ -373,11 +374,7 @@ async fn dropped_metadata_write_fails_and_leaves_nothing() {
     }
     s.assert_unchanged().await;
 
-    let r = convert(&s.catalog, &s.name, &ConvertOptions::default())
-        .await
-        .expect("a later run converts");
-    assert_eq!(r.outcome, Outcome::Converted);
-    s.assert_converted().await;
+    s.assert_a_later_run_converts().await;
 }
 
 /// Slow S3 answers (seconds, within the storage layer's timeouts) still convert.

@@ -330,6 +330,17 @@ async fn write_three(dir: &tempfile::TempDir) -> (FileIO, WrittenPuffin, Vec<DvB
     (file_io, written, dvs)
 }
 
+/// One DV of 300,000 scattered positions: a file far larger than a footer's read.
+fn one_big_scattered_dv(seed: u64) -> Vec<DvBlobInput> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    vec![DvBlobInput {
+        referenced_data_file: "s3://bucket/t/data/big.parquet".into(),
+        positions: (0..300_000)
+            .map(|_| rng.random_range(0..1u64 << 34))
+            .collect(),
+    }]
+}
+
 fn entry<'a>(written: &'a WrittenPuffin, index: usize) -> DvEntryCheck<'a> {
     let dv = &written.dvs[index];
     DvEntryCheck {
@@ -388,13 +399,7 @@ async fn blobs_read_with_the_footer_cost_no_request() {
         assert_eq!(read, dv.positions);
     }
 
-    let mut rng = StdRng::seed_from_u64(8);
-    let big = vec![DvBlobInput {
-        referenced_data_file: "s3://bucket/t/data/big.parquet".into(),
-        positions: (0..300_000)
-            .map(|_| rng.random_range(0..1u64 << 34))
-            .collect(),
-    }];
+    let big = one_big_scattered_dv(8);
     let location = format!("file://{}/big.puffin", dir.path().display());
     let written = write_dv_puffin(&file_io, &location, &big).await.unwrap();
     assert!(written.file_size_in_bytes > 2 * 64 * 1024);
@@ -923,13 +928,7 @@ async fn footers_longer_than_one_read_and_files_larger_are_read_whole() {
     assert!(read.iter().zip(&many).all(|(r, m)| *r == m.positions));
 
     // One DV of 300,000 scattered positions: a small footer after a large blob.
-    let mut rng = StdRng::seed_from_u64(7);
-    let big = vec![DvBlobInput {
-        referenced_data_file: "s3://bucket/t/data/big.parquet".into(),
-        positions: (0..300_000)
-            .map(|_| rng.random_range(0..1u64 << 34))
-            .collect(),
-    }];
+    let big = one_big_scattered_dv(7);
     let location = format!("file://{}/big.puffin", dir.path().display());
     let written = write_dv_puffin(&file_io, &location, &big).await.unwrap();
     assert!(written.file_size_in_bytes > 2 * 64 * 1024);

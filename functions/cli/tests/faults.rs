@@ -89,19 +89,7 @@ async fn assert_attempt_files(
     let data = format!("{}/data/", table_dir(w));
     match point {
         AFTER_FILES => {
-            let metadata = format!("{}/metadata/", table_dir(w));
-            let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
-            let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
-            // The Puffin file, one manifest list and the manifests, written at once;
-            // no metadata.json and nothing else.
-            let lists =
-                count(&|n| n.starts_with(&format!("{metadata}snap-")) && n.ends_with(".avro"));
-            let manifests = count(&|n| {
-                n.starts_with(&metadata) && !n.contains("/metadata/snap-") && n.ends_with(".avro")
-            });
-            assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
-            assert!(manifests >= 1, "no manifest: {dead:#?}");
-            assert_eq!(puffins + lists + manifests, dead.len(), "{dead:#?}");
+            kill::assert_after_files_objects(dead, &data, &format!("{}/metadata/", table_dir(w)));
         }
         BEFORE_SWAP => {
             let metadata: Vec<&String> = dead
