@@ -400,6 +400,30 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
         "the Java writer wrote no equality deletes"
     );
 
+    // 0. With EQDV_QUEUE_GROUPS=1 (the stacks' default) the planner packs the table's
+    // partitions into one shard, in the table's one message group (its own queues: the
+    // message is not converted).
+    let one = Queues::create(&services::unique_name("e2e-one")).await;
+    let mut env = function_env(&t, &one);
+    env.push(("EQDV_QUEUE_GROUPS", "1".into()));
+    let packed = Function::start("eqdv-planner", &env, 60)
+        .invoke(&glue_table_change(&name))
+        .await;
+    assert_eq!(
+        packed["shards"].as_array().map(Vec::len),
+        Some(1),
+        "{packed}"
+    );
+    let message = one.receive_all(&one.shards, 1).await;
+    let attributes = message[0].attributes().expect("attributes");
+    assert_eq!(
+        attributes[&MessageSystemAttributeName::MessageGroupId],
+        format!("{name}/g00")
+    );
+    let shard: Value = serde_json::from_str(message[0].body().expect("body")).expect("shard JSON");
+    let partitions = shard["partitions"].as_array().map_or(0, Vec::len);
+    assert!(partitions > 1, "one shard of all the partitions: {shard}");
+
     let unique = services::unique_name("e2e");
     let queues = Queues::create(&unique).await;
     let env = function_env(&t, &queues);
