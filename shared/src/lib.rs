@@ -47,6 +47,8 @@ pub mod resolve;
 pub mod snapshot;
 pub mod storage;
 pub mod table;
+#[cfg(test)]
+mod test_fixtures;
 pub mod test_hooks;
 pub mod verify;
 

@@ -168,22 +168,11 @@ mod tests {
 
     fn manifest(spec_id: i32, min_seq: i64, partitions: Option<Vec<FieldSummary>>) -> ManifestFile {
         ManifestFile {
-            manifest_path: "m.avro".into(),
-            manifest_length: 1,
             partition_spec_id: spec_id,
-            content: ManifestContentType::Data,
             sequence_number: min_seq,
             min_sequence_number: min_seq,
-            added_snapshot_id: 1,
-            added_files_count: Some(1),
-            existing_files_count: Some(0),
-            deleted_files_count: Some(0),
-            added_rows_count: Some(1),
-            existing_rows_count: Some(0),
-            deleted_rows_count: Some(0),
             partitions,
-            key_metadata: None,
-            first_row_id: None,
+            ..crate::test_fixtures::manifest_file(ManifestContentType::Data)
         }
     }
 

@@ -133,20 +133,7 @@ mod tests {
         ManifestFile {
             manifest_path: format!("m-{length}.avro"),
             manifest_length: length,
-            partition_spec_id: 0,
-            content: ManifestContentType::Deletes,
-            sequence_number: 1,
-            min_sequence_number: 1,
-            added_snapshot_id: 1,
-            added_files_count: Some(1),
-            existing_files_count: Some(0),
-            deleted_files_count: Some(0),
-            added_rows_count: Some(1),
-            existing_rows_count: Some(0),
-            deleted_rows_count: Some(0),
-            partitions: None,
-            key_metadata: None,
-            first_row_id: None,
+            ..crate::test_fixtures::manifest_file(ManifestContentType::Deletes)
         }
     }
 
