@@ -130,6 +130,24 @@ pub struct WorkloadArgs {
     /// `eqdv.queue-groups=1`). Ignored for a table that already exists.
     #[arg(long = "table-property", value_name = "KEY=VALUE")]
     table_properties: Vec<String>,
+    /// Changes (insert, update or delete of one key) per CDC commit.
+    #[arg(long, default_value_t = 200)]
+    changes_per_commit: u32,
+    /// Most rows per data or delete file (files are per partition).
+    #[arg(long, default_value_t = 500)]
+    rows_per_file: u32,
+    /// Most rows per Parquet row group.
+    #[arg(long, default_value_t = 200)]
+    rows_per_row_group: u32,
+    /// Write Parquet bloom filters on the key columns of data files (1% false positives).
+    #[arg(long)]
+    bloom_filters: bool,
+    /// Long keys are hashed ids spread over all of i64, so file bounds prune nothing.
+    #[arg(long)]
+    hashed_keys: bool,
+    /// Filler columns c01.. (long, string, double) for a realistic width.
+    #[arg(long, default_value_t = 0)]
+    extra_columns: u32,
 }
 
 impl WorkloadArgs {
@@ -143,6 +161,12 @@ impl WorkloadArgs {
             null_keys: self.null_keys,
             global_deletes: self.global_deletes,
             add_column: self.add_column,
+            changes_per_commit: self.changes_per_commit,
+            rows_per_file: self.rows_per_file,
+            rows_per_row_group: self.rows_per_row_group,
+            bloom_filters: self.bloom_filters,
+            hashed_keys: self.hashed_keys,
+            extra_columns: self.extra_columns,
             table_properties: self
                 .table_properties
                 .iter()
@@ -155,7 +179,6 @@ impl WorkloadArgs {
                     )),
                 })
                 .collect::<Result<_>>()?,
-            ..Default::default()
         })
     }
 }

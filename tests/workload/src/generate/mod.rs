@@ -52,6 +52,8 @@ const FIXED_LEN: u64 = 12;
 /// Java's default metrics mode keeps 16 characters (or bytes) of string/binary bounds.
 const BOUND_TRUNCATE_LEN: usize = 16;
 const MAX_KEYS: usize = 16;
+/// Most filler columns (`WorkloadSpec::extra_columns`).
+const MAX_EXTRA_COLUMNS: u32 = 200;
 /// Kids of deletes for keys that do not exist lie this far above the next fresh kid.
 const ABSENT_KID_OFFSET: u64 = 100_000;
 /// Date keys stay within years 1..9999 (what Python's `datetime.date` can hold).
@@ -158,7 +160,7 @@ pub async fn generate(
 /// (see [`crate::read`]), sorted.
 pub fn expected_rows(state: &GeneratorState) -> Result<Vec<String>> {
     let with_tag = state.add_column_at.is_some_and(|a| state.done > a);
-    let mut schema = initial_schema(&state.spec.keys)?;
+    let mut schema = initial_schema(&state.spec.keys, state.spec.extra_columns)?;
     if with_tag {
         schema = schema_with_tag(&schema, schema.highest_field_id() + 1)?;
     }

@@ -4,7 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{
+    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use arrow_schema::DataType;
 use iceberg::spec::{PrimitiveLiteral, Schema, Transform};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
@@ -100,6 +102,7 @@ impl Model {
                 types: spec.keys.clone(),
                 seed: spec.seed,
                 null_keys: spec.null_keys,
+                hashed: spec.hashed_keys,
             },
             partition: spec.partition,
             global_deletes: spec.global_deletes && spec.partition != PartitionKind::None,
@@ -465,7 +468,10 @@ impl Model {
                 "tag" => Arc::new(StringArray::from_iter(
                     rows.iter().map(|r| r.tag.map(|t| TAGS[usize::from(t)])),
                 )),
-                name => self.key_column(name, &kids, field.data_type())?,
+                name => match filler_index(name) {
+                    Some(j) => filler_column(j, rows, field.data_type())?,
+                    None => self.key_column(name, &kids, field.data_type())?,
+                },
             };
             columns.push(column);
         }
@@ -521,4 +527,40 @@ impl Model {
         out.sort_unstable();
         Ok(out)
     }
+}
+
+/// `Some(j)` for filler column `c{j:02}` (see `table::filler_name`).
+fn filler_index(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix('c')?;
+    (digits.len() >= 2 && digits.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Filler column `j` of `rows`: values fixed by the row (key, commit, salt), so a
+/// replay writes the same ones.
+fn filler_column(j: u32, rows: &[&Row], data_type: &DataType) -> Result<ArrayRef> {
+    let value = |r: &Row| {
+        crate::rng::mix64(
+            r.kid ^ (u64::from(r.version) << 40) ^ (u64::from(r.salt) << 8) ^ u64::from(j),
+        )
+    };
+    let column: ArrayRef = match data_type {
+        DataType::Int64 => Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|r| value(r) as i64),
+        )),
+        DataType::Utf8 => Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| format!("{:016x}", value(r))),
+        )),
+        DataType::Float64 => Arc::new(Float64Array::from_iter_values(
+            rows.iter()
+                .map(|r| (value(r) >> 11) as f64 / (1u64 << 53) as f64 * 1000.0),
+        )),
+        other => {
+            return Err(Error::InvalidInput(format!(
+                "filler column c{j:02}: unexpected type {other}"
+            )));
+        }
+    };
+    Ok(column)
 }

@@ -12,8 +12,8 @@ use eqdv::catalog::TableName;
 use eqdv::{Error, Result};
 
 use super::{
-    ABSENT_KID_OFFSET, DECIMAL_PRECISION, DECIMAL_SCALE, FIXED_LEN, MAX_DATE_KID, MAX_KEYS,
-    STATE_PROPERTY,
+    ABSENT_KID_OFFSET, DECIMAL_PRECISION, DECIMAL_SCALE, FIXED_LEN, MAX_DATE_KID,
+    MAX_EXTRA_COLUMNS, MAX_KEYS, STATE_PROPERTY,
 };
 
 /// The Iceberg type of a key column.
@@ -215,6 +215,12 @@ pub struct WorkloadSpec {
     /// Properties the table is created with (besides the generator's own state), e.g.
     /// `eqdv.queue-groups` or `commit.manifest.min-count-to-merge`.
     pub table_properties: BTreeMap<String, String>,
+    /// Long keys are a hash of the key id, spread over the whole range (as hashed ids
+    /// are), so every file's bounds admit almost any key: only bloom filters prune.
+    pub hashed_keys: bool,
+    /// Filler columns `c01..` (long, string and double in turn) after `payload`, for a
+    /// realistic width: wider footers and row groups whose key column is a small part.
+    pub extra_columns: u32,
 }
 
 impl Default for WorkloadSpec {
@@ -233,6 +239,8 @@ impl Default for WorkloadSpec {
             rows_per_row_group: 200,
             bloom_filters: false,
             table_properties: BTreeMap::new(),
+            hashed_keys: false,
+            extra_columns: 0,
         }
     }
 }
@@ -257,6 +265,12 @@ impl WorkloadSpec {
                     "partition: bucket[N](k0) needs k0 of a type other than boolean".into(),
                 ));
             }
+        }
+        if self.extra_columns > MAX_EXTRA_COLUMNS {
+            return Err(Error::InvalidInput(format!(
+                "extra_columns: at most {MAX_EXTRA_COLUMNS}, got {}",
+                self.extra_columns
+            )));
         }
         if self.rows_per_file == 0 || self.rows_per_row_group == 0 {
             return Err(Error::InvalidInput(
@@ -301,10 +315,18 @@ impl WorkloadSpec {
             ("null_keys", stored.null_keys, self.null_keys),
             ("global_deletes", stored.global_deletes, self.global_deletes),
             ("add_column", stored.add_column, self.add_column),
+            ("hashed_keys", stored.hashed_keys, self.hashed_keys),
         ] {
             if s != g {
                 return mismatch(field, s.to_string(), g.to_string());
             }
+        }
+        if self.extra_columns != stored.extra_columns {
+            return mismatch(
+                "extra_columns",
+                stored.extra_columns.to_string(),
+                self.extra_columns.to_string(),
+            );
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use super::model::Part;
 use super::spec::{GeneratorState, KeyType, PartitionKind};
 use super::{REGIONS, STATE_PROPERTY};
 
-pub(super) fn initial_schema(keys: &[KeyType]) -> Result<Schema> {
+pub(super) fn initial_schema(keys: &[KeyType], extra_columns: u32) -> Result<Schema> {
     let mut fields = Vec::new();
     let mut id = 0;
     let mut next = || {
@@ -48,6 +48,13 @@ pub(super) fn initial_schema(keys: &[KeyType]) -> Result<Schema> {
         "payload",
         Type::Primitive(PrimitiveType::String),
     )));
+    for j in 1..=extra_columns {
+        fields.push(Arc::new(NestedField::optional(
+            next(),
+            filler_name(j),
+            Type::Primitive(filler_type(j)),
+        )));
+    }
     fields.push(Arc::new(NestedField::required(
         next(),
         "version",
@@ -57,6 +64,20 @@ pub(super) fn initial_schema(keys: &[KeyType]) -> Result<Schema> {
         .with_schema_id(0)
         .with_fields(fields)
         .build()?)
+}
+
+/// The name of filler column `j` (1-based): `c01`, `c02`, ...
+pub(super) fn filler_name(j: u32) -> String {
+    format!("c{j:02}")
+}
+
+/// Filler columns are long, string and double in turn.
+pub(super) fn filler_type(j: u32) -> PrimitiveType {
+    match j % 3 {
+        1 => PrimitiveType::Long,
+        2 => PrimitiveType::String,
+        _ => PrimitiveType::Double,
+    }
 }
 
 pub(super) fn schema_with_tag(schema: &Schema, tag_id: i32) -> Result<Schema> {
@@ -103,7 +124,7 @@ pub(super) async fn create_table(
     name: &TableName,
     state: &GeneratorState,
 ) -> Result<LoadedTable> {
-    let schema = initial_schema(&state.spec.keys)?;
+    let schema = initial_schema(&state.spec.keys, state.spec.extra_columns)?;
     let partition = unbound_partition(state.spec.partition, &schema)?;
     let location = catalog.default_table_location(name);
     let creation = TableCreation::builder()

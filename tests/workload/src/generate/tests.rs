@@ -78,6 +78,7 @@ fn key_codes_match_key_values() {
         types: vec![KeyType::String, KeyType::Boolean],
         seed: 3,
         null_keys: true,
+        hashed: false,
     };
     let mut seen: HashMap<KeyCode, String> = HashMap::new();
     for kid in 0..5_000u64 {
@@ -116,4 +117,47 @@ fn replay_is_deterministic() {
     assert!(!a.is_empty());
     state.spec.seed += 1;
     assert_ne!(expected_rows(&state).unwrap(), a);
+}
+
+#[test]
+fn hashed_long_keys_are_distinct_and_spread() {
+    use super::values::{hashed_long_key, long_key};
+    let hashed: HashSet<i64> = (0..10_000u64).map(hashed_long_key).collect();
+    assert_eq!(hashed.len(), 10_000);
+    // A batch of consecutive ids spans most of i64 (bounds prune nothing), where the
+    // plain keys stay within a narrow range.
+    let (lo, hi) = (0..1_000u64)
+        .map(hashed_long_key)
+        .fold((i64::MAX, i64::MIN), |(l, h), k| (l.min(k), h.max(k)));
+    assert!(lo < i64::MIN / 2 && hi > i64::MAX / 2, "{lo}..{hi}");
+    assert!(long_key(999) - long_key(0) < 1 << 31);
+}
+
+#[test]
+fn shape_fields_must_match_when_a_table_continues() {
+    let stored = WorkloadSpec::default();
+    let name = eqdv::catalog::TableName::parse("db.t").unwrap();
+    let hashed = WorkloadSpec {
+        hashed_keys: true,
+        ..Default::default()
+    };
+    let err = hashed
+        .check_continues(&stored, &name)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hashed_keys=false"), "{err}");
+    let wider = WorkloadSpec {
+        extra_columns: 3,
+        ..Default::default()
+    };
+    let err = wider
+        .check_continues(&stored, &name)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("extra_columns=0, not 3"), "{err}");
+    let too_wide = WorkloadSpec {
+        extra_columns: 201,
+        ..Default::default()
+    };
+    assert!(too_wide.validate(1).is_err());
 }

@@ -24,6 +24,12 @@ pub(super) fn long_key(kid: u64) -> i64 {
     kid as i64 * 1_000_003 - 1_000_000_000
 }
 
+/// A bijection of the key id onto all of i64 (splitmix's finalizer), so distinct ids
+/// stay distinct keys and consecutive ids land far apart.
+pub(super) fn hashed_long_key(kid: u64) -> i64 {
+    mix64(kid) as i64
+}
+
 /// Several families: long shared prefixes (> 16 characters), non-ASCII, a family whose
 /// first 16 characters are U+10FFFF (no truncated upper bound exists), short ASCII.
 pub(super) fn string_key(kid: u64, col: usize) -> String {
@@ -84,6 +90,8 @@ pub(super) struct Keys {
     pub(super) types: Vec<KeyType>,
     pub(super) seed: u64,
     pub(super) null_keys: bool,
+    /// Long keys are `hashed_long_key` (see `WorkloadSpec::hashed_keys`).
+    pub(super) hashed: bool,
 }
 
 impl Keys {
@@ -118,6 +126,14 @@ impl Keys {
         KeyCode { nulls, value }
     }
 
+    fn long(&self, kid: u64) -> i64 {
+        if self.hashed {
+            hashed_long_key(kid)
+        } else {
+            long_key(kid)
+        }
+    }
+
     /// Column `col` of key `kid` as a datum (null keys give `None`).
     pub(super) fn datum(&self, kid: u64, col: usize) -> Result<Option<Datum>> {
         if self.is_null(kid, col) {
@@ -125,7 +141,7 @@ impl Keys {
         }
         Ok(Some(match self.types[col] {
             KeyType::Int => Datum::int(int_key(kid)),
-            KeyType::Long => Datum::long(long_key(kid)),
+            KeyType::Long => Datum::long(self.long(kid)),
             KeyType::String => Datum::string(string_key(kid, col)),
             KeyType::Uuid => Datum::uuid(uuid_key(kid, col)),
             KeyType::Decimal => Datum::try_from_bytes(
@@ -154,7 +170,9 @@ impl Keys {
         };
         let array: ArrayRef = match self.types[col] {
             KeyType::Int => Arc::new(Int32Array::from_iter(vals().map(|k| k.map(int_key)))),
-            KeyType::Long => Arc::new(Int64Array::from_iter(vals().map(|k| k.map(long_key)))),
+            KeyType::Long => Arc::new(Int64Array::from_iter(
+                vals().map(|k| k.map(|k| self.long(k))),
+            )),
             KeyType::String => Arc::new(StringArray::from_iter(
                 vals().map(|k| k.map(|k| string_key(k, col))),
             )),
