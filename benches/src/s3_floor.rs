@@ -7,7 +7,8 @@
 //! Where a truth file already has a DV (a streaming table converted before), the floor
 //! also fetches that DV's blob in the same wave, as any converter must merge it.
 //!
-//! One equality column of type long or string (the tables benches/s3_latency makes).
+//! One equality column of type long, string or uuid (the tables benches/s3_latency and
+//! benches/random_keys make).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -39,6 +40,8 @@ use serde_json::{Value, json};
 enum Key {
     Long(i64),
     Str(String),
+    /// uuid, fixed[L] and binary: the bytes.
+    Bytes(Vec<u8>),
 }
 
 fn keys_of(column: &ArrayRef) -> Result<Vec<Option<Key>>> {
@@ -53,7 +56,12 @@ fn keys_of(column: &ArrayRef) -> Result<Vec<Option<Key>>> {
             .iter()
             .map(|v| v.map(|s| Key::Str(s.to_string())))
             .collect(),
-        other => bail!("the floor compares long and string keys, not {other}"),
+        DataType::FixedSizeBinary(_) => column
+            .as_fixed_size_binary()
+            .iter()
+            .map(|v| v.map(|b| Key::Bytes(b.to_vec())))
+            .collect(),
+        other => bail!("the floor compares long, string and uuid keys, not {other}"),
     })
 }
 

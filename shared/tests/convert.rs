@@ -920,6 +920,74 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
     assert!(by_bloom > 0, "bloom filters never skipped a row group");
 }
 
+/// Random keys (UUIDs, long ids hashed over all of i64) in a wide table: no file's
+/// bounds rule out a deleted key, so bloom filters do the pruning, uuid keys (stored as
+/// 16-byte fixed-length values) included; the positions stay those of a full scan, and
+/// the conversion gives the rows the generator expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bloom_filters_prune_random_keys_in_wide_tables() {
+    for (seed, key, hashed_keys) in [(90, KeyType::Uuid, false), (91, KeyType::Long, true)] {
+        let w = warehouse();
+        let s = WorkloadSpec {
+            seed,
+            rows: 4_000,
+            commits: 2,
+            keys: vec![key],
+            changes_per_commit: 12,
+            rows_per_file: 200,
+            rows_per_row_group: 50,
+            bloom_filters: true,
+            hashed_keys,
+            extra_columns: 6,
+            ..Default::default()
+        };
+        let report = generate_table(&w.catalog, &s).await;
+        let schema = load(&w.catalog).await.metadata.current_schema().clone();
+        for name in ["c01", "c02", "c06"] {
+            assert!(schema.field_by_name(name).is_some(), "{key:?}: no {name}");
+        }
+        let without_bloom = eqdv::resolve::ResolveOptions {
+            bloom_pruning: false,
+            ..Default::default()
+        };
+        let [with_bloom, without, full] =
+            resolve_each(&w.catalog, [Default::default(), without_bloom, full_scan()]).await;
+        let m = &with_bloom.metrics;
+        eprintln!(
+            "{key:?}: {} of {} candidates pruned by bounds; bloom: {} filters read, {} row groups pruned; rows scanned {} (without: {})",
+            m.pruned_by_bounds,
+            m.candidate_files,
+            m.bloom_filters_read,
+            m.row_groups_pruned_by_bloom,
+            m.rows_scanned,
+            without.metrics.rows_scanned
+        );
+        assert_eq!(with_bloom.positions, full.positions, "{key:?}");
+        assert_eq!(without.positions, full.positions, "{key:?}");
+        // Random keys: bounds keep almost every file, the filters skip most row groups.
+        assert!(
+            m.pruned_by_bounds * 4 < m.candidate_files,
+            "{key:?}: bounds pruned {} of {}",
+            m.pruned_by_bounds,
+            m.candidate_files
+        );
+        assert!(m.bloom_filters_read > 0, "{key:?}: no filter read");
+        assert!(
+            m.row_groups_pruned_by_bloom * 2 > without.metrics.row_groups_read,
+            "{key:?}: bloom pruned {} of {} row groups",
+            m.row_groups_pruned_by_bloom,
+            without.metrics.row_groups_read
+        );
+        assert_eq!(without.metrics.bloom_filters_read, 0);
+
+        let expected = expected_rows(&report.state).unwrap();
+        convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap();
+        assert_converted(&w.catalog, &expected).await;
+    }
+}
+
 /// A bloom filter that cannot be read only costs the read it would have saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_bloom_filters_are_ignored() {

@@ -234,6 +234,8 @@ pub(super) struct GroupKeys {
     /// Per key column, its sorted values for pruning; empty for `KeySet::Long`, whose
     /// sorted keys are the values (see the `column_*` methods).
     pub(super) columns: Vec<ColumnValues>,
+    /// The values' bloom-filter hashes, computed on first use.
+    pub(super) bloom_hashes: super::bloom::BloomHashes,
 }
 
 pub(super) async fn load_group_keys(
@@ -370,6 +372,7 @@ pub(super) async fn load_group_keys(
         key_columns,
         keys,
         columns,
+        bloom_hashes: Default::default(),
     })
 }
 
@@ -383,6 +386,15 @@ enum Loading {
 }
 
 impl GroupKeys {
+    /// How many non-null deleted values key column `i` has (what `column_values`
+    /// ranges index).
+    pub(super) fn column_len(&self, i: usize) -> usize {
+        match &self.keys {
+            KeySet::Long(keys) => keys.value_count(),
+            KeySet::Rows(_) => self.columns[i].len(),
+        }
+    }
+
     /// Whether key column `i` holds a deleted null.
     pub(super) fn column_has_null(&self, i: usize) -> bool {
         match &self.keys {

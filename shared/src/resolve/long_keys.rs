@@ -58,6 +58,11 @@ impl LongKeys {
         self.keys.len() + usize::from(self.null.is_some())
     }
 
+    /// Distinct non-null keys: the indexes `values` and `range_within` use.
+    pub(super) fn value_count(&self) -> usize {
+        self.keys.len()
+    }
+
     pub(super) fn has_null(&self) -> bool {
         self.null.is_some()
     }

@@ -14,6 +14,7 @@
 //! hashes the deleted keys, `prune` decides what need not be read and `scan` reads the
 //! candidates' key columns in parallel and probes them.
 
+mod bloom;
 mod budget;
 mod key_set;
 mod long_keys;
@@ -115,6 +116,8 @@ pub struct ResolveMetrics {
     pub row_groups_pruned: u64,
     /// Of the row groups pruned, those a bloom filter ruled out.
     pub row_groups_pruned_by_bloom: u64,
+    /// Bloom filters read (each a read of its own unless it lies in the footer's).
+    pub bloom_filters_read: u64,
     /// Files opened whose key columns were not read at all (every row group pruned).
     pub files_pruned_by_footer: u64,
     pub rows_scanned: u64,
@@ -186,6 +189,7 @@ impl ResolveMetrics {
         self.row_groups_read += pass.row_groups_read;
         self.row_groups_pruned += pass.row_groups_pruned;
         self.row_groups_pruned_by_bloom += pass.row_groups_pruned_by_bloom;
+        self.bloom_filters_read += pass.bloom_filters_read;
         self.files_pruned_by_footer += pass.files_pruned_by_footer;
         self.rows_scanned += pass.rows_scanned;
         self.bytes_read += pass.bytes_read;

@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 
-use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
 use iceberg::spec::Literal;
@@ -19,11 +18,6 @@ use crate::{Error, Result};
 /// `Some(range)` indexes the values within the row group's exact statistics; `None`
 /// when that is unknown (no usable statistics, column absent, null keys).
 pub(super) type ColumnRanges = Vec<Option<std::ops::Range<usize>>>;
-
-/// Bloom filters are probed only for row groups whose range holds at most this many
-/// deleted values of a column: with a typical 1% false-positive rate, more probes would
-/// rarely all come back negative, and each costs a hash.
-const BLOOM_MAX_PROBES: usize = 256;
 
 impl GroupKeys {
     /// False when the file's manifest bounds prove that no key of the group is in it.
@@ -182,95 +176,6 @@ impl GroupKeys {
             .column_range_within(index, row.data(), row.data())?
             .is_empty())
     }
-
-    /// False when a bloom filter of `row_group` proves that none of the deleted values
-    /// in its range (`ranges`, from `row_group_candidates`) of some key column is there.
-    /// A key matches only if every one of its columns does, so one column suffices.
-    pub(super) async fn bloom_rules_out(
-        &self,
-        file: &mut ParquetFile,
-        row_group: usize,
-        ranges: &ColumnRanges,
-    ) -> Result<bool> {
-        for (i, range) in ranges.iter().enumerate() {
-            let Some(range) = range else { continue };
-            if range.is_empty() {
-                return Ok(true);
-            }
-            if range.len() > BLOOM_MAX_PROBES {
-                continue;
-            }
-            let Some(leaf) = file.leaf_index(self.key_columns.field_ids[i]) else {
-                continue;
-            };
-            let physical = file
-                .metadata()
-                .file_metadata()
-                .schema_descr()
-                .column(leaf)
-                .physical_type();
-            // The filter only ever saves a read: one that cannot be read is no filter.
-            let filter = match file.bloom_filter(row_group, leaf).await {
-                Ok(Some(filter)) => filter,
-                Ok(None) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, row_group, "ignoring an unreadable bloom filter");
-                    continue;
-                }
-            };
-            let decoded = self.column_values(i, range.clone())?;
-            let Some(probes) = plain_values(&decoded, physical) else {
-                continue;
-            };
-            if !probes.iter().any(|p| filter.check(p.as_slice())) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-}
-
-/// Values as Parquet's PLAIN encoding stores them for `physical` (what its bloom filters
-/// hash), or `None` for a type this does not map. Timestamps (microseconds) and dates are
-/// stored as their INT64 / INT32 values.
-fn plain_values(array: &ArrayRef, physical: parquet::basic::Type) -> Option<Vec<Vec<u8>>> {
-    use arrow_array::types::{Int32Type, Int64Type};
-    use parquet::basic::Type as Physical;
-    let out: Vec<Vec<u8>> = match (array.data_type(), physical) {
-        (
-            DataType::Int64 | DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, _),
-            Physical::INT64,
-        ) => arrow_cast::cast(array, &DataType::Int64)
-            .ok()?
-            .as_primitive::<Int64Type>()
-            .iter()
-            .flatten()
-            .map(|v| v.to_le_bytes().to_vec())
-            .collect(),
-        (DataType::Int32 | DataType::Date32, Physical::INT32) => {
-            arrow_cast::cast(array, &DataType::Int32)
-                .ok()?
-                .as_primitive::<Int32Type>()
-                .iter()
-                .flatten()
-                .map(|v| v.to_le_bytes().to_vec())
-                .collect()
-        }
-        (DataType::Utf8, Physical::BYTE_ARRAY) => array
-            .as_string::<i32>()
-            .iter()
-            .flatten()
-            .map(|v| v.as_bytes().to_vec())
-            .collect(),
-        (DataType::Binary, Physical::BYTE_ARRAY) => array
-            .as_binary::<i32>()
-            .iter()
-            .flatten()
-            .map(<[u8]>::to_vec)
-            .collect(),
-        _ => return None,
-    };
-    Some(out)
 }
 
 fn cast_to(array: &ArrayRef, to: &DataType) -> Option<ArrayRef> {
@@ -278,51 +183,5 @@ fn cast_to(array: &ArrayRef, to: &DataType) -> Option<ArrayRef> {
         Some(array.clone())
     } else {
         arrow_cast::cast(array, to).ok()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    #[test]
-    fn plain_values_match_parquet_physical_encodings() {
-        use arrow_array::{Int32Array, Int64Array, StringArray};
-        use parquet::basic::Type as Physical;
-        let longs: ArrayRef = Arc::new(Int64Array::from(vec![Some(-2), None, Some(7)]));
-        assert_eq!(
-            plain_values(&longs, Physical::INT64),
-            Some(vec![
-                (-2i64).to_le_bytes().to_vec(),
-                7i64.to_le_bytes().to_vec()
-            ])
-        );
-        // A column stored narrower than the table's type (int promoted to long) is not
-        // probed: its filter hashed other bytes.
-        assert_eq!(plain_values(&longs, Physical::INT32), None);
-        let micros: ArrayRef =
-            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![5]).with_timezone("UTC"));
-        assert_eq!(
-            plain_values(&micros, Physical::INT64),
-            Some(vec![5i64.to_le_bytes().to_vec()])
-        );
-        let dates: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![-3]));
-        assert_eq!(
-            plain_values(&dates, Physical::INT32),
-            Some(vec![(-3i32).to_le_bytes().to_vec()])
-        );
-        let ints: ArrayRef = Arc::new(Int32Array::from(vec![1]));
-        assert_eq!(
-            plain_values(&ints, Physical::INT32),
-            Some(vec![vec![1, 0, 0, 0]])
-        );
-        let strings: ArrayRef = Arc::new(StringArray::from(vec!["é", ""]));
-        assert_eq!(
-            plain_values(&strings, Physical::BYTE_ARRAY),
-            Some(vec!["é".as_bytes().to_vec(), vec![]])
-        );
-        assert_eq!(plain_values(&strings, Physical::FIXED_LEN_BYTE_ARRAY), None);
     }
 }

@@ -145,6 +145,7 @@ pub(super) async fn resolve_pass(
         metrics.row_groups_read += scan.row_groups_read;
         metrics.row_groups_pruned += scan.row_groups_pruned;
         metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
+        metrics.bloom_filters_read += scan.bloom_filters_read;
         if scan.row_groups_read == 0 {
             metrics.files_pruned_by_footer += 1;
         }
@@ -216,6 +217,7 @@ async fn scan_file(
     let total_groups = file.row_group_rows().len();
     let mut keep = vec![!options.row_group_pruning; total_groups];
     let mut pruned_by_bloom = 0;
+    let mut bloom_filters_read = 0;
     if options.row_group_pruning {
         let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
             .iter()
@@ -229,7 +231,9 @@ async fn scan_file(
                 };
                 by_stats = true;
                 if !options.bloom_pruning
-                    || !loaded[g].bloom_rules_out(&mut file, rg, ranges).await?
+                    || !loaded[g]
+                        .bloom_rules_out(&mut file, rg, ranges, &mut bloom_filters_read)
+                        .await?
                 {
                     *keep_rg = true;
                     break;
@@ -247,6 +251,7 @@ async fn scan_file(
         row_groups_read: selected.len() as u64,
         row_groups_pruned: (total_groups - selected.len()) as u64,
         row_groups_pruned_by_bloom: pruned_by_bloom,
+        bloom_filters_read,
         rows_scanned: 0,
         bytes_read: 0,
     };
@@ -356,6 +361,7 @@ struct FileScan {
     row_groups_read: u64,
     row_groups_pruned: u64,
     row_groups_pruned_by_bloom: u64,
+    bloom_filters_read: u64,
     rows_scanned: u64,
     bytes_read: u64,
 }

@@ -1,0 +1,407 @@
+//! Bloom-filter pruning of row groups: which filters are worth reading, the deleted
+//! values' hashes (computed once per key column, not once per row group) and the probe
+//! of a filter's split blocks. A filter can only ever say "not here", so every doubt
+//! (a type this does not map, a filter that cannot be read) keeps the row group.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::DataType;
+use parquet::basic::Type as Physical;
+use twox_hash::XxHash64;
+
+use super::key_set::GroupKeys;
+use super::prune::ColumnRanges;
+use crate::Result;
+use crate::parquet_io::ParquetFile;
+
+/// For a filter whose size the writer did not record: probed only for row groups whose
+/// range holds at most this many deleted values of a column (with a typical 1%
+/// false-positive rate, more probes would rarely all come back negative).
+const BLOOM_MAX_PROBES_UNSIZED: usize = 256;
+
+/// Probing a filter pays when all `probes` are likely to come back negative for a row
+/// group that holds none of them: at most this many false positives expected.
+const BLOOM_MAX_EXPECTED_FALSE_POSITIVES: f64 = 1.0;
+
+/// Whether to read and probe the bloom filter of `column` (in a row group of `rows`
+/// rows) with `probes` deleted values. The filter only ever saves reading the column
+/// chunk, so it is not read when it is the bigger of the two (Java's writers default to
+/// 1 MiB filters), nor when its false positives would likely keep the row group anyway.
+fn bloom_worth_probing(
+    column: &parquet::file::metadata::ColumnChunkMetaData,
+    rows: i64,
+    probes: usize,
+) -> bool {
+    column.bloom_filter_offset().is_some()
+        && filter_pays(
+            column.bloom_filter_length(),
+            column.compressed_size(),
+            rows,
+            probes,
+        )
+}
+
+/// `bloom_worth_probing` on the numbers: the filter's recorded length, the column
+/// chunk's compressed size, the row group's rows and the values to probe.
+fn filter_pays(length: Option<i32>, chunk_bytes: i64, rows: i64, probes: usize) -> bool {
+    let Some(length) = length else {
+        return probes <= BLOOM_MAX_PROBES_UNSIZED;
+    };
+    if i64::from(length) >= chunk_bytes {
+        return false;
+    }
+    probes as f64 * estimated_false_positive_rate(length, rows)
+        <= BLOOM_MAX_EXPECTED_FALSE_POSITIVES
+}
+
+/// The false-positive rate of a split-block bloom filter of `length` bytes (its header
+/// included) holding at most `values` distinct values: each value sets 8 bits, one per
+/// 32-bit word of a 256-bit block, so a probe passes with about (1 - e^(-8n/m))^8.
+fn estimated_false_positive_rate(length: i32, values: i64) -> f64 {
+    // The thrift header takes a few bytes of the length; count it out, conservatively.
+    let bits = 8.0 * f64::from((length - 16).max(32));
+    let n = values.max(1) as f64;
+    (1.0 - (-8.0 * n / bits).exp()).powi(8)
+}
+
+/// Most deleted values of a key column whose hashes are kept (8 bytes each): past it,
+/// the values in a row group's range are hashed when probed instead, so that bloom
+/// filters never hold a large key set's memory budget hostage.
+const MAX_CACHED_HASHES: usize = 2_000_000;
+
+/// The PLAIN encodings bloom filters hash, as far as this maps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Plain {
+    Int32,
+    Int64,
+    ByteArray,
+    FixedLenByteArray,
+}
+
+impl Plain {
+    fn of(data_type: &DataType, physical: Physical) -> Option<Plain> {
+        use arrow_schema::TimeUnit;
+        match (data_type, physical) {
+            (DataType::Int64 | DataType::Timestamp(TimeUnit::Microsecond, _), Physical::INT64) => {
+                Some(Plain::Int64)
+            }
+            (DataType::Int32 | DataType::Date32, Physical::INT32) => Some(Plain::Int32),
+            (DataType::Utf8 | DataType::Binary, Physical::BYTE_ARRAY) => Some(Plain::ByteArray),
+            // uuid and fixed[L]: the bytes themselves (a decimal stored this way is not,
+            // and never reaches here: its Arrow type is Decimal128).
+            (DataType::FixedSizeBinary(_), Physical::FIXED_LEN_BYTE_ARRAY) => {
+                Some(Plain::FixedLenByteArray)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Per key column and encoding, the xxHash64 of every sorted deleted value (what a
+/// bloom filter is probed with), built on a column's first probe.
+#[derive(Default)]
+pub(super) struct BloomHashes(Mutex<HashMap<(usize, Plain), Option<Hashes>>>);
+
+/// One column's hashes, in the order of its sorted values.
+type Hashes = Arc<[u64]>;
+
+impl GroupKeys {
+    /// False when a bloom filter of `row_group` proves that none of the deleted values
+    /// in its range (`ranges`, from `row_group_candidates`) of some key column is there.
+    /// A key matches only if every one of its columns does, so one column suffices.
+    /// Counts the filters it reads into `filters_read`.
+    pub(super) async fn bloom_rules_out(
+        &self,
+        file: &mut ParquetFile,
+        row_group: usize,
+        ranges: &ColumnRanges,
+        filters_read: &mut u64,
+    ) -> Result<bool> {
+        for (i, range) in ranges.iter().enumerate() {
+            let Some(range) = range else { continue };
+            if range.is_empty() {
+                return Ok(true);
+            }
+            let Some(leaf) = file.leaf_index(self.key_columns.field_ids[i]) else {
+                continue;
+            };
+            let group = file.metadata().row_group(row_group);
+            if !bloom_worth_probing(group.column(leaf), group.num_rows(), range.len()) {
+                continue;
+            }
+            let physical = file
+                .metadata()
+                .file_metadata()
+                .schema_descr()
+                .column(leaf)
+                .physical_type();
+            let Some(plain) = Plain::of(self.key_columns.data_type(i), physical) else {
+                continue;
+            };
+            // The filter only ever saves a read: one that cannot be read is no filter.
+            let filter = match file.bloom_filter(row_group, leaf).await {
+                Ok(Some(filter)) => {
+                    *filters_read += 1;
+                    filter
+                }
+                Ok(None) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, row_group, "ignoring an unreadable bloom filter");
+                    continue;
+                }
+            };
+            let may_hold = match self.bloom_hashes(i, plain)? {
+                Some(hashes) => {
+                    let mut bitset = Vec::new();
+                    if filter.write_bitset(&mut bitset).is_err() {
+                        continue;
+                    }
+                    hashes[range.clone()]
+                        .iter()
+                        .any(|&h| split_block_may_contain(&bitset, h))
+                }
+                None => {
+                    let values = self.column_values(i, range.clone())?;
+                    any_plain_value(&values, plain, |v| filter.check(v)).unwrap_or(true)
+                }
+            };
+            if !may_hold {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The hashes of column `i`'s sorted deleted values in encoding `plain`, or `None`
+    /// when the column has too many values to keep them.
+    fn bloom_hashes(&self, i: usize, plain: Plain) -> Result<Option<Hashes>> {
+        let mut cache = self
+            .bloom_hashes
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(hashes) = cache.get(&(i, plain)) {
+            return Ok(hashes.clone());
+        }
+        let len = self.column_len(i);
+        let hashes = if len <= MAX_CACHED_HASHES {
+            let values = self.column_values(i, 0..len)?;
+            let mut hashes = Vec::with_capacity(len);
+            any_plain_value(&values, plain, |v| {
+                hashes.push(XxHash64::oneshot(0, v));
+                false
+            });
+            // Null keys have no hash: then indexes would not line up with the values.
+            (hashes.len() == len).then(|| Arc::from(hashes))
+        } else {
+            None
+        };
+        cache.insert((i, plain), hashes.clone());
+        Ok(hashes)
+    }
+}
+
+/// Whether a split-block bloom filter's `bitset` may contain the value of `hash`, as the
+/// Parquet format defines the probe: the hash's upper half picks one 256-bit block, and
+/// its lower half, multiplied by eight fixed odd constants, one bit in each of the
+/// block's eight 32-bit words; the value may be present only if all eight are set.
+fn split_block_may_contain(bitset: &[u8], hash: u64) -> bool {
+    const SALT: [u32; 8] = [
+        0x47b6_137b,
+        0x4497_4d91,
+        0x8824_ad5b,
+        0xa2b7_289d,
+        0x7054_95c7,
+        0x2df1_424b,
+        0x9efc_4947,
+        0x5c6b_fb31,
+    ];
+    let blocks = bitset.len() / 32;
+    if blocks == 0 {
+        return true;
+    }
+    let block = (((hash >> 32) * blocks as u64) >> 32) as usize;
+    let key = hash as u32;
+    let words = &bitset[block * 32..block * 32 + 32];
+    SALT.iter().enumerate().all(|(w, salt)| {
+        let bit = key.wrapping_mul(*salt) >> 27;
+        let word = u32::from_le_bytes([
+            words[4 * w],
+            words[4 * w + 1],
+            words[4 * w + 2],
+            words[4 * w + 3],
+        ]);
+        word & (1 << bit) != 0
+    })
+}
+
+/// Whether `probe` holds for any value of `array` as Parquet's PLAIN encoding `plain`
+/// stores it (what its bloom filters hash), stopping at the first that does; `None` when
+/// the array's type does not have that encoding. Timestamps (microseconds) and dates are
+/// stored as their INT64 / INT32 values. No value is copied.
+fn any_plain_value(
+    array: &ArrayRef,
+    plain: Plain,
+    mut probe: impl FnMut(&[u8]) -> bool,
+) -> Option<bool> {
+    use arrow_array::types::{Int32Type, Int64Type};
+    let found = match (plain, array.data_type()) {
+        (Plain::Int64, _) => arrow_cast::cast(array, &DataType::Int64)
+            .ok()?
+            .as_primitive::<Int64Type>()
+            .iter()
+            .flatten()
+            .any(|v| probe(&v.to_le_bytes())),
+        (Plain::Int32, _) => arrow_cast::cast(array, &DataType::Int32)
+            .ok()?
+            .as_primitive::<Int32Type>()
+            .iter()
+            .flatten()
+            .any(|v| probe(&v.to_le_bytes())),
+        (Plain::ByteArray, DataType::Utf8) => array
+            .as_string::<i32>()
+            .iter()
+            .flatten()
+            .any(|v| probe(v.as_bytes())),
+        (Plain::ByteArray, DataType::Binary) => {
+            array.as_binary::<i32>().iter().flatten().any(&mut probe)
+        }
+        (Plain::FixedLenByteArray, DataType::FixedSizeBinary(_)) => array
+            .as_fixed_size_binary()
+            .iter()
+            .flatten()
+            .any(&mut probe),
+        _ => return None,
+    };
+    Some(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn filters_are_probed_only_where_they_pay() {
+        // parquet-rs sizes a 1% filter for 250 values at 512 bytes: about 5e-4 per probe.
+        let small = estimated_false_positive_rate(512 + 15, 250);
+        assert!(small > 1e-4 && small < 1e-3, "{small}");
+        assert!(estimated_false_positive_rate(32, 1_000) > 0.99);
+        assert!(filter_pays(Some(527), 8_000, 250, 200));
+        assert!(filter_pays(Some(527), 8_000, 250, 1_500));
+        // So many probes that some false positive is all but certain.
+        assert!(!filter_pays(Some(527), 8_000, 250, 20_000));
+        // A filter bigger than the chunk it guards (Java's 1 MiB default) is never read.
+        assert!(!filter_pays(Some(1 << 20), 8_000, 250, 1));
+        // Unsized: the fixed cap.
+        assert!(filter_pays(None, 8_000, 250, BLOOM_MAX_PROBES_UNSIZED));
+        assert!(!filter_pays(None, 8_000, 250, BLOOM_MAX_PROBES_UNSIZED + 1));
+    }
+
+    /// Every value `any_plain_value` offers, in order (`None`: an unmapped type).
+    fn plain_values(array: &ArrayRef, physical: Physical) -> Option<Vec<Vec<u8>>> {
+        let plain = Plain::of(array.data_type(), physical)?;
+        let mut seen = Vec::new();
+        any_plain_value(array, plain, |v| {
+            seen.push(v.to_vec());
+            false
+        })?;
+        Some(seen)
+    }
+
+    #[test]
+    fn plain_value_probes_stop_at_the_first_hit() {
+        let longs: ArrayRef = Arc::new(arrow_array::Int64Array::from(vec![1, 2, 3]));
+        let mut probed = 0;
+        let hit = any_plain_value(&longs, Plain::Int64, |v| {
+            probed += 1;
+            v == 2i64.to_le_bytes()
+        });
+        assert_eq!((hit, probed), (Some(true), 2));
+    }
+
+    /// The probe written here agrees with parquet's own filter: every inserted value is
+    /// found, and values never inserted are found about as often as the rate predicts.
+    #[test]
+    fn split_block_probe_agrees_with_parquet() {
+        let mut filter = parquet::bloom_filter::Sbbf::new_with_ndv_fpp(250, 0.01).unwrap();
+        for v in 0..250i64 {
+            filter.insert(&v);
+        }
+        let mut bitset = Vec::new();
+        filter.write_bitset(&mut bitset).unwrap();
+        let hash = |v: i64| XxHash64::oneshot(0, &v.to_le_bytes());
+        let mut false_positives = 0;
+        for v in 0..100_000i64 {
+            assert_eq!(
+                split_block_may_contain(&bitset, hash(v)),
+                filter.check(&v),
+                "value {v}"
+            );
+            if v >= 250 && filter.check(&v) {
+                false_positives += 1;
+            }
+        }
+        let rate = f64::from(false_positives) / 99_750.0;
+        let estimate = estimated_false_positive_rate(bitset.len() as i32 + 16, 250);
+        assert!(
+            rate < 3.0 * estimate + 1e-4,
+            "rate {rate}, estimate {estimate}"
+        );
+    }
+
+    #[test]
+    fn plain_values_match_parquet_physical_encodings() {
+        use arrow_array::{Int32Array, Int64Array, StringArray};
+        let longs: ArrayRef = Arc::new(Int64Array::from(vec![Some(-2), None, Some(7)]));
+        assert_eq!(
+            plain_values(&longs, Physical::INT64),
+            Some(vec![
+                (-2i64).to_le_bytes().to_vec(),
+                7i64.to_le_bytes().to_vec()
+            ])
+        );
+        // A column stored narrower than the table's type (int promoted to long) is not
+        // probed: its filter hashed other bytes.
+        assert_eq!(plain_values(&longs, Physical::INT32), None);
+        let micros: ArrayRef =
+            Arc::new(arrow_array::TimestampMicrosecondArray::from(vec![5]).with_timezone("UTC"));
+        assert_eq!(
+            plain_values(&micros, Physical::INT64),
+            Some(vec![5i64.to_le_bytes().to_vec()])
+        );
+        let dates: ArrayRef = Arc::new(arrow_array::Date32Array::from(vec![-3]));
+        assert_eq!(
+            plain_values(&dates, Physical::INT32),
+            Some(vec![(-3i32).to_le_bytes().to_vec()])
+        );
+        let ints: ArrayRef = Arc::new(Int32Array::from(vec![1]));
+        assert_eq!(
+            plain_values(&ints, Physical::INT32),
+            Some(vec![vec![1, 0, 0, 0]])
+        );
+        let strings: ArrayRef = Arc::new(StringArray::from(vec!["é", ""]));
+        assert_eq!(
+            plain_values(&strings, Physical::BYTE_ARRAY),
+            Some(vec!["é".as_bytes().to_vec(), vec![]])
+        );
+        assert_eq!(plain_values(&strings, Physical::FIXED_LEN_BYTE_ARRAY), None);
+        let uuid = [7u8; 16];
+        let uuids: ArrayRef = Arc::new(
+            arrow_array::FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                [Some(uuid), None].into_iter(),
+                16,
+            )
+            .unwrap(),
+        );
+        assert_eq!(
+            plain_values(&uuids, Physical::FIXED_LEN_BYTE_ARRAY),
+            Some(vec![uuid.to_vec()])
+        );
+        assert_eq!(plain_values(&uuids, Physical::BYTE_ARRAY), None);
+    }
+}
