@@ -17,6 +17,7 @@ use iceberg::spec::{
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
+use crate::manifest_decode::{EntryHead, KeptEntries};
 use crate::plan::DataScope;
 use crate::{Error, Result};
 
@@ -376,18 +377,26 @@ impl TableFiles {
                     if !scope.may_hold(m) {
                         return Ok((m, None));
                     }
-                    let (_, mut entries) = match bytes {
-                        Some(bytes) => crate::manifest_decode::parse_manifest(m, &bytes)?,
-                        None => crate::manifest_decode::load_manifest(file_io, m).await?,
+                    // Out of scope, dropped as they are decoded: the reads in flight
+                    // then hold only their files in scope while they wait their turn.
+                    let keep =
+                        |head: &EntryHead<'_>| scope.may_hold_head(m.partition_spec_id, head);
+                    let kept = match bytes {
+                        Some(bytes) => {
+                            crate::manifest_decode::parse_manifest_kept(m, &bytes, &keep)?
+                        }
+                        None => {
+                            let (_, mut entries) =
+                                crate::manifest_decode::load_manifest(file_io, m).await?;
+                            let live = entries
+                                .iter()
+                                .filter(|e| e.status() != ManifestStatus::Deleted)
+                                .count();
+                            entries.retain(|e| scope.may_hold_entry(m.partition_spec_id, e));
+                            KeptEntries { entries, live }
+                        }
                     };
-                    // Out of scope, dropped here: the reads in flight then hold only
-                    // their files in scope while they wait their turn.
-                    let live = entries
-                        .iter()
-                        .filter(|e| e.status() != ManifestStatus::Deleted)
-                        .count();
-                    entries.retain(|e| scope.may_hold_entry(m.partition_spec_id, e));
-                    Ok((m, Some((entries, live))))
+                    Ok((m, Some((kept.entries, kept.live))))
                 }
                 .boxed()
             })

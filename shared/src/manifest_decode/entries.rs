@@ -13,12 +13,15 @@ use super::avro::{
     AvroType, Cursor, optional, read_bytes, read_int, read_int_map, read_list, read_long,
     read_string, required,
 };
-use super::{DecodeError, Decoded, declined};
+use super::{DecodeError, Decoded, EntryHead, KeepEntry, declined, inherited_sequence_number};
 
 pub(super) struct Context<'a> {
     pub(super) schema: &'a Schema,
     pub(super) partition_type: &'a StructType,
     pub(super) spec_id: i32,
+    /// Which entries to keep, and the manifest's sequence number they inherit: an entry
+    /// left out is skipped as soon as its head is known, its counts and bounds unread.
+    pub(super) keep: Option<(KeepEntry<'a>, i64)>,
 }
 
 #[derive(Clone, Copy)]
@@ -63,6 +66,12 @@ pub(super) struct EntryPlan {
     /// For each writer partition field: its position in the partition type, if any.
     partition: Vec<(Option<usize>, AvroType)>,
     partition_is_optional: bool,
+    /// The data-file field after which its content and partition are both decoded,
+    /// so that whether to keep the entry can be decided.
+    decide_after: usize,
+    /// Whether the entry's status and sequence number precede its data file (as in
+    /// every writer's schema): else nothing is left out early.
+    decide_early: bool,
 }
 
 impl EntryPlan {
@@ -153,19 +162,33 @@ impl EntryPlan {
         if seen.iter().any(|s| !s) {
             return declined("a partition field is missing from the file");
         }
+        let position_of = |wanted: fn(&FileField) -> bool| file.iter().position(|(f, _)| wanted(f));
+        let decide_after = position_of(|f| matches!(f, FileField::Partition))
+            .max(position_of(|f| matches!(f, FileField::Content)))
+            .unwrap_or(0);
+        let entry_position =
+            |wanted: fn(&EntryField) -> bool| entry.iter().position(|(f, _)| wanted(f));
+        let data_file_at = entry_position(|f| matches!(f, EntryField::DataFile));
+        let decide_early = entry_position(|f| matches!(f, EntryField::Status)) < data_file_at
+            && entry_position(|f| matches!(f, EntryField::SequenceNumber))
+                .is_none_or(|at| Some(at) < data_file_at);
         Ok(Self {
             entry,
             file,
             partition: plan,
             partition_is_optional,
+            decide_after,
+            decide_early,
         })
     }
 
+    /// Decodes one entry: whether it is live (not deleted), and the entry unless the
+    /// context's `keep` left it out.
     pub(super) fn decode(
         &self,
         cursor: &mut Cursor<'_>,
         ctx: &Context<'_>,
-    ) -> Decoded<ManifestEntry> {
+    ) -> Decoded<(bool, Option<ManifestEntry>)> {
         let mut status = None;
         let mut snapshot_id = None;
         let mut sequence_number = None;
@@ -188,8 +211,11 @@ impl EntryPlan {
                     file_sequence_number = optional(ty, cursor, read_long)?
                 }
                 EntryField::DataFile => {
+                    let head = status
+                        .filter(|_| self.decide_early)
+                        .map(|s| (s, sequence_number));
                     data_file = Some(required("data_file", ty, cursor, |_, cursor| {
-                        self.decode_file(cursor, ctx)
+                        self.decode_file(cursor, ctx, head)
                     })?)
                 }
                 EntryField::Skip => ty.skip(cursor)?,
@@ -198,32 +224,43 @@ impl EntryPlan {
         let (Some(status), Some(data_file)) = (status, data_file) else {
             return declined("entry without status or data_file");
         };
-        Ok(ManifestEntry {
-            status,
-            snapshot_id,
-            sequence_number,
-            file_sequence_number,
-            data_file,
-        })
+        let live = status != ManifestStatus::Deleted;
+        Ok((
+            live,
+            data_file.map(|data_file| ManifestEntry {
+                status,
+                snapshot_id,
+                sequence_number,
+                file_sequence_number,
+                data_file,
+            }),
+        ))
     }
 
-    fn decode_file(&self, cursor: &mut Cursor<'_>, ctx: &Context<'_>) -> Decoded<DataFile> {
+    /// The entry's data file, or `None` when the context's `keep` leaves the entry out
+    /// (given `head`, the entry's status and explicit sequence number).
+    fn decode_file(
+        &self,
+        cursor: &mut Cursor<'_>,
+        ctx: &Context<'_>,
+        head: Option<(ManifestStatus, Option<i64>)>,
+    ) -> Decoded<Option<DataFile>> {
         let mut b = DataFileBuilder::default();
         b.partition_spec_id(ctx.spec_id);
         // iceberg-rust's serde defaults: content 0 (data) when absent, empty maps.
-        b.content(DataContentType::Data);
+        let mut content = DataContentType::Data;
         let (mut path, mut format, mut records, mut size) = (None, None, None, None);
         let mut partition = Struct::empty();
-        for (field, ty) in &self.file {
+        for (i, (field, ty)) in self.file.iter().enumerate() {
             match field {
                 FileField::Content => {
                     let value = required("content", ty, cursor, read_int)?;
-                    b.content(match value {
+                    content = match value {
                         0 => DataContentType::Data,
                         1 => DataContentType::PositionDeletes,
                         2 => DataContentType::EqualityDeletes,
                         other => return declined(format!("content {other}")),
-                    });
+                    };
                 }
                 FileField::FilePath => path = Some(required("file_path", ty, cursor, read_string)?),
                 FileField::FileFormat => {
@@ -293,11 +330,33 @@ impl EntryPlan {
                 }
                 FileField::Skip => ty.skip(cursor)?,
             }
+            if i == self.decide_after
+                && let (Some((keep, manifest_sequence_number)), Some((status, explicit))) =
+                    (ctx.keep, head)
+            {
+                let head = EntryHead {
+                    status,
+                    sequence_number: inherited_sequence_number(
+                        status,
+                        explicit,
+                        manifest_sequence_number,
+                    ),
+                    content,
+                    partition: &partition,
+                };
+                if !keep(&head) {
+                    for (_, rest) in &self.file[i + 1..] {
+                        rest.skip(cursor)?;
+                    }
+                    return Ok(None);
+                }
+            }
         }
         let (Some(path), Some(format), Some(records), Some(size)) = (path, format, records, size)
         else {
             return declined("data_file lacks a required field");
         };
+        b.content(content);
         let unsigned = |v: i64, what: &str| {
             u64::try_from(v).map_err(|_| DecodeError(format!("negative {what}")))
         };
@@ -307,6 +366,7 @@ impl EntryPlan {
             .file_size_in_bytes(unsigned(size, "file_size_in_bytes")?)
             .partition(partition);
         b.build()
+            .map(Some)
             .map_err(|e| DecodeError(format!("data file: {e}")))
     }
 

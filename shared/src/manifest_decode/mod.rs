@@ -24,7 +24,8 @@ use std::sync::Arc;
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    FormatVersion, Manifest, ManifestEntry, ManifestFile, ManifestMetadata, ManifestStatus,
+    DataContentType, FormatVersion, Manifest, ManifestEntry, ManifestFile, ManifestMetadata,
+    ManifestStatus, Struct,
 };
 
 use crate::{Error, Result};
@@ -83,6 +84,74 @@ pub fn parse_manifest(
     Ok((metadata, entries))
 }
 
+/// What decides whether a manifest entry is kept, known before its counts and bounds
+/// are decoded: its status, its sequence number (inherited from the manifest list entry
+/// where it is null and may be), its content and its partition.
+pub struct EntryHead<'a> {
+    pub status: ManifestStatus,
+    pub sequence_number: Option<i64>,
+    pub content: DataContentType,
+    pub partition: &'a Struct,
+}
+
+impl<'a> EntryHead<'a> {
+    /// The head of a decoded entry whose inherited values are filled in.
+    pub fn of(entry: &'a ManifestEntry) -> Self {
+        EntryHead {
+            status: entry.status(),
+            sequence_number: entry.sequence_number(),
+            content: entry.content_type(),
+            partition: entry.data_file().partition(),
+        }
+    }
+}
+
+/// Whether to keep an entry, by its head.
+pub type KeepEntry<'a> = &'a (dyn Fn(&EntryHead<'_>) -> bool + Sync);
+
+/// The entries of a manifest that a [`KeepEntry`] kept, with their inherited values.
+pub struct KeptEntries {
+    pub entries: Vec<ManifestEntry>,
+    /// Entries listing a live file (not deleted), kept or not.
+    pub live: usize,
+}
+
+/// [`parse_manifest`] keeping only the entries `keep` keeps: the fast decoder skips
+/// the others as soon as their partition is read, so a shard pays little for the files
+/// of other partitions in the manifests it must read.
+pub fn parse_manifest_kept(
+    manifest: &ManifestFile,
+    bytes: &[u8],
+    keep: KeepEntry<'_>,
+) -> Result<KeptEntries> {
+    let path = &manifest.manifest_path;
+    match decode_entries(bytes, Some((keep, manifest.sequence_number))) {
+        Ok((_, mut entries, live)) => {
+            for entry in &mut entries {
+                inherit(entry, manifest);
+            }
+            // What the decoder could not leave out early (see `EntryPlan::decide_early`).
+            entries.retain(|e| keep(&EntryHead::of(e)));
+            Ok(KeptEntries { entries, live })
+        }
+        Err(why) => {
+            tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
+            let (_, mut entries) = Manifest::parse_avro(bytes)
+                .map(owned_parts)
+                .map_err(|e| Error::file(path, "cannot parse manifest", e))?;
+            for entry in &mut entries {
+                inherit(entry, manifest);
+            }
+            let live = entries
+                .iter()
+                .filter(|e| e.status() != ManifestStatus::Deleted)
+                .count();
+            entries.retain(|e| keep(&EntryHead::of(e)));
+            Ok(KeptEntries { entries, live })
+        }
+    }
+}
+
 fn owned_parts(manifest: Manifest) -> (ManifestMetadata, Vec<ManifestEntry>) {
     let (entries, metadata) = manifest.into_parts();
     let entries = entries
@@ -95,23 +164,47 @@ fn owned_parts(manifest: Manifest) -> (ManifestMetadata, Vec<ManifestEntry>) {
 /// The values an entry inherits from its manifest list entry when they are null (the
 /// rules of iceberg-rust's `ManifestEntry::inherit_data`, which is crate-private).
 fn inherit(entry: &mut ManifestEntry, manifest: &ManifestFile) {
-    const INITIAL_SEQUENCE_NUMBER: i64 = 0;
-    let inherits_sequence = entry.status == ManifestStatus::Added
-        || manifest.sequence_number == INITIAL_SEQUENCE_NUMBER;
     if entry.snapshot_id.is_none() {
         entry.snapshot_id = Some(manifest.added_snapshot_id);
     }
-    if entry.sequence_number.is_none() && inherits_sequence {
-        entry.sequence_number = Some(manifest.sequence_number);
-    }
-    if entry.file_sequence_number.is_none() && inherits_sequence {
-        entry.file_sequence_number = Some(manifest.sequence_number);
-    }
+    entry.sequence_number = inherited_sequence_number(
+        entry.status,
+        entry.sequence_number,
+        manifest.sequence_number,
+    );
+    entry.file_sequence_number = inherited_sequence_number(
+        entry.status,
+        entry.file_sequence_number,
+        manifest.sequence_number,
+    );
+}
+
+/// An entry's sequence number (or file sequence number): its own, or where it is null
+/// and the entry may inherit it (an added entry, or a manifest of the initial sequence
+/// number), the manifest's.
+fn inherited_sequence_number(
+    status: ManifestStatus,
+    explicit: Option<i64>,
+    manifest_sequence_number: i64,
+) -> Option<i64> {
+    const INITIAL_SEQUENCE_NUMBER: i64 = 0;
+    let inherits =
+        status == ManifestStatus::Added || manifest_sequence_number == INITIAL_SEQUENCE_NUMBER;
+    explicit.or(inherits.then_some(manifest_sequence_number))
 }
 
 /// Decodes a manifest's metadata and entries (inherited values left null, as in the
 /// file). Declines anything it does not decode exactly as iceberg-rust would.
 pub fn decode_manifest(bytes: &[u8]) -> Decoded<(ManifestMetadata, Vec<ManifestEntry>)> {
+    decode_entries(bytes, None).map(|(metadata, entries, _)| (metadata, entries))
+}
+
+/// [`decode_manifest`] with the entries `keep` leaves out skipped (given the manifest's
+/// sequence number for inheritance), and the count of live entries.
+fn decode_entries(
+    bytes: &[u8],
+    keep: Option<(KeepEntry<'_>, i64)>,
+) -> Decoded<(ManifestMetadata, Vec<ManifestEntry>, usize)> {
     let container = Container::parse(bytes)?;
     let metadata = ManifestMetadata::parse(&container.metadata)
         .map_err(|e| DecodeError(format!("manifest metadata: {e}")))?;
@@ -128,19 +221,25 @@ pub fn decode_manifest(bytes: &[u8]) -> Decoded<(ManifestMetadata, Vec<ManifestE
         schema: &metadata.schema,
         partition_type: &partition_type,
         spec_id: metadata.partition_spec.spec_id(),
+        keep,
     };
     let mut entries = Vec::new();
+    let mut live = 0;
     for block in container.blocks() {
         let block = block?;
         let data = container.codec.decompress(block.data)?;
         let mut cursor = Cursor::new(&data);
-        entries.reserve(block.count);
+        if context.keep.is_none() {
+            entries.reserve(block.count);
+        }
         for _ in 0..block.count {
-            entries.push(plan.decode(&mut cursor, &context)?);
+            let (is_live, entry) = plan.decode(&mut cursor, &context)?;
+            live += usize::from(is_live);
+            entries.extend(entry);
         }
         if !cursor.is_empty() {
             return declined("bytes left over after a block's entries");
         }
     }
-    Ok((metadata, entries))
+    Ok((metadata, entries, live))
 }

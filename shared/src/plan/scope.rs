@@ -19,6 +19,7 @@ use iceberg::spec::{
 
 use super::group::DeleteGroup;
 use super::partition::{normalize_partition, same_partition};
+use crate::manifest_decode::EntryHead;
 
 /// The data files a conversion needs.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,17 +96,23 @@ impl DataScope {
     /// (entries without an inherited sequence number, which it refuses). Deleted entries
     /// are never kept: they list no live file.
     pub fn may_hold_entry(&self, spec_id: i32, entry: &ManifestEntry) -> bool {
-        if entry.status() == ManifestStatus::Deleted {
+        self.may_hold_head(spec_id, &EntryHead::of(entry))
+    }
+
+    /// [`Self::may_hold_entry`] on what decides it (the manifest decoder asks before
+    /// it decodes an entry's counts and bounds).
+    pub fn may_hold_head(&self, spec_id: i32, head: &EntryHead<'_>) -> bool {
+        if head.status == ManifestStatus::Deleted {
             return false;
         }
-        let (Self::Partitions(targets), Some(seq)) = (self, entry.sequence_number()) else {
+        let (Self::Partitions(targets), Some(seq)) = (self, head.sequence_number) else {
             return true;
         };
-        entry.content_type() != DataContentType::Data
+        head.content != DataContentType::Data
             || targets.iter().any(|target| {
                 spec_id == target.spec_id
                     && seq < target.max_sequence_number
-                    && same_partition(entry.data_file().partition(), &target.partition)
+                    && same_partition(head.partition, &target.partition)
             })
     }
 }
