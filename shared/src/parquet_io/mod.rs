@@ -52,6 +52,8 @@ pub struct ParquetFile {
     id_source: FieldIdSource,
     /// Field ids the name mapping names (when ids come from it).
     mapped_ids: Vec<i32>,
+    /// See [`FileReader::footer_read_start`].
+    footer_read_start: u64,
 }
 
 impl ParquetFile {
@@ -79,6 +81,7 @@ impl ParquetFile {
 
     /// Opens `path` through `reader` (a [`FileReader`] of it) and reads its footer.
     pub async fn open_reader(path: &str, reader: FileReader) -> Result<Self> {
+        let footer_read_start = reader.footer_read_start();
         let builder = ParquetRecordBatchStreamBuilder::new(reader)
             .await
             .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;
@@ -106,7 +109,14 @@ impl ParquetFile {
                 FieldIdSource::Unresolvable
             },
             mapped_ids: Vec::new(),
+            footer_read_start,
         })
+    }
+
+    /// Whether the bytes at `offset` came with the footer's read (a later read of them
+    /// costs no request).
+    pub fn in_footer_read(&self, offset: i64) -> bool {
+        u64::try_from(offset).is_ok_and(|o| o >= self.footer_read_start)
     }
 
     pub fn path(&self) -> &str {

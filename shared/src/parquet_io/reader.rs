@@ -71,6 +71,12 @@ impl FileReader {
         self
     }
 
+    /// Where the footer's read starts: the bytes from here to the end come with it, so
+    /// reading any of them later costs no request.
+    pub fn footer_read_start(&self) -> u64 {
+        self.size.saturating_sub(self.footer_hint as u64)
+    }
+
     /// Ranges of one read closer than `bytes` are fetched as one.
     pub fn with_coalesce_gap(mut self, bytes: u64) -> Self {
         self.coalesce_gap = bytes;

@@ -22,18 +22,23 @@ use crate::parquet_io::ParquetFile;
 /// false-positive rate, more probes would rarely all come back negative).
 const BLOOM_MAX_PROBES_UNSIZED: usize = 256;
 
-/// Probing a filter pays when all `probes` are likely to come back negative for a row
-/// group that holds none of them: at most this many false positives expected.
-const BLOOM_MAX_EXPECTED_FALSE_POSITIVES: f64 = 1.0;
+/// What one more request costs, in bytes read: against object storage a request's
+/// first byte takes 10-50 ms, in which a connection reads a few hundred KiB.
+const REQUEST_COST_BYTES: f64 = 256.0 * 1024.0;
+
+/// A filter that came with the footer's read costs only hashes: probed unless it is
+/// all but certain to keep the row group anyway.
+const MIN_RULE_OUT_CHANCE: f64 = 0.05;
 
 /// Whether to read and probe the bloom filter of `column` (in a row group of `rows`
-/// rows) with `probes` deleted values. The filter only ever saves reading the column
-/// chunk, so it is not read when it is the bigger of the two (Java's writers default to
-/// 1 MiB filters), nor when its false positives would likely keep the row group anyway.
+/// rows) with `probes` deleted values, `in_footer` when its bytes came with the footer's
+/// read. A filter only ever saves reading the column chunk, so it is read when the
+/// saving it is likely to bring outweighs its own read (see [`filter_pays`]).
 fn bloom_worth_probing(
     column: &parquet::file::metadata::ColumnChunkMetaData,
     rows: i64,
     probes: usize,
+    in_footer: bool,
 ) -> bool {
     column.bloom_filter_offset().is_some()
         && filter_pays(
@@ -41,30 +46,59 @@ fn bloom_worth_probing(
             column.compressed_size(),
             rows,
             probes,
+            in_footer,
         )
 }
 
 /// `bloom_worth_probing` on the numbers: the filter's recorded length, the column
-/// chunk's compressed size, the row group's rows and the values to probe.
-fn filter_pays(length: Option<i32>, chunk_bytes: i64, rows: i64, probes: usize) -> bool {
+/// chunk's compressed size, the row group's rows and the values to probe. The chance
+/// that a filter rules out a row group holding none of the values is that every probe
+/// misses; a filter that needs its own request must save, on average, more than that
+/// request and its bytes (so Java's 1 MiB default filters guarding small chunks are not
+/// read, and 1 MiB filters guarding the 16 MiB key chunks of big row groups are).
+fn filter_pays(
+    length: Option<i32>,
+    chunk_bytes: i64,
+    rows: i64,
+    probes: usize,
+    in_footer: bool,
+) -> bool {
     let Some(length) = length else {
         return probes <= BLOOM_MAX_PROBES_UNSIZED;
     };
-    if i64::from(length) >= chunk_bytes {
-        return false;
+    let rate = estimated_false_positive_rate(length, rows);
+    let rules_out = (1.0 - rate).powf(probes as f64);
+    if in_footer {
+        return rules_out >= MIN_RULE_OUT_CHANCE;
     }
-    probes as f64 * estimated_false_positive_rate(length, rows)
-        <= BLOOM_MAX_EXPECTED_FALSE_POSITIVES
+    rules_out * (REQUEST_COST_BYTES + chunk_bytes as f64) > REQUEST_COST_BYTES + f64::from(length)
 }
 
 /// The false-positive rate of a split-block bloom filter of `length` bytes (its header
-/// included) holding at most `values` distinct values: each value sets 8 bits, one per
-/// 32-bit word of a 256-bit block, so a probe passes with about (1 - e^(-8n/m))^8.
+/// included) holding at most `values` distinct values. Each value sets one bit in each
+/// of the eight 32-bit words of one 256-bit block, so a probe of a block holding `L`
+/// values passes with (1 - (31/32)^L)^8; blocks are loaded unevenly (about Poisson,
+/// with mean values / blocks), which raises the rate well above that of the mean load.
 fn estimated_false_positive_rate(length: i32, values: i64) -> f64 {
-    // The thrift header takes a few bytes of the length; count it out, conservatively.
-    let bits = 8.0 * f64::from((length - 16).max(32));
-    let n = values.max(1) as f64;
-    (1.0 - (-8.0 * n / bits).exp()).powi(8)
+    // The thrift header takes a few bytes of the length; count them out.
+    let blocks = f64::from((length - 16).max(32) / 32);
+    let mean = values.max(1) as f64 / blocks;
+    let pass = |load: f64| (1.0 - (31.0f64 / 32.0).powf(load)).powi(8);
+    if mean > 64.0 {
+        // So overloaded that it passes about everything anyway.
+        return pass(mean);
+    }
+    // The Poisson weights in log space, so that none underflows on the way to the mean.
+    let mut log_weight = -mean;
+    let mut rate = 0.0;
+    let last = (mean + 6.0 * mean.sqrt() + 10.0) as u32;
+    for load in 0..=last {
+        if load > 0 {
+            log_weight += mean.ln() - f64::from(load).ln();
+        }
+        rate += log_weight.exp() * pass(f64::from(load));
+    }
+    rate.min(1.0)
 }
 
 /// Most deleted values of a key column whose hashes are kept (8 bytes each): past it,
@@ -129,7 +163,11 @@ impl GroupKeys {
                 continue;
             };
             let group = file.metadata().row_group(row_group);
-            if !bloom_worth_probing(group.column(leaf), group.num_rows(), range.len()) {
+            let column = group.column(leaf);
+            let in_footer = column
+                .bloom_filter_offset()
+                .is_some_and(|offset| file.in_footer_read(offset));
+            if !bloom_worth_probing(column, group.num_rows(), range.len(), in_footer) {
                 continue;
             }
             let physical = file
@@ -287,19 +325,51 @@ mod tests {
 
     #[test]
     fn filters_are_probed_only_where_they_pay() {
-        // parquet-rs sizes a 1% filter for 250 values at 512 bytes: about 5e-4 per probe.
-        let small = estimated_false_positive_rate(512 + 15, 250);
-        assert!(small > 1e-4 && small < 1e-3, "{small}");
+        // parquet-rs sizes a 1% filter for 500 values at 1 KiB: about 1e-3 per probe,
+        // twice the rate of its mean load (see split_block_probe_agrees_with_parquet).
+        let rate = estimated_false_positive_rate(1024 + 15, 500);
+        assert!(rate > 7e-4 && rate < 2e-3, "{rate}");
         assert!(estimated_false_positive_rate(32, 1_000) > 0.99);
-        assert!(filter_pays(Some(527), 8_000, 250, 200));
-        assert!(filter_pays(Some(527), 8_000, 250, 1_500));
-        // So many probes that some false positive is all but certain.
-        assert!(!filter_pays(Some(527), 8_000, 250, 20_000));
-        // A filter bigger than the chunk it guards (Java's 1 MiB default) is never read.
-        assert!(!filter_pays(Some(1 << 20), 8_000, 250, 1));
+        assert!(estimated_false_positive_rate(48, 1_000_000) > 0.99);
+        // In the footer's read: probed while a rule-out is not hopeless.
+        assert!(filter_pays(Some(1039), 8_000, 500, 200, true));
+        assert!(filter_pays(Some(1039), 8_000, 500, 2_000, true));
+        assert!(!filter_pays(Some(1039), 8_000, 500, 20_000, true));
+        // A read of its own for an 8 KB chunk: worth a request only if it all but surely
+        // saves the chunk's (then it saves bytes).
+        assert!(filter_pays(Some(1039), 8_000, 500, 1, false));
+        assert!(!filter_pays(Some(1039), 8_000, 500, 200, false));
+        // For a 16 MiB chunk, worth it while the values are few.
+        assert!(filter_pays(Some(1039), 16 << 20, 500, 200, false));
+        assert!(!filter_pays(Some(1039), 16 << 20, 500, 5_000, false));
+        // Java's 1 MiB default filter for 1M rows (8 bits a value: a few % false
+        // positives), guarding a 16 MiB chunk: worth reading for ten values, not a
+        // thousand.
+        assert!(filter_pays(Some(1 << 20), 16 << 20, 1_000_000, 10, false));
+        assert!(!filter_pays(
+            Some(1 << 20),
+            16 << 20,
+            1_000_000,
+            1_000,
+            false
+        ));
+        // ... and guarding an 8 KB chunk: never.
+        assert!(!filter_pays(Some(1 << 20), 8_000, 500, 1, false));
         // Unsized: the fixed cap.
-        assert!(filter_pays(None, 8_000, 250, BLOOM_MAX_PROBES_UNSIZED));
-        assert!(!filter_pays(None, 8_000, 250, BLOOM_MAX_PROBES_UNSIZED + 1));
+        assert!(filter_pays(
+            None,
+            8_000,
+            250,
+            BLOOM_MAX_PROBES_UNSIZED,
+            false
+        ));
+        assert!(!filter_pays(
+            None,
+            8_000,
+            250,
+            BLOOM_MAX_PROBES_UNSIZED + 1,
+            true
+        ));
     }
 
     /// Every value `any_plain_value` offers, in order (`None`: an unmapped type).
