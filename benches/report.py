@@ -506,7 +506,8 @@ def main():
               "benches/s3_latency   # the S3 latency section: Glue + MinIO behind Toxiproxy, against a baseline\n"
               "benches/key_memory.py  # the memory per deleted long key section (see its header)\n"
               "benches/big_table    # the million-file table section, against a baseline\n"
-              "benches/streaming_day  # the streaming day section: converted after every commit, through S3 latency\n```\n\n")
+              "benches/streaming_day  # the streaming day section: converted after every commit, through S3 latency\n"
+              "benches/random_keys  # the random keys section: UUIDs and hashed ids, with and without bloom filters\n```\n\n")
     md.append(
         "## What is measured\n\n"
         "Every measured thing is its own process; the driver (`benches/bench.py`) takes wall time, "
@@ -726,10 +727,12 @@ def main():
     # and benches/big_table, kept when the rest of the report is rewritten.
     import report_big_table
     import report_key_memory
+    import report_random_keys
     import report_s3_latency
     import report_streaming_day
 
     for results_name, module in [("s3-latency.json", report_s3_latency),
+                                 ("random-keys.json", report_random_keys),
                                  ("streaming-day.json", report_streaming_day),
                                  ("key-memory.json", report_key_memory),
                                  ("big-table.json", report_big_table)]:
