@@ -141,6 +141,22 @@ impl<'a> Cursor<'a> {
         Ok(((value >> 1) as i64) ^ -((value & 1) as i64))
     }
 
+    /// Steps over a varint without decoding it: up to and including its first byte
+    /// without the continuation bit (what skipping a manifest entry's counts is made of).
+    fn skip_varint(&mut self) -> Decoded<()> {
+        let data = self.data;
+        // An index loop, not iterator adapters: this runs for every value skipped.
+        let mut i = 0;
+        while i < data.len() && i < 10 {
+            if data[i] & 0x80 == 0 {
+                self.data = &data[i + 1..];
+                return Ok(());
+            }
+            i += 1;
+        }
+        declined("truncated or overlong varint")
+    }
+
     pub(super) fn int(&mut self) -> Decoded<i32> {
         i32::try_from(self.long()?).map_err(|_| DecodeError("int out of range".into()))
     }
@@ -280,9 +296,7 @@ impl AvroType {
             Self::Boolean => {
                 cursor.take(1)?;
             }
-            Self::Int | Self::Long | Self::Enum => {
-                cursor.long()?;
-            }
+            Self::Int | Self::Long | Self::Enum => cursor.skip_varint()?,
             Self::Float => {
                 cursor.take(4)?;
             }
@@ -441,4 +455,36 @@ pub(super) fn read_int_map<V>(
         let key = read_int(k_ty, cursor)?;
         Ok((key, required("map value", v_ty, cursor, &mut value)?))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zigzag(v: i64) -> Vec<u8> {
+        let mut n = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out
+    }
+
+    #[test]
+    fn skipping_a_varint_steps_exactly_over_it() {
+        for v in [0, -1, 1, 63, 64, -65, 1 << 40, i64::MAX, i64::MIN] {
+            let mut bytes = zigzag(v);
+            bytes.push(0x2a);
+            let mut decoded = Cursor::new(&bytes);
+            assert_eq!(decoded.long().unwrap(), v);
+            let mut skipped = Cursor::new(&bytes);
+            skipped.skip_varint().unwrap();
+            assert_eq!(skipped.rest(), decoded.rest(), "{v}");
+            assert_eq!(skipped.rest(), &[0x2a]);
+        }
+        assert!(Cursor::new(&[0x80, 0x80]).skip_varint().is_err());
+        assert!(Cursor::new(&[0xff; 11]).skip_varint().is_err());
+    }
 }
