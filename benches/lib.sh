@@ -20,7 +20,11 @@ build() {
     # two checkouts sharing a target dir share those artifacts, and a file older than the
     # other checkout's build counts as built: the checkout built now must look newest.
     find "$dir" -name target -prune -o \( -name '*.rs' -o -name Cargo.toml \) -print0 | xargs -0 touch
-    (cd "$dir" && nice -n 19 cargo build --quiet --profile "$profile" -p "$package" --bin "$bin") ||
+    # engine_opt_level (optional, set by the caller): the engine crate's opt-level in
+    # this profile, for both checkouts alike (a dev build's is 0).
+    local config=()
+    [ -z "${engine_opt_level:-}" ] || config=(--config "profile.$profile.package.eqdv-engine.opt-level=$engine_opt_level")
+    (cd "$dir" && nice -n 19 cargo build --quiet --profile "$profile" "${config[@]}" -p "$package" --bin "$bin") ||
         die "cargo build in $dir failed"
     mkdir -p "$work/bin"
     cp "$CARGO_TARGET_DIR/$(profile_dir)/$bin" "$work/bin/$bin-$name"
