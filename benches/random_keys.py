@@ -18,7 +18,6 @@ Usage: random_keys.py --bin NAME=PATH [--bin NAME=PATH ...] --toxiproxy PATH --o
                       [--floor-bin PATH] [--reps N]
 """
 
-import argparse
 import json
 import os
 import sys
@@ -27,7 +26,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
-from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
+from s3_services import BANDWIDTH_KBPS, comparison_args, run_plain, start_services  # noqa: E402
 
 BASE = ["--rows", "2000000", "--rows-per-file", "1000", "--rows-per-row-group", "500",
         "--extra-columns", "24", "--changes-per-commit", "300"]
@@ -42,14 +41,7 @@ FLOOR_PARALLELISM = 64
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", action="append", required=True, help="NAME=PATH, in run order")
-    parser.add_argument("--bin-info", default="{}", help="JSON: per binary name, how it was built")
-    parser.add_argument("--toxiproxy", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--floor-bin", help="eqdv-bench, for the S3 floor")
-    args = parser.parse_args()
+    args = comparison_args()
     binaries = [tuple(b.split("=", 1)) for b in args.bin]
     current = binaries[-1]
     results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

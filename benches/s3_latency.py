@@ -13,7 +13,6 @@ Usage: s3_latency.py --bin NAME=PATH [--bin NAME=PATH ...] --toxiproxy PATH --ou
                      [--floor-bin PATH]
 """
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
-from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
+from s3_services import BANDWIDTH_KBPS, comparison_args, run_plain, start_services  # noqa: E402
 
 # The table of issue 13: 1,000 data files in bucket[16], 192 equality delete files.
 TABLE = "s3lat.events"
@@ -43,14 +42,7 @@ FLOOR_PARALLELISM = 64
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--bin", action="append", required=True, help="NAME=PATH, in run order")
-    parser.add_argument("--bin-info", default="{}", help="JSON: per binary name, how it was built")
-    parser.add_argument("--toxiproxy", required=True)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--floor-bin", help="eqdv-bench, for the S3 floor")
-    args = parser.parse_args()
+    args = comparison_args()
     binaries = [tuple(b.split("=", 1)) for b in args.bin]
     results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                "binaries": json.loads(args.bin_info), "table": {"name": TABLE, "generate": GENERATE},

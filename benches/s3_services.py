@@ -4,6 +4,7 @@ audit webhook, Toxiproxy in front of MinIO (a first-byte latency and a per-conne
 bandwidth cap on every response), the services' environment, and running a command
 that prints JSON."""
 
+import argparse
 import http.server
 import json
 import os
@@ -180,6 +181,19 @@ def services_env():
             if m:
                 env[m.group(1)] = m.group(2)
     return env
+
+
+def comparison_args():
+    """The command line of a driver that runs binaries side by side through the proxy
+    (benches/s3_latency.py, benches/random_keys.py)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", action="append", required=True, help="NAME=PATH, in run order")
+    parser.add_argument("--bin-info", default="{}", help="JSON: per binary name, how it was built")
+    parser.add_argument("--toxiproxy", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--floor-bin", help="eqdv-bench, for the S3 floor")
+    return parser.parse_args()
 
 
 def run_plain(cmd):
