@@ -531,6 +531,8 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
             "{m}"
         );
         assert_eq!(m["CommitAttempts"], 1.0, "{m}");
+        // Counted even when the writer wrote no filter (Java's tables here: none).
+        assert_eq!(m["BloomFiltersRead"], 0.0, "{m}");
         assert_eq!(m["Table"], name.to_string());
     }
     let done = converter
