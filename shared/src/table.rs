@@ -386,14 +386,9 @@ impl TableFiles {
                             crate::manifest_decode::parse_manifest_kept(m, &bytes, &keep)?
                         }
                         None => {
-                            let (_, mut entries) =
+                            let (_, entries) =
                                 crate::manifest_decode::load_manifest(file_io, m).await?;
-                            let live = entries
-                                .iter()
-                                .filter(|e| e.status() != ManifestStatus::Deleted)
-                                .count();
-                            entries.retain(|e| scope.may_hold_entry(m.partition_spec_id, e));
-                            KeptEntries { entries, live }
+                            KeptEntries::of(entries, &keep)
                         }
                     };
                     Ok((m, Some((kept.entries, kept.live))))

@@ -116,6 +116,19 @@ pub struct KeptEntries {
     pub live: usize,
 }
 
+impl KeptEntries {
+    /// What `keep` keeps of `entries`, all of them decoded (by a decoder that cannot
+    /// skip entries as it goes), with the count of live ones before the cut.
+    pub fn of(mut entries: Vec<ManifestEntry>, keep: KeepEntry<'_>) -> Self {
+        let live = entries
+            .iter()
+            .filter(|e| e.status() != ManifestStatus::Deleted)
+            .count();
+        entries.retain(|e| keep(&EntryHead::of(e)));
+        Self { entries, live }
+    }
+}
+
 /// [`parse_manifest`] keeping only the entries `keep` keeps: the fast decoder skips
 /// the others as soon as their partition is read, so a shard pays little for the files
 /// of other partitions in the manifests it must read.
@@ -142,12 +155,7 @@ pub fn parse_manifest_kept(
             for entry in &mut entries {
                 inherit(entry, manifest);
             }
-            let live = entries
-                .iter()
-                .filter(|e| e.status() != ManifestStatus::Deleted)
-                .count();
-            entries.retain(|e| keep(&EntryHead::of(e)));
-            Ok(KeptEntries { entries, live })
+            Ok(KeptEntries::of(entries, keep))
         }
     }
 }
