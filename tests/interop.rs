@@ -116,6 +116,113 @@ async fn duckdb_reads_java_tables_on_s3_as_java_does() {
     }
 }
 
+/// Java's Parquet writer with bloom filters on a random (UUID) key, which column bounds
+/// cannot prune: eqdv finds the filters where Java puts them (after the row groups, so
+/// they come with the footer's read), skips the row groups they rule out, finds the same
+/// rows as with the filters ignored, and Java reads the converted table as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_bloom_filters_prune_random_keys_and_java_agrees() {
+    use eqdv::resolve::{ResolveOptions, resolve};
+    let t = JavaTable::new("bloom_uuid");
+    t.write_cdc_with("21", "1", "800", "uuid", "bucket:2", &["--bloom-filters"]);
+    let before = t.dump();
+    let catalog = t.catalog().await;
+    let loaded = LoadedTable::load(&catalog, &t.name()).await.expect("load");
+    let files = live_files(&catalog, &t.name()).await;
+    let groups = eqdv::plan::group_equality_deletes(&loaded, &files).expect("groups");
+    let ignore_filters = ResolveOptions {
+        bloom_pruning: false,
+        ..Default::default()
+    };
+    let with = resolve(&loaded, &files, &groups, &ResolveOptions::default())
+        .await
+        .expect("resolve");
+    let without = resolve(&loaded, &files, &groups, &ignore_filters)
+        .await
+        .expect("resolve without filters");
+    assert_eq!(with.positions, without.positions);
+
+    // Java wrote several row groups per file and a filter on k0 for each, placed where a
+    // footer read of eqdv's size already holds them. Of the row groups the scan without
+    // filters read, those holding a deleted row are the ones a filter cannot rule out.
+    let (mut row_groups, mut filters, mut holding) = (0, 0, 0u64);
+    for data in &files.data_files {
+        let file = eqdv::parquet_io::ParquetFile::open(
+            &loaded.file_io,
+            data.path(),
+            Some(data.file.file_size_in_bytes()),
+        )
+        .await
+        .expect("open");
+        for rg in file.metadata().row_groups() {
+            row_groups += 1;
+            if let Some(offset) = rg.column(0).bloom_filter_offset() {
+                filters += 1;
+                assert!(
+                    file.in_footer_read(offset),
+                    "{}: a filter at {offset} is outside the footer's read",
+                    data.path()
+                );
+            }
+        }
+        let Some(deleted) = without.positions.get(data.path()) else {
+            continue;
+        };
+        let ends: Vec<u64> = file
+            .row_group_rows()
+            .iter()
+            .scan(0, |end, rows| {
+                *end += rows;
+                Some(*end)
+            })
+            .collect();
+        let mut with_a_row: Vec<usize> = deleted
+            .iter()
+            .map(|position| ends.partition_point(|&end| end <= position))
+            .collect();
+        with_a_row.dedup();
+        holding += with_a_row.len() as u64;
+    }
+    assert!(
+        row_groups > 4 * files.data_files.len(),
+        "{row_groups} row groups in {} files",
+        files.data_files.len()
+    );
+    assert_eq!(filters, row_groups, "a filter per row group");
+
+    let (m, w) = (&with.metrics, &without.metrics);
+    eprintln!(
+        "bloom: {} filters read, {} row groups read ({holding} hold a deleted row), {} ruled out by a filter, {} files' key columns not read; without filters: {} row groups read",
+        m.bloom_filters_read,
+        m.row_groups_read,
+        m.row_groups_pruned_by_bloom,
+        m.files_pruned_by_footer,
+        w.row_groups_read
+    );
+    assert_eq!(w.bloom_filters_read, 0);
+    assert!(m.bloom_filters_read > 0);
+    // The filters are in the footer's read, so each is probed; at 128 bytes for about
+    // ten keys they rule out nearly every row group without a deleted row.
+    let without_a_key = w.row_groups_read - holding;
+    assert!(
+        without_a_key > w.row_groups_read / 4,
+        "{without_a_key} of {}",
+        w.row_groups_read
+    );
+    assert!(
+        m.row_groups_read - holding <= without_a_key / 10,
+        "read {} row groups, {holding} of them holding a deleted row, of {} read without filters",
+        m.row_groups_read,
+        w.row_groups_read
+    );
+
+    let r = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("convert");
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_java_agrees(&t, &catalog, &before).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversion_during_a_concurrent_java_writer() {
     let t = JavaTable::new("concurrent");

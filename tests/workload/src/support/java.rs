@@ -83,21 +83,33 @@ impl JavaTable {
         key: &str,
         partition: &str,
     ) -> Value {
-        let written = self.java_json(
-            "write-cdc",
-            &[
-                "--seed",
-                seed,
-                "--commits",
-                commits,
-                "--rows",
-                rows,
-                "--key",
-                key,
-                "--partition",
-                partition,
-            ],
-        );
+        self.write_cdc_with(seed, commits, rows, key, partition, &[])
+    }
+
+    /// [`Self::write_cdc`] with more of write-cdc's options (e.g. `--bloom-filters`).
+    pub fn write_cdc_with(
+        &self,
+        seed: &str,
+        commits: &str,
+        rows: &str,
+        key: &str,
+        partition: &str,
+        options: &[&str],
+    ) -> Value {
+        let mut args = vec![
+            "--seed",
+            seed,
+            "--commits",
+            commits,
+            "--rows",
+            rows,
+            "--key",
+            key,
+            "--partition",
+            partition,
+        ];
+        args.extend_from_slice(options);
+        let written = self.java_json("write-cdc", &args);
         assert!(
             written["equality_delete_files"]
                 .as_u64()

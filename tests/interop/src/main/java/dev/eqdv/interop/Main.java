@@ -29,6 +29,7 @@ public final class Main {
           "      --seed N (1) --commits N (5) --rows N (1000)",
           "      --key long|int|string|uuid|decimal|date (long)",
           "      --partition none|identity|bucket:N (none)",
+          "      --bloom-filters: on creation, a bloom filter on k0 and small row groups",
           "  write-history      create a new v3 table with one real-world history: data files and",
           "                     equality deletes (RowDelta) around a schema or spec change; prints",
           "                     JSON counts and expected_live_rows",

@@ -27,12 +27,35 @@ import org.apache.iceberg.exceptions.AlreadyExistsException;
  * delete files (on the key column, scoped to the rows' partitions) for the keys updated or
  * deleted, in one RowDelta. Everything is a function of the seed; the workload's parameters and
  * commit count live in a table property, so running it again on the same table continues it.
+ *
+ * <p>{@code --bloom-filters} (on creation only) sets the table properties that make Java's
+ * Parquet writer write a bloom filter on the key column, with row groups small enough that a data
+ * file has several, as a writer tuned for point lookups does.
  */
 final class WriteCdc {
   static final String STATE_PROPERTY = "eqdv.interop.state";
   static final String COMMIT_SUMMARY = "eqdv.interop.commit";
 
+  static final String BLOOM_FILTER_PROPERTY =
+      TableProperties.PARQUET_BLOOM_FILTER_COLUMN_ENABLED_PREFIX + "k0";
+
   private WriteCdc() {}
+
+  /**
+   * A bloom filter on k0 of 128 bytes (without a cap Parquet sizes each at 1 MiB), and row groups
+   * of about ten rows (the writer checks its buffered size every 5 to 10 rows against a 1 KiB
+   * target), so that a small table has many row groups and a few deleted keys leave many of them
+   * without one.
+   */
+  static Map<String, String> bloomFilterProperties() {
+    Map<String, String> props = new HashMap<>();
+    props.put(BLOOM_FILTER_PROPERTY, "true");
+    props.put(TableProperties.PARQUET_BLOOM_FILTER_MAX_BYTES, "128");
+    props.put(TableProperties.PARQUET_ROW_GROUP_SIZE_BYTES, "1024");
+    props.put(TableProperties.PARQUET_ROW_GROUP_CHECK_MIN_RECORD_COUNT, "5");
+    props.put(TableProperties.PARQUET_ROW_GROUP_CHECK_MAX_RECORD_COUNT, "10");
+    return props;
+  }
 
   /** The table property's JSON. */
   public static final class State {
@@ -67,7 +90,7 @@ final class WriteCdc {
   static int run(List<String> argv, PrintStream out) throws IOException {
     Set<String> options = new HashSet<>(Main.TABLE_OPTIONS);
     options.addAll(Set.of("seed", "commits", "rows", "key", "partition"));
-    Args a = Args.parse("write-cdc", argv, options, Set.of());
+    Args a = Args.parse("write-cdc", argv, options, Set.of("bloom-filters"));
     long seed = a.longValue("seed", 1, Long.MIN_VALUE, Long.MAX_VALUE);
     int commits = a.intValue("commits", 5, 0, Workload.MAX_COMMITS);
     int rows = a.intValue("rows", 1000, 1, Workload.MAX_ROWS);
@@ -88,6 +111,9 @@ final class WriteCdc {
         props.put(TableProperties.FORMAT_VERSION, "3");
         props.put(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
         props.put(STATE_PROPERTY, Main.toJson(wanted));
+        if (a.flag("bloom-filters")) {
+          props.putAll(bloomFilterProperties());
+        }
         try {
           table =
               ref.catalog
@@ -106,6 +132,12 @@ final class WriteCdc {
         throw new IllegalStateException(
             "table " + ref.label() + " exists but was not made by write-cdc (no property "
                 + STATE_PROPERTY + ")");
+      }
+      if (a.flag("bloom-filters")
+          && !"true".equals(table.properties().get(BLOOM_FILTER_PROPERTY))) {
+        throw new IllegalStateException(
+            "table " + ref.label() + " exists without bloom filters on k0 (" + BLOOM_FILTER_PROPERTY
+                + "); --bloom-filters applies only when write-cdc creates the table");
       }
       State state = Main.fromJson(stateJson, State.class);
       if (!state.sameWorkload(wanted)) {
