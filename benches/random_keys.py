@@ -1,7 +1,7 @@
 """The random keys benchmark's driver (benches/random_keys calls it, holding the services
 lock): tables whose keys are random (UUIDs, or long ids hashed over all of i64), so no
 data file's bounds rule out any deleted key, with and without writer-side Parquet bloom
-filters; `eqdv convert --dry-run` on each through Toxiproxy (first-byte latency and a
+filters (before the footer, as Java writes them; for UUIDs also after each row group); `eqdv convert --dry-run` on each through Toxiproxy (first-byte latency and a
 per-connection bandwidth cap on every S3 response), for the binary under test and a
 baseline binary side by side, and the binary under test with pruning off.
 
@@ -32,7 +32,12 @@ BASE = ["--rows", "2000000", "--rows-per-file", "1000", "--rows-per-row-group", 
         "--extra-columns", "24", "--changes-per-commit", "300"]
 # (table, key options)
 KEYS = [("uuid", ["--key", "uuid"]), ("hashed", ["--key", "long", "--hashed-keys"])]
-BLOOM = [("nobloom", []), ("bloom", ["--bloom-filters"])]
+# (name, generate options, where the filters are): filters before the footer as Java's
+# Parquet writer places them; for UUID keys also after each row group (the Rust writer's
+# default), where they are reads of their own.
+BLOOM = [("nobloom", [], None), ("bloom", ["--bloom-filters"], "end")]
+UUID_ONLY = [("bloom_rg", ["--bloom-filters", "--bloom-filters-after-row-groups"],
+              "after row groups")]
 # CDC commits done before each step's runs (cumulative): 1, 10, 100.
 STEPS = [1, 10, 100]
 LATENCY_MS = 20
@@ -62,10 +67,11 @@ def main():
         warehouse = env["EQDV_WAREHOUSE_S3"] + "rk"
         proxy.set_latency(LATENCY_MS)
         for key_name, key_args in KEYS:
-            for bloom_name, bloom_args in BLOOM:
+            for bloom_name, bloom_args, placement in BLOOM + (UUID_ONLY if key_name == "uuid" else []):
                 table = f"rk.{key_name}_{bloom_name}"
                 common = ["--catalog", "glue", "--warehouse", warehouse, "--table", table, "--json"]
-                info = {"name": table, "key": key_name, "bloom": bloom_name == "bloom",
+                info = {"name": table, "key": key_name, "bloom": placement is not None,
+                        "bloom_placement": placement,
                         "generate": [*BASE, *key_args, *bloom_args], "steps": []}
                 results["tables"].append(info)
                 done = -1  # commits so far; -1: no table yet
@@ -99,7 +105,7 @@ def main():
                             run = measure([path, "convert", *common, "--dry-run", *extra],
                                           label, timeout=900)
                             run.update(binary=name, table=table, key=key_name,
-                                       bloom=bloom_name == "bloom", commits=step, rep=rep,
+                                       bloom=placement is not None, commits=step, rep=rep,
                                        s3=audit.take())
                             results["runs"].append(run)
                             save()

@@ -172,7 +172,7 @@ def section(results):
     )
     for name, b in bins.items():
         md.append(f"- `{name}`: revision `{b['rev'][:12]}`{b['rev'][40:]} built with profile `{b['profile']}`"
-                  f"{' (opt-level 1 for dependencies, 0 for eqdv itself: CPU times are higher than a release build)' if b['profile'] == 'dev' else ''}\n")
+                  f"{profile_note(b)}\n")
     md.append(f"- machine: {mach.get('cpus')} CPUs ({mach.get('cpu', '?')}), shared; load average "
               f"{', '.join(f'{x:.1f}' for x in mach.get('loadavg_start', []))} at the start and "
               f"{', '.join(f'{x:.1f}' for x in mach.get('loadavg_end', []))} at the end; runs under `nice -n 19`, "
@@ -201,6 +201,17 @@ def section(results):
     )
     md.append(END)
     return "".join(md)
+
+
+def profile_note(binary):
+    """How a dev build was optimised (a driver's --engine-opt-level), after its profile's name."""
+    if binary["profile"] != "dev":
+        return ""
+    engine = binary.get("engine_opt_level")
+    if engine is None:
+        return " (opt-level 1 for dependencies, 0 for eqdv itself: CPU times are higher than a release build)"
+    return (f" (opt-level 1 for dependencies, {engine} for the engine crate by `--engine-opt-level`, "
+            "0 for the rest of eqdv)")
 
 
 def splice_between(text, part, begin, end):

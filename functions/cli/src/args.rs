@@ -142,6 +142,10 @@ pub struct WorkloadArgs {
     /// Write Parquet bloom filters on the key columns of data files (1% false positives).
     #[arg(long)]
     bloom_filters: bool,
+    /// Write each row group's bloom filters right after it, not all before the footer
+    /// (where Java's Parquet writer puts them).
+    #[arg(long, requires = "bloom_filters")]
+    bloom_filters_after_row_groups: bool,
     /// Long keys are hashed ids spread over all of i64, so file bounds prune nothing.
     #[arg(long)]
     hashed_keys: bool,
@@ -165,6 +169,7 @@ impl WorkloadArgs {
             rows_per_file: self.rows_per_file,
             rows_per_row_group: self.rows_per_row_group,
             bloom_filters: self.bloom_filters,
+            bloom_filters_after_row_groups: self.bloom_filters_after_row_groups,
             hashed_keys: self.hashed_keys,
             extra_columns: self.extra_columns,
             table_properties: self

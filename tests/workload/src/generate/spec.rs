@@ -212,6 +212,10 @@ pub struct WorkloadSpec {
     /// Write Parquet bloom filters on the key columns of data files (as Java does with
     /// `write.parquet.bloom-filter-enabled.column.<k>`).
     pub bloom_filters: bool,
+    /// Write each row group's bloom filters right after it (the Rust writer's default)
+    /// rather than all of them before the footer (where Java's Parquet writer puts them,
+    /// so a footer read of a small file holds them).
+    pub bloom_filters_after_row_groups: bool,
     /// Properties the table is created with (besides the generator's own state), e.g.
     /// `eqdv.queue-groups` or `commit.manifest.min-count-to-merge`.
     pub table_properties: BTreeMap<String, String>,
@@ -238,6 +242,7 @@ impl Default for WorkloadSpec {
             rows_per_file: 500,
             rows_per_row_group: 200,
             bloom_filters: false,
+            bloom_filters_after_row_groups: false,
             table_properties: BTreeMap::new(),
             hashed_keys: false,
             extra_columns: 0,

@@ -11,7 +11,7 @@ use iceberg::spec::{
     Schema, SchemaRef, Struct,
 };
 use iceberg::writer::file_writer::{FileWriter, FileWriterBuilder, ParquetWriterBuilder};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{BloomFilterPosition, WriterProperties};
 
 use eqdv::catalog::Catalog;
 use eqdv::commit::publish;
@@ -248,6 +248,11 @@ pub(super) async fn write_plan(
         .set_statistics_truncate_length(None)
         .set_max_row_group_row_count(Some(spec.rows_per_row_group as usize));
     if spec.bloom_filters {
+        props = props.set_bloom_filter_position(if spec.bloom_filters_after_row_groups {
+            BloomFilterPosition::AfterRowGroup
+        } else {
+            BloomFilterPosition::End
+        });
         for j in 0..spec.keys.len() {
             let column = parquet::schema::types::ColumnPath::from(format!("k{j}"));
             props = props
