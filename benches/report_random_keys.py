@@ -209,7 +209,31 @@ def section(results):
                   f"filters' expected false positives): worst {worst_ratio:.2f}x, "
                   f"{'met' if worst_ratio <= FILES_TARGET else '**missed** (see below)'}. "
                   + "; ".join(lines) + ".\n")
-    missed = [v for v in bloom if v["holding"] and v["read"] / v["holding"] > FILES_TARGET]
+    missed_end = [v for v in bloom if v["table"].get("bloom_placement") == "end"
+                  and v["holding"] and v["read"] / v["holding"] > FILES_TARGET]
+    if missed_end:
+        v = max(missed_end, key=lambda v: v["read"] / v["holding"])
+        # Row groups holding a deleted row are at most one a key; the others a filter
+        # passed are its false positives, from which the rate per probed value follows.
+        holding_rgs = min(v["keys"], v["row_groups_read"])
+        passed = v["row_groups_read"] - holding_rgs
+        empty = v["row_groups"] - holding_rgs
+        pass_rate = passed / empty if empty > 0 else 0.0
+        per_value = 1 - (1 - pass_rate) ** (1 / v["keys"]) if v["keys"] else 0.0
+        md.append(
+            f"  Why, with filters before the footer (`{v['table']['name']}` after {v['commits']}): every filter "
+            f"came with its footer's read ({v['filters_read']:,} filters read, no request of their own), and each "
+            f"row group is ruled out only if all {v['keys']:,} deleted values miss its filter. Of its "
+            f"{v['row_groups']:,} row groups at most {holding_rgs:,} hold a deleted row, yet {v['row_groups_read']:,} "
+            f"were read: at least {passed:,} of the {empty:,} others ({pass_rate:.0%}) passed, a false-positive rate "
+            f"of about {per_value:.2%} per value probed (a 1% filter sized for the row group's rows, as written). "
+            "So these are the filters' expected false positives, which the target allows on top of the 1.1x, rather "
+            "than files eqdv could have left unread; the target cannot be judged exactly until eqdv reports the "
+            "expected false positives of the filters it probed (next step). What would cut them: filters written "
+            "with a lower false-positive rate (more bits per row), or fewer values probed per filter (row groups "
+            "over narrower key ranges).\n")
+    missed = [v for v in bloom if v["table"].get("bloom_placement") != "end"
+              and v["holding"] and v["read"] / v["holding"] > FILES_TARGET]
     if missed:
         v = max(missed, key=lambda v: v["read"] / v["holding"])
         md.append(
@@ -239,8 +263,10 @@ def section(results):
                   f"`{worst['table']['name']}` after {worst['commits']}: {worst['wall']:.2f} s against "
                   f"{worst['no_pruning']:.2f} s ({worst['wall'] / worst['no_pruning']:.2f}x, runs "
                   f"{worst['walls'][0]:.2f}-{worst['walls'][-1]:.2f} against "
-                  f"{worst['walls_no_pruning'][0]:.2f}-{worst['walls_no_pruning'][-1]:.2f} s): "
-                  f"{'met' if not slower else '**missed**'}.\n")
+                  f"{worst['walls_no_pruning'][0]:.2f}-{worst['walls_no_pruning'][-1]:.2f} s"
+                  + (f"; the baseline binary, whose pruning is the same code when no filter exists: "
+                     f"{worst['baseline']:.2f} s" if worst.get("baseline") else "")
+                  + f"): {'met' if not slower else '**missed**'}.\n")
     with_base = [v for v in all_verdicts if v["baseline"]]
     if with_base:
         md.append("- Against the baseline (median wall, current / baseline): "
