@@ -1,7 +1,8 @@
 """The random keys benchmark's driver (benches/random_keys calls it, holding the services
 lock): tables whose keys are random (UUIDs, or long ids hashed over all of i64), so no
 data file's bounds rule out any deleted key, with and without writer-side Parquet bloom
-filters (before the footer, as Java writes them; for UUIDs also after each row group); `eqdv convert --dry-run` on each through Toxiproxy (first-byte latency and a
+filters (before the footer, as Java writes them; for UUIDs also after each row group);
+`eqdv convert --dry-run` on each through Toxiproxy (first-byte latency and a
 per-connection bandwidth cap on every S3 response), for the binary under test and a
 baseline binary side by side, and the binary under test with pruning off.
 

@@ -56,26 +56,32 @@ def floor_of(results, table, commits):
 COUNTS = {4: "Four", 5: "Five", 6: "Six"}
 
 
+# Where a table's filters are (its `bloom_placement`), in words; results from before
+# placements were recorded have none.
+PLACEMENTS = {
+    "end": "before the footer, as Java's Parquet writer places them",
+    "after row groups": "after each row group, as parquet-rs places them by default",
+}
+
+
 def placements_text(results):
-    """Where the filters are, for the tables' description (older results did not say)."""
+    """Where the filters are, for the tables' description."""
     placements = {t.get("bloom_placement") for t in results["tables"] if t["bloom"]}
-    if placements == {None} or not placements:
+    if not placements - {None}:
         return ""
-    text = ", placed before the footer as Java's Parquet writer places them"
-    if any(p not in (None, "end") for p in placements):
-        text += ("; one more UUID table with `--bloom-filters-after-row-groups`, where parquet-rs "
-                 "places them by default")
+    text = f", placed {PLACEMENTS['end']}"
+    if placements - {None, "end"}:
+        text += "; one more UUID table with `--bloom-filters-after-row-groups`, placed " + \
+            PLACEMENTS["after row groups"]
     return text
 
 
 def placement_text(table):
-    """Where the table's filters are, for a heading (older results did not say)."""
+    """Where the table's filters are, in parentheses for a heading or a verdict."""
     placement = table.get("bloom_placement")
     if not table["bloom"] or placement is None:
         return ""
-    if placement == "end":
-        return " (before the footer, as Java's Parquet writer places them)"
-    return f" ({placement}, as the Rust writer places them by default)"
+    return f" ({PLACEMENTS.get(placement, placement)})"
 
 
 def table_section(results, table):
@@ -204,8 +210,7 @@ def section(results):
                          f"S3 requests {v['requests']:,} against {v['requests_no_pruning']:,} with no pruning")
         worst = max(these, key=lambda v: v["read"] / v["holding"] if v["holding"] else 0)
         worst_ratio = worst["read"] / worst["holding"] if worst["holding"] else 0
-        where = {"": "", "end": " before the footer (as Java writes them)"}.get(placement, f" {placement}")
-        md.append(f"- With bloom filters{where}, files read within {FILES_TARGET}x of the files holding a key (plus the "
+        md.append(f"- With bloom filters{placement_text(these[0]['table'])}, files read within {FILES_TARGET}x of the files holding a key (plus the "
                   f"filters' expected false positives): worst {worst_ratio:.2f}x, "
                   f"{'met' if worst_ratio <= FILES_TARGET else '**missed** (see below)'}. "
                   + "; ".join(lines) + ".\n")
