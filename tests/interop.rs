@@ -53,6 +53,7 @@ async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: &[St
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn java_cdc_tables_convert_and_java_agrees() {
+    let mut opened_early = 0;
     for (key, partition) in [
         ("long", "identity"),
         ("string", "bucket:3"),
@@ -80,10 +81,22 @@ async fn java_cdc_tables_convert_and_java_agrees() {
             .expect("convert");
         assert_eq!(r.outcome, Outcome::Converted, "{key}/{partition}");
         assert!(r.dvs_written > 0);
+        // Footers fetched while Java's delete files loaded are files the scan kept.
+        let m = &r.resolve;
+        assert_eq!(m.files_opened, m.candidate_files - m.pruned_by_bounds);
+        assert!(
+            m.footers_opened_early <= m.files_opened,
+            "{key}/{partition}"
+        );
+        opened_early += m.footers_opened_early;
         assert_java_agrees(&t, &catalog, &before).await;
         let loaded = LoadedTable::load(&catalog, &t.name()).await.expect("load");
         manifests::assert_manifests_decode_alike(&loaded).await;
     }
+    assert!(
+        opened_early > 0,
+        "no footer was fetched while delete files loaded"
+    );
 }
 
 /// DuckDB, reading S3 (MinIO) through its httpfs extension, reads Java-written CDC tables

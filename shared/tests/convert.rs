@@ -1128,6 +1128,101 @@ async fn a_read_budget_smaller_than_any_file_still_resolves_everything() {
     assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
 }
 
+/// Footers are fetched while the delete files still load, for the candidates that the
+/// keys loaded so far already confirm: the same positions as a full scan, no file opened
+/// that bound pruning rules out (the resolve checks that every footer opened early is
+/// scanned), and none opened early when the keys are split into passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn footers_open_while_delete_files_load_and_only_those_bounds_keep() {
+    use eqdv::resolve::ResolveOptions;
+    let (mut opened_early, mut pruned) = (0, 0);
+    for (seed, keys, partition, null_keys) in [
+        (81, vec![KeyType::Long], PartitionKind::None, false),
+        (82, vec![KeyType::String], PartitionKind::Bucket(4), false),
+        (
+            83,
+            vec![KeyType::Int, KeyType::String],
+            PartitionKind::None,
+            true,
+        ),
+    ] {
+        let w = warehouse();
+        // Many small delete files a group, and few deletes over many files: bounds rule
+        // most files out and confirm the rest as the delete files load.
+        let s = WorkloadSpec {
+            seed,
+            rows: 3_000,
+            commits: 8,
+            keys,
+            partition,
+            null_keys,
+            changes_per_commit: 6,
+            rows_per_file: 100,
+            rows_per_row_group: 50,
+            ..Default::default()
+        };
+        generate_table(&w.catalog, &s).await;
+        let one_at_a_time = ResolveOptions {
+            parallelism: 1,
+            ..Default::default()
+        };
+        let in_passes = ResolveOptions {
+            key_memory_budget: 1,
+            ..Default::default()
+        };
+        let [default, narrow, passes, full] = resolve_each(
+            &w.catalog,
+            [Default::default(), one_at_a_time, in_passes, full_scan()],
+        )
+        .await;
+        assert!(
+            !full.positions.is_empty(),
+            "seed {seed}: nothing to resolve"
+        );
+        for (name, r) in [("default", &default), ("parallelism 1", &narrow)] {
+            let m = &r.metrics;
+            eprintln!(
+                "seed {seed}, {name}: {} candidates, {} pruned by bounds, {} opened, {} early",
+                m.candidate_files, m.pruned_by_bounds, m.files_opened, m.footers_opened_early
+            );
+            assert_eq!(
+                r.positions, full.positions,
+                "seed {seed}, {name}: positions"
+            );
+            assert_eq!(
+                m.files_opened,
+                m.candidate_files - m.pruned_by_bounds,
+                "seed {seed}, {name}: a file opened that bounds rule out"
+            );
+            assert!(
+                m.footers_opened_early <= m.files_opened,
+                "seed {seed}, {name}"
+            );
+        }
+        // At most 4 footers a read in flight are held for the scan.
+        assert!(narrow.metrics.footers_opened_early <= 4, "seed {seed}");
+        assert!(passes.metrics.key_passes > 1, "seed {seed}: one pass");
+        assert_eq!(passes.positions, full.positions, "seed {seed}: passes");
+        assert_eq!(
+            passes.metrics.footers_opened_early, 0,
+            "seed {seed}: passes"
+        );
+        // Without bound pruning every candidate in scope is read, so any may open early.
+        assert_eq!(full.metrics.files_opened, full.metrics.candidate_files);
+        assert!(
+            full.metrics.footers_opened_early > 0,
+            "seed {seed}: full scan"
+        );
+        opened_early += default.metrics.footers_opened_early;
+        pruned += default.metrics.pruned_by_bounds;
+    }
+    assert!(opened_early > 0, "no footer was opened early");
+    assert!(
+        pruned > 0,
+        "bounds never pruned: exactness was not exercised"
+    );
+}
+
 /// Adds a ref (a branch or a tag) at main's head, as another engine would.
 async fn add_ref(catalog: &dyn Catalog, name: &str, retention: iceberg::spec::SnapshotRetention) {
     let head = load(catalog)

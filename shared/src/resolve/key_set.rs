@@ -16,6 +16,7 @@ use iceberg::spec::NameMapping;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::budget::ReadBudget;
+use super::early::GroupWatch;
 use super::long_keys::{LongKeys, LongKeysBuilder};
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
@@ -40,18 +41,23 @@ impl ColumnValues {
         self.ends.len()
     }
 
+    /// Bytes the encoded values take.
+    pub(super) fn byte_len(&self) -> usize {
+        self.bytes.len()
+    }
+
     pub(super) fn value(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         &self.bytes[start..self.ends[i]]
     }
 
-    fn push(&mut self, value: &[u8]) {
+    pub(super) fn push(&mut self, value: &[u8]) {
         self.bytes.extend_from_slice(value);
         self.ends.push(self.bytes.len());
     }
 
     /// The same values sorted, without duplicates.
-    fn sorted(self) -> Self {
+    pub(super) fn sorted(self) -> Self {
         let mut order: Vec<usize> = (0..self.len()).collect();
         order.sort_unstable_by(|&a, &b| self.value(a).cmp(self.value(b)));
         order.dedup_by(|a, b| self.value(*a) == self.value(*b));
@@ -238,6 +244,8 @@ pub(super) struct GroupKeys {
     pub(super) bloom_hashes: super::bloom::BloomHashes,
 }
 
+/// Loads `group`'s share of the keys for `pass`, feeding `watch` as its delete files are
+/// consumed; returns them with the reads' counters (delete files and bytes read).
 pub(super) async fn load_group_keys(
     table: &LoadedTable,
     group: &DeleteGroup,
@@ -245,8 +253,9 @@ pub(super) async fn load_group_keys(
     options: &ResolveOptions,
     name_mapping: Option<&NameMapping>,
     budget: &ReadBudget,
-    metrics: &mut ResolveMetrics,
-) -> Result<GroupKeys> {
+    mut watch: Option<GroupWatch<'_>>,
+) -> Result<(GroupKeys, ResolveMetrics)> {
+    let mut metrics = ResolveMetrics::default();
     let schema = table.metadata.current_schema();
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
@@ -314,6 +323,9 @@ pub(super) async fn load_group_keys(
         metrics.delete_files_read += 1;
         let seq = delete.data_sequence_number;
         for batch in batches {
+            if let Some(watch) = &mut watch {
+                watch.add_batch(&key_columns, batch.columns());
+            }
             match &mut loading {
                 Loading::Long(keys) => {
                     let column =
@@ -357,9 +369,15 @@ pub(super) async fn load_group_keys(
                 }
             }
         }
+        if let Some(watch) = &mut watch {
+            watch.file_loaded(&key_columns);
+        }
     }
     // It borrows `key_columns`, which moves into the result.
     drop(loads);
+    if let Some(watch) = &mut watch {
+        watch.all_loaded(&key_columns);
+    }
     let (keys, columns) = match loading {
         Loading::Long(keys) => (KeySet::Long(keys.build()), Vec::new()),
         Loading::Rows { keys, columns } => (
@@ -367,13 +385,14 @@ pub(super) async fn load_group_keys(
             columns.into_iter().map(ColumnValues::sorted).collect(),
         ),
     };
-    Ok(GroupKeys {
+    let keys = GroupKeys {
         group: group.clone(),
         key_columns,
         keys,
         columns,
         bloom_hashes: Default::default(),
-    })
+    };
+    Ok((keys, metrics))
 }
 
 /// A group's keys while its delete files are read.

@@ -11,11 +11,13 @@
 //! Nothing here writes.
 //!
 //! This file holds the options, the results and the entry point; `key_set` loads and
-//! hashes the deleted keys, `prune` decides what need not be read and `scan` reads the
-//! candidates' key columns in parallel and probes them.
+//! hashes the deleted keys, `prune` decides what need not be read, `early` fetches the
+//! footers of candidates the keys loaded so far confirm while the rest load, and `scan`
+//! reads the candidates' key columns in parallel and probes them.
 
 mod bloom;
 mod budget;
+mod early;
 mod key_set;
 mod long_keys;
 mod prune;
@@ -112,6 +114,10 @@ pub struct ResolveMetrics {
     /// Candidates skipped because no key fits their column bounds.
     pub pruned_by_bounds: u64,
     pub files_opened: u64,
+    /// Of the files opened, those whose footer fetch started as soon as the keys loaded
+    /// so far confirmed them (one lay within their bounds; `early`), not after every
+    /// group's keys had loaded.
+    pub footers_opened_early: u64,
     pub row_groups_read: u64,
     pub row_groups_pruned: u64,
     /// Of the row groups pruned, those a bloom filter ruled out.
@@ -186,6 +192,7 @@ impl ResolveMetrics {
         self.delete_keys += pass.delete_keys;
         self.pruned_by_bounds += pass.pruned_by_bounds;
         self.files_opened += pass.files_opened;
+        self.footers_opened_early += pass.footers_opened_early;
         self.row_groups_read += pass.row_groups_read;
         self.row_groups_pruned += pass.row_groups_pruned;
         self.row_groups_pruned_by_bloom += pass.row_groups_pruned_by_bloom;

@@ -10,6 +10,7 @@ use iceberg::spec::Literal;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 
 use super::key_set::GroupKeys;
+use crate::keys::KeyColumns;
 use crate::parquet_io::{FieldSource, ParquetFile};
 use crate::table::LiveFile;
 use crate::{Error, Result};
@@ -19,44 +20,86 @@ use crate::{Error, Result};
 /// when that is unknown (no usable statistics, column absent, null keys).
 pub(super) type ColumnRanges = Vec<Option<std::ops::Range<usize>>>;
 
-impl GroupKeys {
-    /// False when the file's manifest bounds prove that no key of the group is in it.
-    pub(super) fn may_match_file(&self, data: &LiveFile) -> bool {
-        let file = &data.file;
-        for (i, &field_id) in self.key_columns.field_ids.iter().enumerate() {
-            // A file written before the field existed has no statistics for it and reads
-            // its initial-default: statistics cannot rule it out.
-            let has_bounds = file.lower_bounds().contains_key(&field_id)
-                && file.upper_bounds().contains_key(&field_id);
-            if self.key_columns.fields[i].initial_default.is_some() && !has_bounds {
-                continue;
-            }
-            let null_count = file.null_value_counts().get(&field_id).copied();
-            let value_count = file.value_counts().get(&field_id).copied();
-            let may_match_null = self.column_has_null(i) && null_count != Some(0);
-            let all_null = matches!((null_count, value_count), (Some(n), Some(v)) if n == v);
-            let may_match_value = !all_null && {
-                let lower = file
-                    .lower_bounds()
-                    .get(&field_id)
-                    .and_then(|d| self.key_columns.encode_bound(i, d));
-                let upper = file
-                    .upper_bounds()
-                    .get(&field_id)
-                    .and_then(|d| self.key_columns.encode_bound(i, d));
-                // A bound that cannot be read back rules nothing out.
-                self.column_any_within(
+/// What bound pruning asks of a set of deleted values, per key column: a group's whole
+/// key set, or the keys of the delete files loaded so far (`early`).
+pub(super) trait DeletedValues {
+    /// Whether key column `i` holds a deleted null.
+    fn column_has_null(&self, i: usize) -> bool;
+    /// Whether some deleted value of key column `i` lies within `[lower, upper]`
+    /// (encoded as `KeyColumns` encodes them; either end may be open).
+    fn column_any_within(
+        &self,
+        i: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<bool>;
+}
+
+/// False when the file's manifest bounds prove that none of `values` (of a group whose
+/// key is `key_columns`) is in it. Monotone: true for some of a group's values implies
+/// true for all of them, which is what lets a footer be opened before every key loaded.
+pub(super) fn may_match_bounds(
+    key_columns: &KeyColumns,
+    values: &impl DeletedValues,
+    data: &LiveFile,
+) -> bool {
+    let file = &data.file;
+    for (i, &field_id) in key_columns.field_ids.iter().enumerate() {
+        // A file written before the field existed has no statistics for it and reads
+        // its initial-default: statistics cannot rule it out.
+        let has_bounds = file.lower_bounds().contains_key(&field_id)
+            && file.upper_bounds().contains_key(&field_id);
+        if key_columns.fields[i].initial_default.is_some() && !has_bounds {
+            continue;
+        }
+        let null_count = file.null_value_counts().get(&field_id).copied();
+        let value_count = file.value_counts().get(&field_id).copied();
+        let may_match_null = values.column_has_null(i) && null_count != Some(0);
+        let all_null = matches!((null_count, value_count), (Some(n), Some(v)) if n == v);
+        let may_match_value = !all_null && {
+            let lower = file
+                .lower_bounds()
+                .get(&field_id)
+                .and_then(|d| key_columns.encode_bound(i, d));
+            let upper = file
+                .upper_bounds()
+                .get(&field_id)
+                .and_then(|d| key_columns.encode_bound(i, d));
+            // A bound that cannot be read back rules nothing out.
+            values
+                .column_any_within(
                     i,
                     lower.as_ref().map(|r| r.row().data()),
                     upper.as_ref().map(|r| r.row().data()),
                 )
                 .unwrap_or(true)
-            };
-            if !may_match_null && !may_match_value {
-                return false;
-            }
+        };
+        if !may_match_null && !may_match_value {
+            return false;
         }
-        true
+    }
+    true
+}
+
+impl DeletedValues for GroupKeys {
+    fn column_has_null(&self, i: usize) -> bool {
+        GroupKeys::column_has_null(self, i)
+    }
+
+    fn column_any_within(
+        &self,
+        i: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<bool> {
+        GroupKeys::column_any_within(self, i, lower, upper)
+    }
+}
+
+impl GroupKeys {
+    /// False when the file's manifest bounds prove that no key of the group is in it.
+    pub(super) fn may_match_file(&self, data: &LiveFile) -> bool {
+        may_match_bounds(&self.key_columns, self, data)
     }
 
     /// Row groups of `file` that may hold a key, by Parquet statistics: `None` for a

@@ -14,6 +14,7 @@ use iceberg::spec::{NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
 
 use super::budget::ReadBudget;
+use super::early::{self, EarlyOpen, EarlyOpens, GroupWatch};
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
 use super::prune::ColumnRanges;
 use super::{ResolveMetrics, ResolveOptions, Resolved};
@@ -42,24 +43,37 @@ pub(super) async fn resolve_pass(
         options.parallelism,
         options.read_memory_budget,
     ));
+    // Footers of the candidates that the keys loaded so far confirm, fetched while the
+    // rest load (`early`): in one key pass only.
+    let early = EarlyOpens::new(table.file_io.clone(), budget.clone(), options.parallelism);
+    let watch = |group: &DeleteGroup| {
+        (pass.passes <= 1).then(|| {
+            let in_scope = files
+                .data_files
+                .iter()
+                .filter(|data| group.may_apply_to(data))
+                .collect();
+            GroupWatch::new(
+                &early,
+                in_scope,
+                group.equality_ids.len(),
+                options.bound_pruning,
+            )
+        })
+    };
     let loads: Vec<BoxFuture<'_, Result<(GroupKeys, ResolveMetrics)>>> = groups
         .iter()
         .map(|group| {
             let (budget, name_mapping) = (&*budget, name_mapping.as_deref());
-            async move {
-                let mut group_metrics = ResolveMetrics::default();
-                let keys = load_group_keys(
-                    table,
-                    group,
-                    pass,
-                    options,
-                    name_mapping,
-                    budget,
-                    &mut group_metrics,
-                )
-                .await?;
-                Ok((keys, group_metrics))
-            }
+            load_group_keys(
+                table,
+                group,
+                pass,
+                options,
+                name_mapping,
+                budget,
+                watch(group),
+            )
             .boxed()
         })
         .collect();
@@ -108,9 +122,19 @@ pub(super) async fn resolve_pass(
         };
         work.push((data.clone(), surviving, projection));
     }
+    // Footers already fetched (or on their way) first: their scans can start at once.
+    let mut work: Vec<_> = work
+        .into_iter()
+        .map(|(data, group_ids, projection)| {
+            let open = early.take(data.path());
+            (data, group_ids, projection, open)
+        })
+        .collect();
+    work.sort_by_key(|(.., open)| open.is_none());
+    metrics.footers_opened_early = work.iter().filter(|(.., open)| open.is_some()).count() as u64;
 
     let scans: Vec<FileScan> =
-        futures::stream::iter(work.into_iter().map(|(data, group_ids, projection)| {
+        futures::stream::iter(work.into_iter().map(|(data, group_ids, projection, open)| {
             let table = table.clone();
             let loaded = loaded.clone();
             let options = options.clone();
@@ -126,7 +150,7 @@ pub(super) async fn resolve_pass(
                         name_mapping: name_mapping.as_deref(),
                         budget: &budget,
                     };
-                    scan_file(&context, &data, &group_ids, &projection).await
+                    scan_file(&context, &data, open, &group_ids, &projection).await
                 });
                 // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
                 let _abort_on_drop = AbortOnDrop(task.abort_handle());
@@ -140,6 +164,13 @@ pub(super) async fn resolve_pass(
         .try_collect()
         .await?;
 
+    // Every footer opened early belongs to a file bound pruning kept (it is monotone in
+    // the keys), so the scans took them all: an open left over was a wasted request.
+    debug_assert_eq!(
+        early.left_over(),
+        0,
+        "a footer opened early was not scanned"
+    );
     for scan in scans {
         metrics.files_opened += 1;
         metrics.row_groups_read += scan.row_groups_read;
@@ -194,17 +225,23 @@ struct ScanContext<'a> {
 async fn scan_file(
     context: &ScanContext<'_>,
     data: &LiveFile,
+    early_open: Option<EarlyOpen>,
     group_ids: &[usize],
     projection: &KeyProjection,
 ) -> Result<FileScan> {
     let (table, loaded, options) = (context.table, context.loaded, context.options);
-    let mut file = ParquetFile::open(
-        &table.file_io,
-        data.path(),
-        Some(data.file.file_size_in_bytes()),
-    )
-    .await?
-    .with_name_mapping(context.name_mapping);
+    let file = match early_open {
+        Some(open) => early::finish(data.path(), open).await?,
+        None => {
+            ParquetFile::open(
+                &table.file_io,
+                data.path(),
+                Some(data.file.file_size_in_bytes()),
+            )
+            .await?
+        }
+    };
+    let mut file = file.with_name_mapping(context.name_mapping);
     // The invariant: every candidate's key columns are resolved faithfully (by field id,
     // through the name mapping, or as a known default), or the whole resolve fails with
     // an error naming the file and the field. Checked before any pruning, so a file whose
