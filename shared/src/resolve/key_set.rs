@@ -18,6 +18,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::budget::ReadBudget;
 use super::early::GroupWatch;
 use super::long_keys::{LongKeys, LongKeysBuilder};
+use super::prune::DeletedValues;
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
 use crate::parquet_io::ParquetFile;
@@ -414,32 +415,6 @@ impl GroupKeys {
         }
     }
 
-    /// Whether key column `i` holds a deleted null.
-    pub(super) fn column_has_null(&self, i: usize) -> bool {
-        match &self.keys {
-            KeySet::Long(keys) => keys.has_null(),
-            KeySet::Rows(_) => self.columns[i].has_null,
-        }
-    }
-
-    /// Whether some deleted value of key column `i` lies within `[lower, upper]`
-    /// (encoded as `KeyColumns` encodes them; either end may be open).
-    pub(super) fn column_any_within(
-        &self,
-        i: usize,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
-    ) -> Result<bool> {
-        match &self.keys {
-            KeySet::Long(keys) => {
-                let range =
-                    keys.range_within(self.long_bound(i, lower)?, self.long_bound(i, upper)?);
-                Ok(!range.is_empty())
-            }
-            KeySet::Rows(_) => Ok(self.columns[i].any_within(lower, upper)),
-        }
-    }
-
     /// The indexes of key column `i`'s deleted values within `[lower, upper]`.
     pub(super) fn column_range_within(
         &self,
@@ -486,6 +461,31 @@ impl GroupKeys {
         })?;
         // A null bound bounds nothing.
         Ok((values.len() == 1 && values.is_valid(0)).then(|| values.value(0)))
+    }
+}
+
+impl DeletedValues for GroupKeys {
+    fn column_has_null(&self, i: usize) -> bool {
+        match &self.keys {
+            KeySet::Long(keys) => keys.has_null(),
+            KeySet::Rows(_) => self.columns[i].has_null,
+        }
+    }
+
+    fn column_any_within(
+        &self,
+        i: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<bool> {
+        match &self.keys {
+            KeySet::Long(keys) => {
+                let range =
+                    keys.range_within(self.long_bound(i, lower)?, self.long_bound(i, upper)?);
+                Ok(!range.is_empty())
+            }
+            KeySet::Rows(_) => Ok(self.columns[i].any_within(lower, upper)),
+        }
     }
 }
 

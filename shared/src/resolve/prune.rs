@@ -81,21 +81,6 @@ pub(super) fn may_match_bounds(
     true
 }
 
-impl DeletedValues for GroupKeys {
-    fn column_has_null(&self, i: usize) -> bool {
-        GroupKeys::column_has_null(self, i)
-    }
-
-    fn column_any_within(
-        &self,
-        i: usize,
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
-    ) -> Result<bool> {
-        GroupKeys::column_any_within(self, i, lower, upper)
-    }
-}
-
 impl GroupKeys {
     /// False when the file's manifest bounds prove that no key of the group is in it.
     pub(super) fn may_match_file(&self, data: &LiveFile) -> bool {
