@@ -914,6 +914,14 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
             assert!(with_bloom.metrics.rows_scanned < without.metrics.rows_scanned);
         }
         by_bloom += with_bloom.metrics.row_groups_pruned_by_bloom;
+        if !s.bloom_filters_after_row_groups {
+            // Filters in the footer's read are probed wherever they may rule out.
+            assert_false_positives_as_expected(
+                &format!("seed {seed}"),
+                &with_bloom.metrics,
+                &full.metrics,
+            );
+        }
 
         // The conversion with bloom pruning gives the table the generator expects.
         let expected = expected_rows(&report.state).unwrap();
@@ -923,6 +931,37 @@ async fn bloom_filters_skip_row_groups_without_changing_the_result() {
         assert_converted(&w.catalog, &expected).await;
     }
     assert!(by_bloom > 0, "bloom filters never skipped a row group");
+}
+
+/// The files bloom filters let through that hold no deleted key are about as many as
+/// the filters' expected false positives say: within four standard deviations (and two
+/// files). Every file holding a deleted key is read, as a full scan reads it.
+fn assert_false_positives_as_expected(
+    label: &str,
+    with_bloom: &eqdv::resolve::ResolveMetrics,
+    full: &eqdv::resolve::ResolveMetrics,
+) {
+    let m = with_bloom;
+    assert_eq!(
+        m.files_holding_deleted_values, full.files_holding_deleted_values,
+        "{label}: a file holding a deleted key went unread"
+    );
+    assert!(
+        m.files_holding_deleted_values >= m.files_with_matches,
+        "{label}"
+    );
+    let read = m.files_opened - m.files_pruned_by_footer;
+    let passed_without_key = (read - m.files_holding_deleted_values) as f64;
+    let expected = m.expected_bloom_false_positives;
+    eprintln!(
+        "{label}: {read} files read, {} holding a deleted key, {passed_without_key} without; {expected:.1} false positives expected",
+        m.files_holding_deleted_values
+    );
+    assert!(
+        (passed_without_key - expected).abs() <= 4.0 * expected.sqrt() + 2.0,
+        "{label}: {passed_without_key} files read without a deleted key, {expected:.1} expected"
+    );
+    assert_eq!(full.expected_bloom_false_positives, 0.0, "{label}");
 }
 
 /// Random keys (UUIDs, long ids hashed over all of i64) in a wide table: no file's
@@ -984,6 +1023,7 @@ async fn bloom_filters_prune_random_keys_in_wide_tables() {
             without.metrics.row_groups_read
         );
         assert_eq!(without.metrics.bloom_filters_read, 0);
+        assert_false_positives_as_expected(&format!("{key:?}"), m, &full.metrics);
 
         let expected = expected_rows(&report.state).unwrap();
         convert(&w.catalog, &table(), &ConvertOptions::default())

@@ -290,6 +290,14 @@ fn convert_summary(r: &ConvertReport) -> Summary {
         .row("data files opened", m.files_opened)
         .row("data files with matches", m.files_with_matches)
         .row(
+            "data files holding a deleted key",
+            m.files_holding_deleted_values,
+        )
+        .row(
+            "bloom filter false positives expected",
+            format!("{:.1}", m.expected_bloom_false_positives),
+        )
+        .row(
             "row groups read / pruned",
             format!("{} / {}", m.row_groups_read, m.row_groups_pruned),
         )

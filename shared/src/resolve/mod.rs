@@ -131,6 +131,16 @@ pub struct ResolveMetrics {
     pub bytes_read: u64,
     /// Data files with at least one newly deleted row.
     pub files_with_matches: u64,
+    /// Files read that hold a deleted key at all, a row newer than its delete included:
+    /// the files any exact converter reads (at least `files_with_matches`; once per
+    /// key pass, as `files_opened`).
+    pub files_holding_deleted_values: u64,
+    /// The files that hold no deleted key but that bloom filters were expected to let
+    /// through (their false positives): over the files whose row groups the filters
+    /// judged, the sum of the chance that they would be read, from each filter's set
+    /// bits and the values probed. Files read though a filter was not (or could not be)
+    /// probed are not in it.
+    pub expected_bloom_false_positives: f64,
     pub positions_matched: u64,
 }
 
@@ -198,6 +208,8 @@ impl ResolveMetrics {
         self.row_groups_pruned_by_bloom += pass.row_groups_pruned_by_bloom;
         self.bloom_filters_read += pass.bloom_filters_read;
         self.files_pruned_by_footer += pass.files_pruned_by_footer;
+        self.files_holding_deleted_values += pass.files_holding_deleted_values;
+        self.expected_bloom_false_positives += pass.expected_bloom_false_positives;
         self.rows_scanned += pass.rows_scanned;
         self.bytes_read += pass.bytes_read;
     }

@@ -13,6 +13,7 @@ use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
 
+use super::bloom::BloomVerdict;
 use super::budget::ReadBudget;
 use super::early::{self, EarlyOpen, EarlyOpens, GroupWatch};
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
@@ -180,6 +181,11 @@ pub(super) async fn resolve_pass(
         if scan.row_groups_read == 0 {
             metrics.files_pruned_by_footer += 1;
         }
+        if scan.holds_deleted_value {
+            metrics.files_holding_deleted_values += 1;
+        } else if let Some(chance) = scan.read_chance_if_absent {
+            metrics.expected_bloom_false_positives += chance;
+        }
         metrics.rows_scanned += scan.rows_scanned;
         metrics.bytes_read += scan.bytes_read;
         if !scan.positions.is_empty() {
@@ -255,6 +261,10 @@ async fn scan_file(
     let mut keep = vec![!options.row_group_pruning; total_groups];
     let mut pruned_by_bloom = 0;
     let mut bloom_filters_read = 0;
+    // Had the file held no deleted value, the chance that the filters would have ruled
+    // out every row group that statistics keep (so that it is not read). `None` once a
+    // row group is kept without a filter's say: it is read whatever the filters say.
+    let mut skip_chance: Option<f64> = options.row_group_pruning.then_some(1.0);
     if options.row_group_pruning {
         let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
             .iter()
@@ -262,16 +272,26 @@ async fn scan_file(
             .collect::<Result<_>>()?;
         for (rg, keep_rg) in keep.iter_mut().enumerate() {
             let mut by_stats = false;
+            // Had it held none of the values, the chance that no group would keep it.
+            let mut ruled_out_chance = Some(1.0);
             for (n, &g) in group_ids.iter().enumerate() {
                 let Some(ranges) = &candidates[n][rg] else {
                     continue;
                 };
                 by_stats = true;
-                if !options.bloom_pruning
-                    || !loaded[g]
-                        .bloom_rules_out(&mut file, rg, ranges, &mut bloom_filters_read)
+                let verdict = if options.bloom_pruning {
+                    loaded[g]
+                        .bloom_verdict(&mut file, rg, ranges, &mut bloom_filters_read)
                         .await?
-                {
+                } else {
+                    BloomVerdict::UNPROBED
+                };
+                ruled_out_chance = ruled_out_chance
+                    .zip(verdict.pass_chance)
+                    .map(|(c, pass)| c * (1.0 - pass));
+                if !verdict.ruled_out {
+                    // The groups after it are not probed: the chance leaves them out,
+                    // so it understates, never overstates, the filters' false positives.
                     *keep_rg = true;
                     break;
                 }
@@ -279,6 +299,7 @@ async fn scan_file(
             if by_stats && !*keep_rg {
                 pruned_by_bloom += 1;
             }
+            skip_chance = skip_chance.zip(ruled_out_chance).map(|(m, c)| m * c);
         }
     }
     let selected: Vec<usize> = (0..total_groups).filter(|&i| keep[i]).collect();
@@ -289,6 +310,8 @@ async fn scan_file(
         row_groups_pruned: (total_groups - selected.len()) as u64,
         row_groups_pruned_by_bloom: pruned_by_bloom,
         bloom_filters_read,
+        read_chance_if_absent: skip_chance.map(|skip| 1.0 - skip),
+        holds_deleted_value: false,
         rows_scanned: 0,
         bytes_read: 0,
     };
@@ -316,7 +339,7 @@ async fn scan_file(
     while let Some((first, batch)) = stream.try_next().await? {
         scan.rows_scanned += batch.num_rows() as u64;
         for &g in group_ids {
-            match_batch(
+            scan.holds_deleted_value |= match_batch(
                 &loaded[g],
                 data,
                 &batch,
@@ -329,6 +352,8 @@ async fn scan_file(
     Ok(scan)
 }
 
+/// Adds the positions of `batch` that `group` deletes; true when some row holds a
+/// deleted key at all (whether or not the delete is newer than the data file).
 fn match_batch(
     group: &GroupKeys,
     data: &LiveFile,
@@ -336,8 +361,12 @@ fn match_batch(
     column_of: &HashMap<i32, usize>,
     first_position: u64,
     positions: &mut RoaringTreemap,
-) -> Result<()> {
-    let deletes = |seq: Option<i64>| seq.is_some_and(|seq| data.data_sequence_number < seq);
+) -> Result<bool> {
+    let mut held = false;
+    let mut deletes = |seq: Option<i64>| {
+        held |= seq.is_some();
+        seq.is_some_and(|seq| data.data_sequence_number < seq)
+    };
     match &group.keys {
         KeySet::Long(keys) => {
             let column = batch
@@ -379,7 +408,7 @@ fn match_batch(
             }
         }
     }
-    Ok(())
+    Ok(held)
 }
 
 /// Aborts a spawned task when dropped, so that cancelled work does not run on.
@@ -399,6 +428,11 @@ struct FileScan {
     row_groups_pruned: u64,
     row_groups_pruned_by_bloom: u64,
     bloom_filters_read: u64,
+    /// Had the file held no deleted value, the chance that the bloom filters would have
+    /// let it be read anyway; `None` when some row group was kept without their say.
+    read_chance_if_absent: Option<f64>,
+    /// Some row read holds a deleted key (a newer row of it included).
+    holds_deleted_value: bool,
     rows_scanned: u64,
     bytes_read: u64,
 }
