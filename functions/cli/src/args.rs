@@ -152,6 +152,10 @@ pub struct WorkloadArgs {
     /// Filler columns c01.. (long, string, double) for a realistic width.
     #[arg(long, default_value_t = 0)]
     extra_columns: u32,
+    /// Updates pick keys by a scrambled Zipf distribution (a few hot keys anywhere in
+    /// the initial load take most updates) instead of uniformly.
+    #[arg(long)]
+    zipf_keys: bool,
 }
 
 impl WorkloadArgs {
@@ -172,6 +176,7 @@ impl WorkloadArgs {
             bloom_filters_after_row_groups: self.bloom_filters_after_row_groups,
             hashed_keys: self.hashed_keys,
             extra_columns: self.extra_columns,
+            zipf_keys: self.zipf_keys,
             table_properties: self
                 .table_properties
                 .iter()

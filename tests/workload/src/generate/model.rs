@@ -12,7 +12,7 @@ use iceberg::spec::{PrimitiveLiteral, Schema, Transform};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
 
 use crate::read::canonical_rows_for_schema;
-use crate::rng::Rng;
+use crate::rng::{Rng, mix64};
 use eqdv::{Error, Result};
 
 use super::spec::{GeneratorState, PartitionKind, WorkloadSpec};
@@ -89,6 +89,8 @@ pub(super) struct Model {
     next_kid: u64,
     hot: Vec<u64>,
     dead_kids: Vec<u64>,
+    /// With `zipf_keys`: the keys the Zipf draws range over (the initial load's).
+    zipf_keys: Option<u64>,
 }
 
 impl Model {
@@ -114,6 +116,7 @@ impl Model {
             next_kid: 0,
             hot: Vec::new(),
             dead_kids: Vec::new(),
+            zipf_keys: (spec.zipf_keys && spec.rows > 0).then_some(spec.rows),
         })
     }
 
@@ -339,6 +342,18 @@ impl Model {
         Ok(())
     }
 
+    /// With `zipf_keys`, the key an update changes: a live one not yet changed by this
+    /// commit, drawn by a scrambled Zipf distribution over the initial load's keys (the
+    /// rank drawn, then hashed to a key id, so hot keys lie anywhere in it; over a fixed
+    /// set, so a key stays as hot as the table grows); `None` when a few draws find none.
+    fn zipf_pick(&self, rng: &mut Rng, touched: &HashSet<KeyCode>) -> Option<u64> {
+        let n = self.zipf_keys?;
+        (0..4).find_map(|_| {
+            let kid = mix64(zipf_rank(rng, n) ^ ZIPF_SCRAMBLE) % n;
+            (self.is_live(kid) && !touched.contains(&self.keys.code(kid))).then_some(kid)
+        })
+    }
+
     /// An update (delete + new row, like a Flink upsert) or a delete of a live key.
     fn op_change(
         &mut self,
@@ -361,7 +376,8 @@ impl Model {
         } else {
             None
         };
-        let kid = match hot_pick {
+        let zipf_pick = || update.then(|| self.zipf_pick(rng, touched)).flatten();
+        let kid = match hot_pick.or_else(zipf_pick) {
             Some(k) => k,
             None => self.rows[self.live[rng.below(self.live.len() as u64) as usize]].kid,
         };
@@ -563,4 +579,97 @@ fn filler_column(j: u32, rows: &[&Row], data_type: &DataType) -> Result<ArrayRef
         }
     };
     Ok(column)
+}
+
+/// The exponent of the Zipf distribution of `zipf_keys` (YCSB's default).
+const ZIPF_EXPONENT: f64 = 0.99;
+
+/// Mixed into a Zipf rank before it is hashed to a key id.
+const ZIPF_SCRAMBLE: u64 = 0x2545_f491_4f6c_dd1d;
+
+/// A rank in `0..n` drawn from Zipf's law with [`ZIPF_EXPONENT`] (rank 0 the most
+/// likely), by inverting the distribution's continuous approximation: the density
+/// x^-s on [1, n + 1], whose inverse needs no sum over the ranks.
+pub(super) fn zipf_rank(rng: &mut Rng, n: u64) -> u64 {
+    let u = rng.below(1 << 53) as f64 / (1u64 << 53) as f64;
+    let a = 1.0 - ZIPF_EXPONENT;
+    let top = ((n + 1) as f64).powf(a);
+    let x = ((top - 1.0) * u + 1.0).powf(1.0 / a);
+    (x as u64).saturating_sub(1).min(n - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zipf_ranks_follow_the_law() {
+        let mut rng = Rng::new(7);
+        let n = 100_000;
+        let draws = 100_000;
+        let ranks: Vec<u64> = (0..draws).map(|_| zipf_rank(&mut rng, n)).collect();
+        assert!(ranks.iter().all(|&r| r < n));
+        // With an exponent near 1, the ranks below k take about ln(k + 1) / ln(n + 1)
+        // of the draws: 60% below 1,000 of 100,000, 21% at rank 0 to 10.
+        let share = |k: u64| ranks.iter().filter(|&&r| r < k).count() as f64 / draws as f64;
+        assert!((0.55..0.66).contains(&share(1_000)), "{}", share(1_000));
+        assert!((0.18..0.25).contains(&share(10)), "{}", share(10));
+    }
+
+    /// Over the CDC commits' updates of the initial load's keys: the distinct keys
+    /// updated per update, and how far apart (as a share of those keys) the fifty hottest
+    /// keys lie (besides the generator's own hot keys).
+    fn concentration(zipf_keys: bool) -> (f64, f64) {
+        let spec = WorkloadSpec {
+            rows: 10_000,
+            commits: 30,
+            changes_per_commit: 200,
+            zipf_keys,
+            ..Default::default()
+        };
+        let mut state = GeneratorState::new(&spec);
+        state.done = spec.commits + 1;
+        let model = Model::replay(&state).unwrap();
+        let mut updates: HashMap<u64, u64> = HashMap::new();
+        for row in model
+            .rows
+            .iter()
+            .filter(|r| r.version > 0 && r.kid < spec.rows)
+        {
+            *updates.entry(row.kid).or_default() += 1;
+        }
+        let total: u64 = updates.values().sum();
+        let mut counts: Vec<(u64, u64)> = updates.iter().map(|(&k, &c)| (c, k)).collect();
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        // The generator's own hot keys (every eighth of the load) left out.
+        let hottest: Vec<u64> = counts
+            .iter()
+            .map(|&(_, k)| k)
+            .filter(|k| k % (spec.rows / 8) != 0)
+            .take(50)
+            .collect();
+        let span = hottest.iter().max().unwrap() - hottest.iter().min().unwrap();
+        eprintln!(
+            "zipf {zipf_keys}: {total} updates of {} keys; hottest {:?}",
+            updates.len(),
+            &counts[..10]
+        );
+        (
+            updates.len() as f64 / total as f64,
+            span as f64 / spec.rows as f64,
+        )
+    }
+
+    #[test]
+    fn zipf_keys_concentrate_changes_on_hot_keys_spread_over_history() {
+        let (uniform, _) = concentration(false);
+        let (zipf, span) = concentration(true);
+        // Uniform updates rarely meet a key twice; Zipf's return to the hot keys.
+        assert!(uniform > 0.8, "uniform: {uniform:.2} keys per update");
+        assert!(zipf < 0.6, "zipf: {zipf:.2} keys per update");
+        assert!(
+            span > 0.5,
+            "the hottest keys lie within {span:.2} of the key ids"
+        );
+    }
 }

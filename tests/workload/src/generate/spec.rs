@@ -225,6 +225,10 @@ pub struct WorkloadSpec {
     /// Filler columns `c01..` (long, string and double in turn) after `payload`, for a
     /// realistic width: wider footers and row groups whose key column is a small part.
     pub extra_columns: u32,
+    /// Updates pick their keys by a scrambled Zipf distribution (exponent 0.99, YCSB's)
+    /// over the initial load's keys: a few keys take most of the updates, and those keys
+    /// are spread over all of it. Otherwise (and for deletes) every live key is as likely.
+    pub zipf_keys: bool,
 }
 
 impl Default for WorkloadSpec {
@@ -246,6 +250,7 @@ impl Default for WorkloadSpec {
             table_properties: BTreeMap::new(),
             hashed_keys: false,
             extra_columns: 0,
+            zipf_keys: false,
         }
     }
 }
@@ -321,6 +326,8 @@ impl WorkloadSpec {
             ("global_deletes", stored.global_deletes, self.global_deletes),
             ("add_column", stored.add_column, self.add_column),
             ("hashed_keys", stored.hashed_keys, self.hashed_keys),
+            // A replay draws every commit's keys with the stored spec.
+            ("zipf_keys", stored.zipf_keys, self.zipf_keys),
         ] {
             if s != g {
                 return mismatch(field, s.to_string(), g.to_string());

@@ -146,6 +146,15 @@ fn shape_fields_must_match_when_a_table_continues() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("hashed_keys=false"), "{err}");
+    let skewed = WorkloadSpec {
+        zipf_keys: true,
+        ..Default::default()
+    };
+    let err = skewed
+        .check_continues(&stored, &name)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("zipf_keys=false, not true"), "{err}");
     let wider = WorkloadSpec {
         extra_columns: 3,
         ..Default::default()
