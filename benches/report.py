@@ -734,6 +734,7 @@ def main():
     for results_name, module in [("s3-latency.json", report_s3_latency),
                                  ("random-keys.json", report_random_keys),
                                  ("streaming-day.json", report_streaming_day),
+                                 ("streaming-day-zipf.json", report_streaming_day),
                                  ("key-memory.json", report_key_memory),
                                  ("big-table.json", report_big_table)]:
         results_path = os.path.join(HERE, "results", results_name)

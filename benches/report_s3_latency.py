@@ -253,7 +253,8 @@ def splice_between(text, part, begin, end):
 
 def render_main(section_of, begin, end):
     """The command line of a section script: RESULTS.json --out REPORT.md; the section
-    rendered from the results replaces its old text in the report."""
+    rendered from the results replaces its old text in the report. `begin` and `end`
+    are the section's markers, or functions of the results that give them."""
     parser = argparse.ArgumentParser()
     parser.add_argument("results")
     parser.add_argument("--out", required=True)
@@ -264,6 +265,8 @@ def render_main(section_of, begin, end):
     if os.path.exists(args.out):
         with open(args.out) as f:
             text = f.read()
+    if callable(begin):
+        begin, end = begin(results), end(results)
     with open(args.out, "w") as f:
         f.write(splice_between(text, section_of(results), begin, end))
 

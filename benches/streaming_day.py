@@ -16,7 +16,7 @@ proxied. Each eqdv run is its own process measured with wait4 (bench.measure), i
 requests counted by kind from MinIO's audit webhook.
 
 Usage: streaming_day.py --bin PATH --floor-bin PATH --toxiproxy PATH --out RESULTS.json
-                        [--commits N] [--latency MS] [--queue-groups N]
+                        [--commits N] [--latency MS] [--queue-groups N] [--zipf-keys]
                         [--baseline-bin PATH --baseline-info JSON]
 
 Every table is created with the property eqdv.queue-groups = --queue-groups (the
@@ -63,17 +63,22 @@ def main():
     parser.add_argument("--latency", type=int, default=20, help="ms added to every S3 response")
     parser.add_argument("--queue-groups", type=int, default=1,
                         help="the tables' eqdv.queue-groups property")
+    parser.add_argument("--zipf-keys", action="store_true",
+                        help="updates pick keys by the generator's scrambled Zipf distribution")
     parser.add_argument("--baseline-bin", help="another eqdv, converting a copy of the day")
     parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
     args = parser.parse_args()
     create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
+    if args.zipf_keys:
+        create.append("--zipf-keys")
     results = {
         "machine": machine(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "binary": json.loads(args.bin_info),
         "baseline_binary": json.loads(args.baseline_info) if args.baseline_bin else None,
         "table": {"day": DAY, "backfill": BACKFILL, "baseline": BASELINE if args.baseline_bin else None,
-                  "create": create, "queue_groups": args.queue_groups, "commits": args.commits},
+                  "create": create, "queue_groups": args.queue_groups, "commits": args.commits,
+                  "zipf_keys": args.zipf_keys},
         "proxy": {"toxiproxy": "v2.5.0", "bandwidth_kbps_per_connection": BANDWIDTH_KBPS,
                   "latency_ms": args.latency,
                   "latency": "downstream, added to every response's first byte",
