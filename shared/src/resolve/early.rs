@@ -147,7 +147,7 @@ impl<'a> GroupWatch<'a> {
         let mut watch = Self {
             opens,
             candidates,
-            gathered: (0..key_columns).map(|_| ColumnValues::default()).collect(),
+            gathered: ColumnValues::empty_columns(key_columns),
             files_loaded: 0,
             next_check_at: 1,
             checks_left: MAX_CHECKS_PER_FILE,
@@ -223,9 +223,7 @@ impl<'a> GroupWatch<'a> {
                 .map(ColumnValues::sorted)
                 .collect(),
         );
-        self.gathered = (0..key_columns.len())
-            .map(|_| ColumnValues::default())
-            .collect();
+        self.gathered = ColumnValues::empty_columns(key_columns.len());
         let opens = self.opens;
         self.candidates.retain(|data| {
             if opens.full() || !may_match_bounds(key_columns, &gathered, data) {

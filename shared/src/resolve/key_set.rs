@@ -38,6 +38,11 @@ pub(super) struct ColumnValues {
 }
 
 impl ColumnValues {
+    /// No values yet, for each of `columns` key columns.
+    pub(super) fn empty_columns(columns: usize) -> Vec<Self> {
+        (0..columns).map(|_| Self::default()).collect()
+    }
+
     pub(super) fn len(&self) -> usize {
         self.ends.len()
     }
@@ -274,9 +279,7 @@ pub(super) async fn load_group_keys(
     } else {
         Loading::Rows {
             keys: HashMap::with_hasher(KeyHashBuilder::new()),
-            columns: (0..key_columns.len())
-                .map(|_| ColumnValues::default())
-                .collect(),
+            columns: ColumnValues::empty_columns(key_columns.len()),
         }
     };
     // The files are fetched concurrently (each open and read is a few round trips to
