@@ -137,33 +137,36 @@ fn hashed_long_keys_are_distinct_and_spread() {
 fn shape_fields_must_match_when_a_table_continues() {
     let stored = WorkloadSpec::default();
     let name = eqdv::catalog::TableName::parse("db.t").unwrap();
-    let hashed = WorkloadSpec {
-        hashed_keys: true,
-        ..Default::default()
-    };
-    let err = hashed
-        .check_continues(&stored, &name)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("hashed_keys=false"), "{err}");
-    let skewed = WorkloadSpec {
-        zipf_keys: true,
-        ..Default::default()
-    };
-    let err = skewed
-        .check_continues(&stored, &name)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("zipf_keys=false, not true"), "{err}");
-    let wider = WorkloadSpec {
-        extra_columns: 3,
-        ..Default::default()
-    };
-    let err = wider
-        .check_continues(&stored, &name)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("extra_columns=0, not 3"), "{err}");
+    let refused = [
+        (
+            WorkloadSpec {
+                hashed_keys: true,
+                ..Default::default()
+            },
+            "hashed_keys=false",
+        ),
+        (
+            WorkloadSpec {
+                zipf_keys: true,
+                ..Default::default()
+            },
+            "zipf_keys=false, not true",
+        ),
+        (
+            WorkloadSpec {
+                extra_columns: 3,
+                ..Default::default()
+            },
+            "extra_columns=0, not 3",
+        ),
+    ];
+    for (given, named) in refused {
+        let err = given
+            .check_continues(&stored, &name)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(named), "{err}");
+    }
     let too_wide = WorkloadSpec {
         extra_columns: 201,
         ..Default::default()
