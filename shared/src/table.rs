@@ -228,6 +228,15 @@ impl LiveFile {
         self.file.file_path()
     }
 
+    /// Row groups in the file, from its split offsets (one per row group), when the
+    /// writer recorded them.
+    pub fn row_groups(&self) -> Option<usize> {
+        self.file
+            .split_offsets()
+            .filter(|offsets| !offsets.is_empty())
+            .map(<[i64]>::len)
+    }
+
     /// Identity of a delete file entry: DVs share a Puffin file, so the offset is part of it.
     pub fn entry_key(&self) -> FileEntryKey {
         FileEntryKey {

@@ -1033,6 +1033,59 @@ async fn bloom_filters_prune_random_keys_in_wide_tables() {
     }
 }
 
+/// Files larger than the default footer read: after the first ones, each is opened with
+/// the tail the table's files have been seen to need (footer and trailing bloom
+/// filters), in one request, and every filter is still probed from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn footer_reads_shrink_to_what_the_tables_files_need() {
+    let w = warehouse();
+    let s = WorkloadSpec {
+        seed: 92,
+        rows: 24_000,
+        commits: 1,
+        keys: vec![KeyType::Uuid],
+        changes_per_commit: 20,
+        rows_per_file: 4_000,
+        rows_per_row_group: 1_000,
+        bloom_filters: true,
+        extra_columns: 6,
+        ..Default::default()
+    };
+    generate_table(&w.catalog, &s).await;
+    let f = files(&w.catalog).await;
+    let default_read = eqdv::parquet_io::reader::DEFAULT_FOOTER_HINT as u64;
+    let large = f
+        .data_files
+        .iter()
+        .filter(|d| d.file.file_size_in_bytes() > default_read)
+        .count();
+    assert!(
+        large >= 6,
+        "{large} data files over the default footer read"
+    );
+    // The writer records split offsets: how a file's row groups are known before it opens.
+    assert!(f.data_files.iter().all(|d| d.row_groups().is_some()));
+    // One scan at a time, so each file learns from those before it.
+    let one_at_a_time = eqdv::resolve::ResolveOptions {
+        parallelism: 1,
+        ..Default::default()
+    };
+    let [learned, full] = resolve_each(&w.catalog, [one_at_a_time, full_scan()]).await;
+    let m = &learned.metrics;
+    assert_eq!(learned.positions, full.positions);
+    assert_eq!(m.footers_read_twice, 0);
+    // Every row group's filter came with the footer's read and was probed.
+    assert_eq!(m.bloom_filters_read, m.files_opened * 4, "{m:?}");
+    // The first file is read with the default, the rest with much less.
+    assert!(
+        m.footer_bytes_read < default_read + (m.files_opened - 1) * default_read / 2,
+        "{} footer bytes for {} files",
+        m.footer_bytes_read,
+        m.files_opened
+    );
+    assert_eq!(full.metrics.footers_read_twice, 0);
+}
+
 /// A bloom filter that cannot be read only costs the read it would have saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreadable_bloom_filters_are_ignored() {

@@ -288,6 +288,10 @@ fn convert_summary(r: &ConvertReport) -> Summary {
         .row("candidate data files", m.candidate_files)
         .row("pruned by column bounds", m.pruned_by_bounds)
         .row("data files opened", m.files_opened)
+        .row(
+            "footer bytes read (footers read twice)",
+            format!("{} ({})", m.footer_bytes_read, m.footers_read_twice),
+        )
         .row("data files with matches", m.files_with_matches)
         .row(
             "data files holding a deleted key",
@@ -302,7 +306,7 @@ fn convert_summary(r: &ConvertReport) -> Summary {
             format!("{} / {}", m.row_groups_read, m.row_groups_pruned),
         )
         .row("rows scanned", m.rows_scanned)
-        .row("bytes read", m.bytes_read)
+        .row("column chunk bytes read", m.bytes_read)
         .row("commit attempts", r.commit_attempts)
         .row(
             "conflicts (rebased / re-planned)",

@@ -23,6 +23,7 @@
 //! their footer.
 
 mod convert;
+pub mod footer_hint;
 pub mod reader;
 mod source;
 mod stream;
@@ -33,10 +34,12 @@ use std::sync::Arc;
 
 use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::file::metadata::ParquetMetaData;
 
 pub use convert::{converts_exactly, target_schema};
+pub use footer_hint::FooterHint;
 pub use source::{FieldIdSource, FieldSource};
 
 use crate::{Error, Result};
@@ -54,6 +57,16 @@ pub struct ParquetFile {
     mapped_ids: Vec<i32>,
     /// See [`FileReader::footer_read_start`].
     footer_read_start: u64,
+    footer_read: FooterRead,
+}
+
+/// What reading a file's footer took.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FooterRead {
+    /// Requests: 1, or 2 when the footer was longer than the bytes read for it.
+    pub requests: u64,
+    /// Bytes fetched.
+    pub bytes: u64,
 }
 
 impl ParquetFile {
@@ -61,6 +74,36 @@ impl ParquetFile {
     /// [`reader`]). `file_size` comes from the manifest, which saves a
     /// HEAD request.
     pub async fn open(file_io: &FileIO, path: &str, file_size: Option<u64>) -> Result<Self> {
+        let (size, reader) = Self::input(file_io, path, file_size).await?;
+        Self::open_reader(path, FileReader::new(path, size, reader)).await
+    }
+
+    /// Opens a data file of `size` bytes and `row_groups` row groups (its manifest
+    /// entry's split offsets) with the footer read that `hint` has learned from the
+    /// table's files opened before, and teaches `hint` this one.
+    pub async fn open_learning(
+        file_io: &FileIO,
+        path: &str,
+        size: u64,
+        row_groups: Option<usize>,
+        hint: &FooterHint,
+    ) -> Result<Self> {
+        let (size, reader) = Self::input(file_io, path, Some(size)).await?;
+        let reader =
+            FileReader::new(path, size, reader).with_footer_hint(hint.for_file(size, row_groups));
+        let (file, footer_len) = Self::open_measured(path, reader).await?;
+        if let Some(footer_len) = footer_len {
+            hint.learn(size, file.metadata(), footer_len);
+        }
+        Ok(file)
+    }
+
+    /// The file's size (`file_size`, or asked of storage) and a reader of it.
+    async fn input(
+        file_io: &FileIO,
+        path: &str,
+        file_size: Option<u64>,
+    ) -> Result<(u64, Box<dyn iceberg::io::FileRead>)> {
         let input = file_io.new_input(path)?;
         let size = match file_size {
             Some(size) => size,
@@ -76,15 +119,27 @@ impl ParquetFile {
             .reader()
             .await
             .map_err(|e| Error::file(path, "cannot open data file (missing?)", e))?;
-        Self::open_reader(path, FileReader::new(path, size, reader)).await
+        Ok((size, reader))
     }
 
     /// Opens `path` through `reader` (a [`FileReader`] of it) and reads its footer.
     pub async fn open_reader(path: &str, reader: FileReader) -> Result<Self> {
+        Ok(Self::open_measured(path, reader).await?.0)
+    }
+
+    /// [`Self::open_reader`], and the length of the footer's metadata (see
+    /// [`FileReader::footer_len`]).
+    async fn open_measured(path: &str, mut reader: FileReader) -> Result<(Self, Option<u64>)> {
         let footer_read_start = reader.footer_read_start();
-        let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        let metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;
+        let footer_read = FooterRead {
+            requests: reader.reads(),
+            bytes: reader.footer_bytes(),
+        };
+        let footer_len = reader.footer_len();
+        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
         let ids: Vec<Option<i32>> = builder
             .schema()
             .fields()
@@ -99,18 +154,27 @@ impl ParquetFile {
                 .columns()
                 .iter()
                 .any(|c| c.self_type().get_basic_info().has_id());
-        Ok(Self {
-            path: path.to_string(),
-            builder,
-            ids,
-            id_source: if has_ids {
-                FieldIdSource::FileIds
-            } else {
-                FieldIdSource::Unresolvable
+        Ok((
+            Self {
+                path: path.to_string(),
+                builder,
+                ids,
+                id_source: if has_ids {
+                    FieldIdSource::FileIds
+                } else {
+                    FieldIdSource::Unresolvable
+                },
+                mapped_ids: Vec::new(),
+                footer_read_start,
+                footer_read,
             },
-            mapped_ids: Vec::new(),
-            footer_read_start,
-        })
+            footer_len,
+        ))
+    }
+
+    /// What reading the footer took.
+    pub fn footer_read(&self) -> FooterRead {
+        self.footer_read
     }
 
     /// Whether the bytes at `offset` came with the footer's read (a later read of them

@@ -48,6 +48,8 @@ pub struct FileReader {
     tail: Option<(u64, Bytes)>,
     /// Reads issued to `inner` (for tests and diagnostics).
     reads: u64,
+    /// Bytes the footer's reads fetched.
+    footer_bytes: u64,
 }
 
 impl FileReader {
@@ -62,6 +64,7 @@ impl FileReader {
             coalesce_gap: DEFAULT_COALESCE_GAP,
             tail: None,
             reads: 0,
+            footer_bytes: 0,
         }
     }
 
@@ -86,6 +89,23 @@ impl FileReader {
     /// Reads issued to the underlying [`FileRead`] so far.
     pub fn reads(&self) -> u64 {
         self.reads
+    }
+
+    /// Bytes the footer's reads fetched so far.
+    pub fn footer_bytes(&self) -> u64 {
+        self.footer_bytes
+    }
+
+    /// The length of the footer's metadata (without the 8-byte trailer), from the kept
+    /// tail: `None` before the footer is read.
+    pub fn footer_len(&self) -> Option<u64> {
+        let (_, tail) = self.tail.as_ref()?;
+        let trailer = tail
+            .len()
+            .checked_sub(8)
+            .and_then(|at| tail.get(at..at + 4))?;
+        let len: [u8; 4] = trailer.try_into().ok()?;
+        Some(u64::from(u32::from_le_bytes(len)))
     }
 
     /// `range` from the kept tail, if it lies wholly inside it.
@@ -163,6 +183,7 @@ impl MetadataFetch for FooterFetch<'_> {
             reader.reads += 1;
             let bytes =
                 FileReader::fetch_range(reader.inner.as_ref(), &reader.path, range.clone()).await?;
+            reader.footer_bytes += bytes.len() as u64;
             if reader.tail.is_none() && range.end == reader.size {
                 reader.tail = Some((range.start, bytes.clone()));
             }

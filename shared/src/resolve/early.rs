@@ -27,7 +27,7 @@ use super::budget::ReadBudget;
 use super::key_set::ColumnValues;
 use super::prune::{DeletedValues, may_match_bounds};
 use crate::keys::KeyColumns;
-use crate::parquet_io::ParquetFile;
+use crate::parquet_io::{FooterHint, ParquetFile};
 use crate::table::LiveFile;
 use crate::{Error, Result};
 
@@ -49,6 +49,7 @@ pub(super) type EarlyOpen = JoinHandle<Result<ParquetFile>>;
 pub(super) struct EarlyOpens {
     file_io: FileIO,
     budget: Arc<ReadBudget>,
+    footer_hint: Arc<FooterHint>,
     limit: usize,
     state: Mutex<Opened>,
 }
@@ -62,10 +63,16 @@ struct Opened {
 }
 
 impl EarlyOpens {
-    pub(super) fn new(file_io: FileIO, budget: Arc<ReadBudget>, parallelism: usize) -> Self {
+    pub(super) fn new(
+        file_io: FileIO,
+        budget: Arc<ReadBudget>,
+        footer_hint: Arc<FooterHint>,
+        parallelism: usize,
+    ) -> Self {
         Self {
             file_io,
             budget,
+            footer_hint,
             limit: parallelism.max(1).saturating_mul(HELD_PER_READ),
             state: Mutex::default(),
         }
@@ -90,12 +97,14 @@ impl EarlyOpens {
             return;
         }
         let (file_io, budget) = (self.file_io.clone(), self.budget.clone());
+        let hint = self.footer_hint.clone();
         let (path, size) = (data.path().to_string(), data.file.file_size_in_bytes());
+        let row_groups = data.row_groups();
         let task = {
             let path = path.clone();
             tokio::spawn(async move {
                 let _slot = budget.file().await?;
-                ParquetFile::open(&file_io, &path, Some(size)).await
+                ParquetFile::open_learning(&file_io, &path, size, row_groups, &hint).await
             })
         };
         state.opens.insert(path, task);

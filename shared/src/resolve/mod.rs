@@ -114,6 +114,12 @@ pub struct ResolveMetrics {
     /// Candidates skipped because no key fits their column bounds.
     pub pruned_by_bounds: u64,
     pub files_opened: u64,
+    /// Bytes fetched to open the data files' footers (see
+    /// [`crate::parquet_io::footer_hint`]).
+    pub footer_bytes_read: u64,
+    /// Files opened whose footer was longer than the bytes first read for it, so that it
+    /// took a second request.
+    pub footers_read_twice: u64,
     /// Of the files opened, those whose footer fetch started as soon as the keys loaded
     /// so far confirmed them (one lay within their bounds; `early`), not after every
     /// group's keys had loaded.
@@ -202,6 +208,8 @@ impl ResolveMetrics {
         self.delete_keys += pass.delete_keys;
         self.pruned_by_bounds += pass.pruned_by_bounds;
         self.files_opened += pass.files_opened;
+        self.footer_bytes_read += pass.footer_bytes_read;
+        self.footers_read_twice += pass.footers_read_twice;
         self.footers_opened_early += pass.footers_opened_early;
         self.row_groups_read += pass.row_groups_read;
         self.row_groups_pruned += pass.row_groups_pruned;

@@ -19,7 +19,7 @@ use super::early::{self, EarlyOpen, EarlyOpens, GroupWatch};
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
 use super::prune::ColumnRanges;
 use super::{ResolveMetrics, ResolveOptions, Resolved};
-use crate::parquet_io::{FieldSource, ParquetFile};
+use crate::parquet_io::{FieldSource, FooterHint, FooterRead, ParquetFile};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -44,9 +44,16 @@ pub(super) async fn resolve_pass(
         options.parallelism,
         options.read_memory_budget,
     ));
+    // How much of each data file's end to read for its footer, learned as they open.
+    let footer_hint = Arc::new(FooterHint::new());
     // Footers of the candidates that the keys loaded so far confirm, fetched while the
     // rest load (`early`): in one key pass only.
-    let early = EarlyOpens::new(table.file_io.clone(), budget.clone(), options.parallelism);
+    let early = EarlyOpens::new(
+        table.file_io.clone(),
+        budget.clone(),
+        footer_hint.clone(),
+        options.parallelism,
+    );
     let watch = |group: &DeleteGroup| {
         (pass.passes <= 1).then(|| {
             let in_scope = files
@@ -141,6 +148,7 @@ pub(super) async fn resolve_pass(
             let options = options.clone();
             let name_mapping = name_mapping.clone();
             let budget = budget.clone();
+            let footer_hint = footer_hint.clone();
             let path = data.path().to_string();
             async move {
                 let task = tokio::spawn(async move {
@@ -150,6 +158,7 @@ pub(super) async fn resolve_pass(
                         options: &options,
                         name_mapping: name_mapping.as_deref(),
                         budget: &budget,
+                        footer_hint: &footer_hint,
                     };
                     scan_file(&context, &data, open, &group_ids, &projection).await
                 });
@@ -174,6 +183,8 @@ pub(super) async fn resolve_pass(
     );
     for scan in scans {
         metrics.files_opened += 1;
+        metrics.footer_bytes_read += scan.footer.bytes;
+        metrics.footers_read_twice += u64::from(scan.footer.requests > 1);
         metrics.row_groups_read += scan.row_groups_read;
         metrics.row_groups_pruned += scan.row_groups_pruned;
         metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
@@ -226,6 +237,7 @@ struct ScanContext<'a> {
     options: &'a ResolveOptions,
     name_mapping: Option<&'a NameMapping>,
     budget: &'a ReadBudget,
+    footer_hint: &'a FooterHint,
 }
 
 async fn scan_file(
@@ -239,10 +251,12 @@ async fn scan_file(
     let file = match early_open {
         Some(open) => early::finish(data.path(), open).await?,
         None => {
-            ParquetFile::open(
+            ParquetFile::open_learning(
                 &table.file_io,
                 data.path(),
-                Some(data.file.file_size_in_bytes()),
+                data.file.file_size_in_bytes(),
+                data.row_groups(),
+                context.footer_hint,
             )
             .await?
         }
@@ -311,6 +325,7 @@ async fn scan_file(
         row_groups_pruned_by_bloom: pruned_by_bloom,
         bloom_filters_read,
         read_chance_if_absent: skip_chance.map(|skip| 1.0 - skip),
+        footer: file.footer_read(),
         holds_deleted_value: false,
         rows_scanned: 0,
         bytes_read: 0,
@@ -433,6 +448,7 @@ struct FileScan {
     read_chance_if_absent: Option<f64>,
     /// Some row read holds a deleted key (a newer row of it included).
     holds_deleted_value: bool,
+    footer: FooterRead,
     rows_scanned: u64,
     bytes_read: u64,
 }
