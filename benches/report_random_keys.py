@@ -129,11 +129,11 @@ def table_section(results, table):
           f"{placement_text(table)}\n\n"]
     md.append(
         "| commits | deleted keys | files with a deleted row | binary | runs | wall s min / median / max | CPU s | "
-        "peak RSS MB | resolve ms | floor ms | resolve / floor | files opened (footers) | files read | "
+        "peak RSS MB | resolve ms | floor ms | resolve / floor | files opened (footers) | footers read twice | files read | "
         "files holding a deleted key | files read / holding | filters' expected false positives | "
         "bloom filters read | row groups pruned by bloom | S3 requests: footer / chunk / "
-        "delete file / all | MB read |\n"
-        "|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+        "delete file / all | MB read: footers / all |\n"
+        "|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
     verdicts = []
     for commits in results["steps"]:
         floor = floor_of(results, name, commits)
@@ -150,7 +150,7 @@ def table_section(results, table):
             m = medians[binary]
             if m is None:
                 md.append(f"| {commits} | | | {binary} | {len(runs)} | failed: "
-                          f"{runs[0].get('error', '')[-150:]} |" + " |" * 15 + "\n")
+                          f"{runs[0].get('error', '')[-150:]} |" + " |" * 16 + "\n")
                 continue
             walls = sorted(r["wall_s"] for r in runs if "out" in r)
             o = m["out"]
@@ -161,18 +161,20 @@ def table_section(results, table):
             read = files_read(m)
             s3 = m.get("s3", {})
             mb = sum(s3.get("bytes", {}).values()) / 1e6
+            footer_mb = s3.get("bytes", {}).get("data footer", 0) / 1e6
+            twice = r.get("footers_read_twice")
             md.append(
                 f"| {commits} | {r['delete_keys']:,} | {holding:,} | {binary} | {len(runs)} | "
                 f"{walls[0]:.2f} / {walls[(len(walls) - 1) // 2]:.2f} / {walls[-1]:.2f} | {m['cpu_s']:.2f} | "
                 f"{m['max_rss_mb']:.0f} | {resolve_ms:,.0f} | "
                 f"{'' if floor_ms is None else f'{floor_ms:,.0f}'} | "
                 f"{'' if floor_ms is None else f'{resolve_ms / floor_ms:.2f}x'} | "
-                f"{r['files_opened']:,} | {read:,} | {held:,} | {read / held if held else 0:.2f}x | "
+                f"{r['files_opened']:,} | {'–' if twice is None else f'{twice:,}'} | {read:,} | {held:,} | {read / held if held else 0:.2f}x | "
                 f"{fmt_expected(r)} | "
                 f"{filters_read(r)} | "
                 f"{r['row_groups_pruned_by_bloom']:,} | "
                 f"{requests(m, 'data footer'):,} / {requests(m, 'data chunk'):,} / {requests(m, 'delete file'):,} / "
-                f"{s3.get('total', 0):,} | {mb:,.1f} |\n")
+                f"{s3.get('total', 0):,} | {footer_mb:,.1f} / {mb:,.1f} |\n")
         cur, nop, base = medians.get("current"), medians.get("no pruning"), medians.get("baseline")
         if cur:
             r = cur["out"]["resolve"]
@@ -218,7 +220,10 @@ def section(results):
         "Random keys put every deleted key inside every file's bounds, so neither manifest bounds nor "
         "row-group statistics rule a file out: only bloom filters can.\n\n"
         "- **files holding a key**: data files with a deleted row (eqdv's `files_with_matches`, equal in "
-        "every run and to the floor's). **files opened**: footers read. **files read**: files whose key "
+        "every run and to the floor's). **files opened**: footers read. **footers read twice**: files "
+        "whose footer was longer than eqdv's first read of the file's end (its `footers_read_twice`; "
+        "– where the binary does not report it). **MB read: footers / all**: bytes MinIO served, to "
+        "the requests for the data files' ends (footers) and in all. **files read**: files whose key "
         "column was read (opened, less those whose every row group a filter ruled out). **no pruning**: "
         "`current` with `--no-pruning`. **floor**: `eqdv-bench s3-floor`, the delete files and the key "
         "column chunks of the files that truly hold a key, fetched at once (64 in flight), decoded and "
