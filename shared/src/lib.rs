@@ -20,7 +20,7 @@
 //! - `snapshot`: a new snapshot on a base (manifests, list, summary); `commit`: the
 //!   metadata write, the pointer swap and reading an unknown outcome back.
 //! - `convert`: the conversion job: attempts, merging with existing deletes,
-//!   validation and retries.
+//!   validation and retries, and one conversion split into data ranges committed once.
 //! - `inspect`: what a table holds, for operators; `verify`: DV checks as readers make
 //!   them; `cleanup`: orphan files.
 //! - `storage`: file names and I/O helpers; `error`: the typed error;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::convert::{ConvertOptions, Outcome, convert, convert_in_ranges};
 use eqdv::plan::{Plan, Shard};
 
 use crate::args::{DEFAULT_BRANCH, TableArgs};
@@ -50,6 +50,17 @@ pub struct ConvertArgs {
         env = "EQDV_KEY_MEMORY_MB"
     )]
     key_memory_mb: u64,
+    /// Split the data files into N ranges (by a hash of their paths), converted at once
+    /// in this process, each with its share of --parallelism and of the memory budgets,
+    /// and committed together in one snapshot: the split a fan-out across invocations
+    /// runs. 1 does not split.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u32).range(1..=1024)
+    )]
+    ranges: u32,
 }
 
 pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
@@ -88,7 +99,11 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         options.shard = Some(shard);
     }
     let bar = spinner(&format!("converting {name}"), json);
-    let report = convert(catalog.as_ref(), &name, &options).await?;
+    let report = if args.ranges > 1 {
+        convert_in_ranges(catalog.as_ref(), &name, &options, args.ranges).await?
+    } else {
+        convert(catalog.as_ref(), &name, &options).await?
+    };
     bar.finish_and_clear();
     output::print_convert_report(&report, json)?;
     Ok(match report.outcome {

@@ -307,6 +307,14 @@ fn convert_summary(r: &ConvertReport) -> Summary {
         )
         .row("rows scanned", m.rows_scanned)
         .row("column chunk bytes read", m.bytes_read)
+        .row(
+            "data ranges (committed together)",
+            if r.ranges == 0 {
+                "not split".to_string()
+            } else {
+                r.ranges.to_string()
+            },
+        )
         .row("commit attempts", r.commit_attempts)
         .row(
             "conflicts (rebased / re-planned)",

@@ -101,6 +101,73 @@ fn generate_convert_and_exit_codes() {
     assert_eq!(json(&out)["outcome"], "nothing-to-do");
 }
 
+/// `convert --ranges N`: a global group split into data ranges, committed in one
+/// snapshot, judged by readers other than eqdv's; a dry run and a bad count first.
+#[test]
+fn ranges_split_a_global_group_and_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    let out = run(
+        "generate",
+        w,
+        &[
+            "--rows",
+            "1200",
+            "--commits",
+            "3",
+            "--partition",
+            "bucket:3",
+            "--global-deletes",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run("convert", w, &["--ranges", "0"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a split into no ranges is refused"
+    );
+
+    let out = run("convert", w, &["--ranges", "4", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(0));
+    let dry = json(&out);
+    assert_eq!(dry["outcome"], "dry-run");
+    let before = json(&run("inspect", w, &[]));
+
+    let out = run("convert", w, &["--ranges", "4"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = json(&out);
+    assert_eq!(report["outcome"], "converted");
+    assert_eq!(report["ranges"], 4);
+    assert_eq!(report["commit_attempts"], 1);
+    assert_eq!(report["dvs_written"], dry["dvs_written"]);
+    assert!(report["dvs_written"].as_u64().unwrap() > 0);
+    // One snapshot: the next sequence number, converted from the head before.
+    let after = json(&run("inspect", w, &[]));
+    assert_eq!(
+        after["sequence_number"].as_i64(),
+        before["sequence_number"].as_i64().map(|n| n + 1),
+        "not exactly one new snapshot: {after}"
+    );
+    assert_eq!(
+        after["summary"]["eqdv.converted-from"].as_str(),
+        Some(before["snapshot_id"].to_string().as_str())
+    );
+    assert_converted(w, "cdc.orders");
+    let out = run("convert", w, &["--ranges", "4"]);
+    assert_eq!(out.status.code(), Some(3));
+}
+
 #[test]
 fn shards_from_a_plan_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,8 +12,8 @@ use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
-use crate::puffin::{DvBlobInput, EncodedPuffin, encode_dv_puffin};
-use crate::resolve::resolve;
+use crate::puffin::{DvBlobInput, EncodedPuffin, WrittenDv, WrittenPuffin, encode_dv_puffin};
+use crate::resolve::{Resolved, resolve};
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
     build_snapshot,
@@ -52,14 +52,7 @@ impl Attempt<'_> {
         let table = LoadedTable::load(catalog, name).await?;
         table.require_v3()?;
         table.require_branch(&options.branch)?;
-        if let Some(shard) = &options.shard
-            && shard.branch != options.branch
-        {
-            return Err(Error::InvalidInput(format!(
-                "shard {} was planned on branch '{}', not '{}'",
-                shard.id, shard.branch, options.branch
-            )));
-        }
+        check_shard_branch(options)?;
         let policy = policy
             .get_or_insert_with(|| {
                 let mut policy = RetryPolicy::from_properties(table.metadata.properties());
@@ -89,16 +82,8 @@ impl Attempt<'_> {
             return Ok(AttemptEnd::Done);
         }
 
-        options.check_deadline(name, "resolving keys to positions")?;
         let phase = Instant::now();
-        let resolving = resolve(&table, &files, &groups, &options.resolve);
-        let resolved = match options.deadline {
-            // Dropping the scan cancels it (its tasks abort on drop).
-            Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
-                .await
-                .map_err(|_| options.deadline_error(name, "resolving keys to positions"))??,
-            None => resolving.await?,
-        };
+        let resolved = resolve_by_deadline(&table, &files, &groups, options).await?;
         report.resolve = resolved.metrics.clone();
         let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
             &table,
@@ -177,8 +162,7 @@ impl Attempt<'_> {
         report: &mut ConvertReport,
         attempt_files: &mut Vec<String>,
     ) -> Result<AttemptEnd> {
-        let (catalog, name, options, started) =
-            (self.catalog, self.name, self.options, self.started);
+        let (name, options) = (self.name, self.options);
         // Every DV goes into one Puffin file next to the data. It is encoded here and
         // uploaded by the first commit attempt while that writes the manifests: their
         // entries need only where each DV lies in the file, known once it is encoded.
@@ -186,65 +170,54 @@ impl Attempt<'_> {
         let mut added = Vec::new();
         let mut puffin_to_upload: Option<EncodedPuffin> = None;
         if !dv_plans.is_empty() {
-            let location =
-                crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
-            attempt_files.push(location.clone());
-            let inputs: Vec<DvBlobInput> = dv_plans
-                .iter()
-                .map(|p| DvBlobInput {
-                    referenced_data_file: p.data_file.path().to_string(),
-                    positions: p.positions.clone(),
-                })
-                .collect();
-            let encoded = encode_dv_puffin(&location, &inputs).await?;
+            let encoded = encode_dvs(&table, &dv_plans, attempt_files).await?;
             let written = &encoded.written;
-            let schema = table.metadata.current_schema();
             for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
-                // The DV sits in its data file's partition, in the partition types the new
-                // manifest is written with (the current schema's: a data file written
-                // before a promotion carries the old types).
-                let spec_id = plan.data_file.spec_id;
-                let spec = table.partition_spec(spec_id)?;
-                let partition = crate::plan::partition_as_type(
-                    plan.data_file.file.partition(),
-                    &spec.partition_type(schema)?,
-                );
-                let file = written.dv_entry(dv, plan.data_file.spec_id, partition)?;
-                added.push(AddedFile {
-                    spec_id: plan.data_file.spec_id,
-                    file,
-                });
+                added.push(dv_added_file(&table, written, dv, &plan.data_file)?);
             }
             report.puffin_file = Some(written.location.clone());
             puffin_to_upload = Some(encoded);
         }
 
         let footprint = AttemptFootprint {
-            groups: groups.clone(),
+            groups,
             dv_targets: dv_plans
                 .iter()
                 .map(|p| p.data_file.path().to_string())
                 .collect(),
             removed: removed.clone(),
         };
-        let base_snapshot_id = files.snapshot_id;
-        let mut changes = SnapshotChanges::new(Operation::Delete);
-        changes.added_delete_files = added;
-        changes.removed_files = removed;
-        if let Some(id) = base_snapshot_id {
-            changes
-                .extra_summary
-                .insert(CONVERTED_FROM_PROPERTY.into(), id.to_string());
-        }
-        changes
-            .extra_summary
-            .insert(SOURCE_PROPERTY.into(), options.source.clone());
-        if let Some(shard) = &options.shard {
-            changes
-                .extra_summary
-                .insert(SHARD_PROPERTY.into(), shard.id.clone());
-        }
+        let changes = conversion_changes(files.snapshot_id, options, added, removed);
+        self.commit_changes(
+            policy,
+            table,
+            files,
+            changes,
+            &footprint,
+            puffin_to_upload,
+            report,
+        )
+        .await
+    }
 
+    /// Commits `changes`, built on `files` (the head of `table` when it was loaded),
+    /// rebasing on a moved head while validation against `footprint` allows. `puffin`,
+    /// when given, is uploaded beside the first build's manifests. Manifests and metadata
+    /// of failed swaps are removed here; the Puffin files the changes add are the
+    /// caller's to remove on `Replan` or on an error other than `CommitStateUnknown`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn commit_changes(
+        &self,
+        policy: &RetryPolicy,
+        table: LoadedTable,
+        files: TableFiles,
+        mut changes: SnapshotChanges,
+        footprint: &AttemptFootprint,
+        mut puffin_to_upload: Option<EncodedPuffin>,
+        report: &mut ConvertReport,
+    ) -> Result<AttemptEnd> {
+        let (catalog, name, options, started) =
+            (self.catalog, self.name, self.options, self.started);
         // Commit loop: rebase on a moved head while validation allows it.
         let mut table = table;
         let mut files = files;
@@ -320,7 +293,7 @@ impl Attempt<'_> {
                     let (new_files, ()) =
                         TableFiles::read_scoped(&reloaded, head.as_ref(), |_| Ok((scope, ())))
                             .await?;
-                    match validate(&files, &new_files, &footprint) {
+                    match validate(&files, &new_files, footprint) {
                         Ok(refreshed_removed) => {
                             tracing::info!(table = %name, "head moved; rebasing the conversion");
                             report.rebases += 1;
@@ -348,7 +321,7 @@ impl Attempt<'_> {
 
 /// The data an attempt reads: what its groups can touch, or with pruning turned off
 /// (`--no-pruning`, for tables whose bounds cannot be trusted) every data file.
-fn data_scope(groups: &[DeleteGroup], options: &ConvertOptions) -> DataScope {
+pub(super) fn data_scope(groups: &[DeleteGroup], options: &ConvertOptions) -> DataScope {
     if options.resolve.bound_pruning {
         DataScope::of_groups(groups)
     } else {
@@ -357,7 +330,7 @@ fn data_scope(groups: &[DeleteGroup], options: &ConvertOptions) -> DataScope {
 }
 
 /// The groups to convert: all, or only the delete files the shard names that are still live.
-fn select_groups(
+pub(super) fn select_groups(
     table: &LoadedTable,
     files: &TableFiles,
     shard: Option<&Shard>,
@@ -390,4 +363,100 @@ fn select_groups(
             }
         })
         .collect())
+}
+
+/// Encodes the DVs of `dv_plans` into one new Puffin file next to the table's data
+/// (recorded in `written_files` before anything is uploaded); the caller uploads it.
+pub(super) async fn encode_dvs(
+    table: &LoadedTable,
+    dv_plans: &[DvPlan],
+    written_files: &mut Vec<String>,
+) -> Result<EncodedPuffin> {
+    let location = crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
+    written_files.push(location.clone());
+    let inputs: Vec<DvBlobInput> = dv_plans
+        .iter()
+        .map(|p| DvBlobInput {
+            referenced_data_file: p.data_file.path().to_string(),
+            positions: p.positions.clone(),
+        })
+        .collect();
+    Ok(encode_dv_puffin(&location, &inputs).await?)
+}
+
+/// The manifest entry of `dv`, written into `puffin` for `data_file`.
+pub(super) fn dv_added_file(
+    table: &LoadedTable,
+    puffin: &WrittenPuffin,
+    dv: &WrittenDv,
+    data_file: &LiveFile,
+) -> Result<AddedFile> {
+    // The DV sits in its data file's partition, in the partition types the new manifest
+    // is written with (the current schema's: a data file written before a promotion
+    // carries the old types).
+    let spec = table.partition_spec(data_file.spec_id)?;
+    let partition = crate::plan::partition_as_type(
+        data_file.file.partition(),
+        &spec.partition_type(table.metadata.current_schema())?,
+    );
+    Ok(AddedFile {
+        spec_id: data_file.spec_id,
+        file: puffin.dv_entry(dv, data_file.spec_id, partition)?,
+    })
+}
+
+/// The snapshot changes of a conversion on `base_snapshot_id`: `added` DVs in, `removed`
+/// delete files out, and the summary properties that say what converted it.
+pub(super) fn conversion_changes(
+    base_snapshot_id: Option<i64>,
+    options: &ConvertOptions,
+    added: Vec<AddedFile>,
+    removed: Vec<LiveFile>,
+) -> SnapshotChanges {
+    let mut changes = SnapshotChanges::new(Operation::Delete);
+    changes.added_delete_files = added;
+    changes.removed_files = removed;
+    if let Some(id) = base_snapshot_id {
+        changes
+            .extra_summary
+            .insert(CONVERTED_FROM_PROPERTY.into(), id.to_string());
+    }
+    changes
+        .extra_summary
+        .insert(SOURCE_PROPERTY.into(), options.source.clone());
+    if let Some(shard) = &options.shard {
+        changes
+            .extra_summary
+            .insert(SHARD_PROPERTY.into(), shard.id.clone());
+    }
+    changes
+}
+
+/// Refuses a shard planned on another branch than the one the options convert.
+pub(super) fn check_shard_branch(options: &ConvertOptions) -> Result<()> {
+    match &options.shard {
+        Some(shard) if shard.branch != options.branch => Err(Error::InvalidInput(format!(
+            "shard {} was planned on branch '{}', not '{}'",
+            shard.id, shard.branch, options.branch
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Resolves the groups' keys to positions in `files`, stopped (the scan cancelled: its
+/// tasks abort on drop) at the options' deadline.
+pub(super) async fn resolve_by_deadline(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    options: &ConvertOptions,
+) -> Result<Resolved> {
+    options.check_deadline(&table.name, "resolving keys to positions")?;
+    let resolving = resolve(table, files, groups, &options.resolve);
+    match options.deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
+            .await
+            .map_err(|_| options.deadline_error(&table.name, "resolving keys to positions"))?,
+        None => resolving.await,
+    }
 }

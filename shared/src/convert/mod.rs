@@ -10,10 +10,12 @@
 //!
 //! This module holds the options, the report and the retry policy, and plans again while
 //! an attempt asks for it; `attempt` runs one attempt, `merge` unions new positions with
-//! older deletes, and `validate` decides between rebase and re-plan after a conflict.
+//! older deletes, `validate` decides between rebase and re-plan after a conflict, and
+//! `ranges` splits one conversion into data ranges converted apart and committed once.
 
 mod attempt;
 mod merge;
+mod ranges;
 mod validate;
 
 use std::collections::HashMap;
@@ -28,6 +30,11 @@ use crate::resolve::{ResolveMetrics, ResolveOptions};
 use crate::table::SkippedData;
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
+
+pub use ranges::{
+    DataRange, RangeDv, RangePuffin, RangeResult, commit_ranges, convert_in_ranges, convert_range,
+    discard_ranges,
+};
 
 // The summary properties a conversion records live with the snapshot code; kept here too
 // for the callers that name them through `convert`.
@@ -167,6 +174,9 @@ pub struct ConvertReport {
     pub conflicts: u32,
     pub rebases: u32,
     pub replans: u32,
+    /// The data ranges the conversion was split into and committed together (0: not
+    /// split; see [`convert_in_ranges`]).
+    pub ranges: u32,
     pub duration_ms: u64,
     /// Data the last attempt did not read: out of every group's partitions.
     pub skipped_data: SkippedData,
@@ -189,6 +199,35 @@ pub struct PhaseTimes {
 }
 
 impl ConvertReport {
+    /// A report of nothing done yet, ending in `outcome` unless more happens.
+    fn new(name: &TableName, options: &ConvertOptions, outcome: Outcome) -> Self {
+        Self {
+            table: name.to_string(),
+            branch: options.branch.clone(),
+            outcome,
+            base_snapshot_id: None,
+            new_snapshot_id: None,
+            metadata_location: None,
+            groups: 0,
+            equality_delete_files_removed: 0,
+            equality_deletes_removed: 0,
+            dvs_written: 0,
+            dvs_replaced: 0,
+            position_delete_files_removed: 0,
+            positions_added: 0,
+            puffin_file: None,
+            commit_attempts: 0,
+            conflicts: 0,
+            rebases: 0,
+            replans: 0,
+            ranges: 0,
+            duration_ms: 0,
+            skipped_data: SkippedData::default(),
+            phases: PhaseTimes::default(),
+            resolve: ResolveMetrics::default(),
+        }
+    }
+
     /// Drops what a discarded attempt planned and wrote (its files are deleted): a re-plan
     /// that finds nothing to do must not report them. The commit counters stay.
     fn forget_attempt(&mut self) {
@@ -217,30 +256,7 @@ pub async fn convert(
     options: &ConvertOptions,
 ) -> Result<ConvertReport> {
     let started = Instant::now();
-    let mut report = ConvertReport {
-        table: name.to_string(),
-        branch: options.branch.clone(),
-        outcome: Outcome::NothingToDo,
-        base_snapshot_id: None,
-        new_snapshot_id: None,
-        metadata_location: None,
-        groups: 0,
-        equality_delete_files_removed: 0,
-        equality_deletes_removed: 0,
-        dvs_written: 0,
-        dvs_replaced: 0,
-        position_delete_files_removed: 0,
-        positions_added: 0,
-        puffin_file: None,
-        commit_attempts: 0,
-        conflicts: 0,
-        rebases: 0,
-        replans: 0,
-        duration_ms: 0,
-        skipped_data: SkippedData::default(),
-        phases: PhaseTimes::default(),
-        resolve: ResolveMetrics::default(),
-    };
+    let mut report = ConvertReport::new(name, options, Outcome::NothingToDo);
     let mut policy: Option<RetryPolicy> = options.retry.clone();
     let attempt = Attempt {
         catalog,

@@ -123,6 +123,13 @@ pub enum Error {
     #[error("commit outcome unknown for table {table}: {message}")]
     CommitStateUnknown { table: String, message: String },
 
+    /// The head moved, since the data ranges of a split conversion read the table, in a
+    /// way that invalidates their work: nothing was committed; convert the group again.
+    #[error(
+        "table {table}: the head moved in a way that invalidates the converted data ranges ({reason}); nothing was committed, convert the group again"
+    )]
+    RangesStale { table: String, reason: String },
+
     /// Retries ran out; the last conflict is attached.
     #[error("table {table}: gave up after {attempts} commit attempts: {last}")]
     RetriesExhausted {
@@ -179,7 +186,9 @@ impl Error {
             Error::InvalidInput(_) | Error::Json(_) => K::InvalidInput,
             Error::TableNotFound { .. } => K::TableNotFound,
             Error::TableExists { .. } => K::TableExists,
-            Error::CommitConflict { .. } | Error::RetriesExhausted { .. } => K::CommitConflict,
+            Error::CommitConflict { .. }
+            | Error::RetriesExhausted { .. }
+            | Error::RangesStale { .. } => K::CommitConflict,
             Error::CommitStateUnknown { .. } => K::CommitStateUnknown,
             Error::DeadlineExceeded { .. } => K::DeadlineExceeded,
             Error::Catalog { .. } => K::Catalog,

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use roaring::RoaringTreemap;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
 
@@ -98,7 +98,7 @@ impl Default for ResolveOptions {
 }
 
 /// What resolving did, for reports and metrics.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ResolveMetrics {
     pub groups: u64,
     /// Key passes (more than one when the keys exceed the memory budget).
@@ -202,6 +202,18 @@ pub async fn resolve(
 }
 
 impl ResolveMetrics {
+    /// Adds the metrics of one range of a split conversion: every range loads all of the
+    /// groups' keys (counted in each) and scans its own data files.
+    pub(crate) fn add_range(&mut self, range: &ResolveMetrics) {
+        self.add(range);
+        self.groups = self.groups.max(range.groups);
+        self.key_passes = self.key_passes.max(range.key_passes);
+        self.live_data_files += range.live_data_files;
+        self.candidate_files += range.candidate_files;
+        self.files_with_matches += range.files_with_matches;
+        self.positions_matched += range.positions_matched;
+    }
+
     /// Adds the work counters of one pass.
     fn add(&mut self, pass: &ResolveMetrics) {
         self.delete_files_read += pass.delete_files_read;

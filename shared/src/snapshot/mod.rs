@@ -86,6 +86,15 @@ pub async fn build_snapshot(
     base: &TableFiles,
     changes: &SnapshotChanges,
 ) -> Result<PreparedSnapshot> {
+    // Built on anything but the branch's head as loaded, the swap would silently drop
+    // every snapshot between the two.
+    let head = table.head(branch)?.map(|s| s.snapshot_id());
+    if head != base.snapshot_id {
+        return Err(Error::InvalidInput(format!(
+            "refusing to build a snapshot of table {} on snapshot {:?}: the head of branch '{branch}' is {head:?}",
+            table.name, base.snapshot_id
+        )));
+    }
     let mut written = Vec::new();
     let result = build_inner(table, branch, base, changes, &mut written).await;
     if result.is_err() {

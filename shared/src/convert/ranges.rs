@@ -1,0 +1,605 @@
+//! One conversion split across data-file ranges, committed once.
+//!
+//! A group too big for one invocation (a global group makes the whole table one) is
+//! converted in ranges: every range resolves all of the group's keys against its own
+//! share of the candidate data files, all read at one snapshot, and writes their DVs to a
+//! Puffin file of its own, committing nothing ([`convert_range`]). One fan-in then
+//! commits every range's DVs and removes the group's equality deletes in a single
+//! snapshot ([`commit_ranges`]), validated against the head as any conversion is. The
+//! equality deletes go only when every range of the split came back: a missing, failed or
+//! mismatched range commits nothing, and the ranges' Puffin files are removed.
+//!
+//! A data file's range is a stable hash of its path, so every range task, and the
+//! fan-in, agree on it from the path alone: nothing lists the files of a range.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fmt;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use twox_hash::XxHash64;
+
+use super::attempt::{
+    Attempt, AttemptEnd, conversion_changes, data_scope, dv_added_file, encode_dvs,
+    resolve_by_deadline, select_groups,
+};
+use super::merge;
+use super::validate::{AttemptFootprint, validate};
+use super::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, ms_since};
+use crate::catalog::{Catalog, TableName};
+use crate::plan::DeleteGroup;
+use crate::puffin::{WrittenDv, WrittenPuffin};
+use crate::resolve::ResolveMetrics;
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::{Error, Result};
+
+/// Times an in-process split is converted again from a new head when the head moved in a
+/// way that invalidates the ranges' work (as a conversion plans again).
+const MAX_RANGE_REPLANS: u32 = 4;
+
+/// One range of a split into `count`: the data files whose path hashes to `index`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DataRange {
+    /// 0-based.
+    pub index: u32,
+    pub count: u32,
+}
+
+impl DataRange {
+    /// Range `index` of `count`; refuses an empty split or an index outside it.
+    pub fn new(index: u32, count: u32) -> Result<Self> {
+        if count == 0 || index >= count {
+            return Err(Error::InvalidInput(format!(
+                "data range {index} of {count} does not exist: a split has at least one range, numbered from 0"
+            )));
+        }
+        Ok(Self { index, count })
+    }
+
+    /// Every range of a split into `count` (none for 0).
+    pub fn all(count: u32) -> impl Iterator<Item = DataRange> {
+        (0..count).map(move |index| DataRange { index, count })
+    }
+
+    /// Whether the data file at `path` is this range's. XXH64 (seed 0) of the path's
+    /// bytes, modulo the count: fixed by the format of a range, so that tasks of
+    /// different builds split a table alike.
+    pub fn holds(&self, path: &str) -> bool {
+        XxHash64::oneshot(0, path.as_bytes()) % u64::from(self.count) == u64::from(self.index)
+    }
+}
+
+impl fmt::Display for DataRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "data range {} of {}", self.index, self.count)
+    }
+}
+
+/// What one range converted: the DVs it wrote, uncommitted, and what it relied on. It is
+/// all the fan-in needs besides the table (it is meant to be stored as JSON between the
+/// range tasks and the fan-in).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RangeResult {
+    pub table: TableName,
+    pub branch: String,
+    /// The shard converted, when the conversion was of one shard.
+    pub shard_id: Option<String>,
+    pub range: DataRange,
+    /// The snapshot every range of the split read.
+    pub base_snapshot_id: i64,
+    /// The equality delete files the range applied (sorted): the same in every range.
+    pub equality_delete_files: Vec<String>,
+    /// The Puffin file written, when the range found positions to delete (and it was not
+    /// a dry run).
+    pub puffin: Option<RangePuffin>,
+    /// v2 position delete files whose every referenced data file is this range's and got
+    /// a DV that carries their positions.
+    pub removed_position_deletes: Vec<String>,
+    pub dvs_planned: usize,
+    pub dvs_replaced: usize,
+    pub positions_added: u64,
+    pub resolve: ResolveMetrics,
+    pub resolve_ms: f64,
+}
+
+/// A range's Puffin file and where each of its DVs lies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangePuffin {
+    pub location: String,
+    pub file_size_in_bytes: u64,
+    pub dvs: Vec<RangeDv>,
+}
+
+/// One DV of a range's Puffin file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeDv {
+    pub referenced_data_file: String,
+    pub content_offset: i64,
+    pub content_size_in_bytes: i64,
+    pub cardinality: u64,
+    /// The DV it replaces (it carries that DV's positions too).
+    pub replaced_dv: Option<String>,
+}
+
+/// Converts `range` of the table at snapshot `base_snapshot_id` of the options' branch
+/// (all of its live equality deletes, or the shard's): resolves every key of the groups
+/// against the range's data files and uploads their DVs, committing nothing. On an error
+/// nothing it wrote is left.
+pub async fn convert_range(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    options: &ConvertOptions,
+    base_snapshot_id: i64,
+    range: DataRange,
+) -> Result<RangeResult> {
+    DataRange::new(range.index, range.count)?;
+    let table = LoadedTable::load(catalog, name).await?;
+    let (files, groups) = read_base(&table, options, base_snapshot_id).await?;
+    let mut result = RangeResult {
+        table: name.clone(),
+        branch: options.branch.clone(),
+        shard_id: options.shard.as_ref().map(|s| s.id.clone()),
+        range,
+        base_snapshot_id,
+        equality_delete_files: delete_file_paths(&groups),
+        puffin: None,
+        removed_position_deletes: Vec::new(),
+        dvs_planned: 0,
+        dvs_replaced: 0,
+        positions_added: 0,
+        resolve: ResolveMetrics::default(),
+        resolve_ms: 0.0,
+    };
+    if groups.is_empty() {
+        return Ok(result);
+    }
+    // Only this range's data files: the others are other ranges' business, and counted
+    // as not read, so nothing below takes a file it does not hold for a removed one.
+    let mut files = files;
+    let all = files.data_files.len();
+    files.data_files.retain(|f| range.holds(f.path()));
+    files.skipped_data.files += (all - files.data_files.len()) as u64;
+
+    let phase = Instant::now();
+    let resolved = resolve_by_deadline(&table, &files, &groups, options).await?;
+    result.resolve = resolved.metrics.clone();
+    let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
+        &table,
+        &files,
+        resolved.positions,
+        options.resolve.parallelism,
+    )
+    .await?;
+    result.resolve_ms = ms_since(phase);
+    result.dvs_planned = dv_plans.len();
+    result.dvs_replaced = dv_plans.iter().filter(|p| p.replaced.is_some()).count();
+    result.positions_added = dv_plans.iter().map(|p| p.added).sum();
+    result.removed_position_deletes = removed_position_deletes
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    if options.dry_run || dv_plans.is_empty() {
+        return Ok(result);
+    }
+
+    options.check_deadline(name, "writing deletion vectors")?;
+    let mut written_files = Vec::new();
+    let encoded = encode_dvs(&table, &dv_plans, &mut written_files).await?;
+    if let Err(e) = encoded.upload(&table.file_io).await {
+        crate::storage::delete_files(&table.file_io, &written_files).await;
+        return Err(e.into());
+    }
+    let written = &encoded.written;
+    result.puffin = Some(RangePuffin {
+        location: written.location.clone(),
+        file_size_in_bytes: written.file_size_in_bytes,
+        dvs: dv_plans
+            .iter()
+            .zip(&written.dvs)
+            .map(|(plan, dv)| RangeDv {
+                referenced_data_file: dv.referenced_data_file.clone(),
+                content_offset: dv.content_offset,
+                content_size_in_bytes: dv.content_size_in_bytes,
+                cardinality: dv.cardinality,
+                replaced_dv: plan.replaced.as_ref().map(|f| f.path().to_string()),
+            })
+            .collect(),
+    });
+    Ok(result)
+}
+
+/// Commits the DVs of every range of one split in a single snapshot that also removes
+/// the groups' equality deletes, validated against the head (and rebased on it while
+/// validation allows) as any conversion is. Refuses, committing nothing, when a range of
+/// the split is missing or the results disagree; fails with [`Error::RangesStale`] when
+/// the head moved in a way that invalidates the ranges' work. On every error but an
+/// unknown commit outcome the ranges' Puffin files are removed.
+pub async fn commit_ranges(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    options: &ConvertOptions,
+    results: &[RangeResult],
+) -> Result<ConvertReport> {
+    let started = Instant::now();
+    let table = match LoadedTable::load(catalog, name).await {
+        Ok(table) => table,
+        Err(e) => {
+            discard_ranges(catalog.file_io(), results).await;
+            return Err(e);
+        }
+    };
+    let file_io = table.file_io.clone();
+    let committed = commit_loaded(catalog, name, options, table, results, started).await;
+    match &committed {
+        Ok(report) if report.outcome == Outcome::Converted => {}
+        // The swap may have landed: keep every file; cleanup decides later.
+        Err(Error::CommitStateUnknown { .. }) => {}
+        _ => discard_ranges(&file_io, results).await,
+    }
+    committed
+}
+
+/// Converts in `count` ranges in this process, all at once (each with its share of the
+/// options' parallelism and memory), then commits them together; converted again from a
+/// new head when that invalidated them. `count` 1 is one range, committed the same way.
+pub async fn convert_in_ranges(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    options: &ConvertOptions,
+    count: u32,
+) -> Result<ConvertReport> {
+    DataRange::new(0, count)?;
+    let mut per_range = options.clone();
+    let share = |v: u64| (v / u64::from(count)).max(1);
+    per_range.resolve.parallelism = (options.resolve.parallelism / count as usize).max(1);
+    per_range.resolve.read_memory_budget = share(options.resolve.read_memory_budget);
+    per_range.resolve.key_memory_budget = share(options.resolve.key_memory_budget);
+    let mut replans = 0;
+    loop {
+        let table = LoadedTable::load(catalog, name).await?;
+        let Some(head) = table.head(&options.branch)? else {
+            return Ok(ConvertReport::new(name, options, Outcome::NothingToDo));
+        };
+        let base = head.snapshot_id();
+        let converted = futures::future::join_all(
+            DataRange::all(count)
+                .map(|range| convert_range(catalog, name, &per_range, base, range)),
+        )
+        .await;
+        let mut results = Vec::with_capacity(converted.len());
+        let mut failed = None;
+        for (range, outcome) in DataRange::all(count).zip(converted) {
+            match outcome {
+                Ok(result) => results.push(result),
+                Err(e) => {
+                    tracing::warn!(table = %name, %range, error = %e, "range failed");
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            discard_ranges(&table.file_io, &results).await;
+            return Err(e);
+        }
+        match commit_ranges(catalog, name, options, &results).await {
+            Err(Error::RangesStale { .. }) if replans < MAX_RANGE_REPLANS => {
+                replans += 1;
+                tracing::info!(table = %name, "head moved; converting the ranges again");
+            }
+            Ok(mut report) => {
+                report.replans += replans;
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Removes the Puffin files the ranges wrote (when their work will not be committed).
+pub async fn discard_ranges(file_io: &iceberg::io::FileIO, results: &[RangeResult]) {
+    let written: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.puffin.as_ref().map(|p| p.location.clone()))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    crate::storage::delete_files(file_io, &written).await;
+}
+
+/// The files of snapshot `base_snapshot_id` that the groups to convert may touch, and
+/// those groups (all, or the shard's).
+async fn read_base(
+    table: &LoadedTable,
+    options: &ConvertOptions,
+    base_snapshot_id: i64,
+) -> Result<(TableFiles, Vec<DeleteGroup>)> {
+    table.require_v3()?;
+    table.require_branch(&options.branch)?;
+    super::attempt::check_shard_branch(options)?;
+    let Some(snapshot) = table.metadata.snapshot_by_id(base_snapshot_id).cloned() else {
+        return Err(Error::RangesStale {
+            table: table.name.to_string(),
+            reason: format!("snapshot {base_snapshot_id}, which the ranges read, is gone"),
+        });
+    };
+    TableFiles::read_scoped(table, Some(&snapshot), |files| {
+        let groups = select_groups(table, files, options.shard.as_ref())?;
+        Ok((data_scope(&groups, options), groups))
+    })
+    .await
+}
+
+fn delete_file_paths(groups: &[DeleteGroup]) -> Vec<String> {
+    let paths: BTreeSet<&str> = groups
+        .iter()
+        .flat_map(|g| g.delete_files.iter().map(LiveFile::path))
+        .collect();
+    paths.into_iter().map(str::to_string).collect()
+}
+
+/// The split the results are of, once they are checked to be every range of one split,
+/// converted alike: their base snapshot and the equality delete files they applied.
+fn check_split<'a>(
+    name: &TableName,
+    options: &ConvertOptions,
+    results: &'a [RangeResult],
+) -> Result<(i64, &'a [String])> {
+    let Some(first) = results.first() else {
+        return Err(Error::InvalidInput(format!(
+            "no range results to commit for table {name}"
+        )));
+    };
+    let shard_id = options.shard.as_ref().map(|s| s.id.clone());
+    let mut seen = HashSet::new();
+    for r in results {
+        let differs = |what: &str, this: &dyn fmt::Debug, want: &dyn fmt::Debug| {
+            Error::InvalidInput(format!(
+                "{} of table {name} has {what} {this:?}, not {want:?}",
+                r.range
+            ))
+        };
+        if r.table != *name {
+            return Err(differs("table", &r.table.to_string(), &name.to_string()));
+        }
+        if r.branch != options.branch {
+            return Err(differs("branch", &r.branch, &options.branch));
+        }
+        if r.shard_id != shard_id {
+            return Err(differs("shard", &r.shard_id, &shard_id));
+        }
+        if r.range.count != first.range.count {
+            return Err(differs("range count", &r.range.count, &first.range.count));
+        }
+        DataRange::new(r.range.index, r.range.count)?;
+        if r.base_snapshot_id != first.base_snapshot_id {
+            return Err(differs(
+                "base snapshot",
+                &r.base_snapshot_id,
+                &first.base_snapshot_id,
+            ));
+        }
+        if r.equality_delete_files != first.equality_delete_files {
+            return Err(Error::InvalidInput(format!(
+                "{} of table {name} applied other equality delete files than {}",
+                r.range, first.range
+            )));
+        }
+        if !seen.insert(r.range.index) {
+            return Err(Error::InvalidInput(format!(
+                "{} of table {name} is given twice",
+                r.range
+            )));
+        }
+    }
+    if let Some(missing) = DataRange::all(first.range.count).find(|r| !seen.contains(&r.index)) {
+        return Err(Error::InvalidInput(format!(
+            "{missing} of table {name} is missing: the ranges of a split commit together or not at all"
+        )));
+    }
+    Ok((first.base_snapshot_id, &first.equality_delete_files))
+}
+
+async fn commit_loaded(
+    catalog: &dyn Catalog,
+    name: &TableName,
+    options: &ConvertOptions,
+    table: LoadedTable,
+    results: &[RangeResult],
+    started: Instant,
+) -> Result<ConvertReport> {
+    let (base_snapshot_id, delete_files) = check_split(name, options, results)?;
+    let phase = Instant::now();
+    let (base, groups) = read_base(&table, options, base_snapshot_id).await?;
+    if delete_file_paths(&groups) != delete_files {
+        return Err(Error::InvalidInput(format!(
+            "the ranges of table {name} applied other equality delete files than snapshot {base_snapshot_id} holds for them"
+        )));
+    }
+    let mut report = ConvertReport::new(name, options, Outcome::NothingToDo);
+    report.base_snapshot_id = Some(base_snapshot_id);
+    report.ranges = results.len() as u32;
+    report.groups = groups.len();
+    report.phases.read_table_ms = ms_since(phase);
+    for r in results {
+        report.resolve.add_range(&r.resolve);
+        report.phases.resolve_ms = report.phases.resolve_ms.max(r.resolve_ms);
+        report.dvs_written += r.dvs_planned;
+        report.dvs_replaced += r.dvs_replaced;
+        report.positions_added += r.positions_added;
+    }
+    if groups.is_empty() {
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
+
+    let (added, removed, dv_targets) = range_changes(&table, &base, &groups, results)?;
+    report.equality_delete_files_removed = groups.iter().map(|g| g.delete_files.len()).sum();
+    report.equality_deletes_removed = groups.iter().map(DeleteGroup::delete_rows).sum();
+    report.position_delete_files_removed = results
+        .iter()
+        .flat_map(|r| &r.removed_position_deletes)
+        .collect::<HashSet<_>>()
+        .len();
+    if options.dry_run {
+        report.outcome = Outcome::DryRun;
+        report.duration_ms = started.elapsed().as_millis() as u64;
+        return Ok(report);
+    }
+
+    let phase = Instant::now();
+    let footprint = AttemptFootprint {
+        groups,
+        dv_targets,
+        removed,
+    };
+    let mut changes = conversion_changes(
+        Some(base_snapshot_id),
+        options,
+        added,
+        footprint.removed.clone(),
+    );
+    // The ranges read the base; the commit is built on the head. If it moved, the same
+    // validation as after a conflict decides whether the ranges' work still holds.
+    let head = table.head(&options.branch)?;
+    let files = if head.as_ref().map(|s| s.snapshot_id()) == Some(base_snapshot_id) {
+        base
+    } else {
+        let scope = data_scope(&footprint.groups, options);
+        let (at_head, ()) =
+            TableFiles::read_scoped(&table, head.as_ref(), |_| Ok((scope, ()))).await?;
+        match validate(&base, &at_head, &footprint) {
+            Ok(refreshed) => {
+                report.rebases += 1;
+                changes.removed_files = refreshed;
+                at_head
+            }
+            Err(reason) => {
+                return Err(Error::RangesStale {
+                    table: name.to_string(),
+                    reason,
+                });
+            }
+        }
+    };
+    let mut policy = options
+        .retry
+        .clone()
+        .unwrap_or_else(|| RetryPolicy::from_properties(table.metadata.properties()));
+    if let Some(retries) = options.commit_retries {
+        policy.num_retries = retries;
+    }
+    let attempt = Attempt {
+        catalog,
+        name,
+        options,
+        started,
+    };
+    let end = attempt
+        .commit_changes(
+            &policy,
+            table,
+            files,
+            changes,
+            &footprint,
+            None,
+            &mut report,
+        )
+        .await;
+    report.phases.write_commit_ms = ms_since(phase);
+    match end? {
+        AttemptEnd::Done => Ok(report),
+        AttemptEnd::Replan => Err(Error::RangesStale {
+            table: name.to_string(),
+            reason: "a commit that landed before the fan-in's invalidates the ranges' work".into(),
+        }),
+    }
+}
+
+/// The DVs the ranges add (checked against the base: each for a live data file of its
+/// own range, one per data file, replacing the DV the base holds for it) and the files
+/// the snapshot removes: the groups' equality deletes, the replaced DVs and the position
+/// deletes the ranges made redundant. Also the data files given a DV.
+fn range_changes(
+    table: &LoadedTable,
+    base: &TableFiles,
+    groups: &[DeleteGroup],
+    results: &[RangeResult],
+) -> Result<(
+    Vec<crate::snapshot::AddedFile>,
+    Vec<LiveFile>,
+    HashSet<String>,
+)> {
+    let data_by_path: HashMap<&str, &LiveFile> =
+        base.data_files.iter().map(|f| (f.path(), f)).collect();
+    let mut added = Vec::new();
+    let mut removed: Vec<LiveFile> = groups
+        .iter()
+        .flat_map(|g| g.delete_files.iter().cloned())
+        .collect();
+    let mut dv_targets = HashSet::new();
+    for r in results {
+        let invalid =
+            |what: String| Error::InvalidInput(format!("{} of table {}: {what}", r.range, r.table));
+        let Some(puffin) = &r.puffin else {
+            continue;
+        };
+        let written = WrittenPuffin {
+            location: puffin.location.clone(),
+            file_size_in_bytes: puffin.file_size_in_bytes,
+            dvs: Vec::new(),
+        };
+        for dv in &puffin.dvs {
+            let path = dv.referenced_data_file.as_str();
+            let Some(data) = data_by_path.get(path) else {
+                return Err(invalid(format!(
+                    "a DV for data file {path}, which snapshot {} does not hold in scope",
+                    r.base_snapshot_id
+                )));
+            };
+            if !r.range.holds(path) {
+                return Err(invalid(format!(
+                    "a DV for data file {path}, which is not in this range"
+                )));
+            }
+            if !dv_targets.insert(path.to_string()) {
+                return Err(invalid(format!("a second DV for data file {path}")));
+            }
+            let replaced = base.dvs.get(path);
+            if replaced.map(LiveFile::path) != dv.replaced_dv.as_deref() {
+                return Err(invalid(format!(
+                    "a DV for data file {path} replacing {:?}, where the base holds {:?}",
+                    dv.replaced_dv,
+                    replaced.map(LiveFile::path)
+                )));
+            }
+            removed.extend(replaced.cloned());
+            let entry = WrittenDv {
+                referenced_data_file: dv.referenced_data_file.clone(),
+                content_offset: dv.content_offset,
+                content_size_in_bytes: dv.content_size_in_bytes,
+                cardinality: dv.cardinality,
+            };
+            added.push(dv_added_file(table, &written, &entry, data)?);
+        }
+    }
+    let position_deletes: HashMap<&str, &LiveFile> = base
+        .position_deletes
+        .iter()
+        .map(|f| (f.path(), f))
+        .collect();
+    let mut removed_positions = HashSet::new();
+    for r in results {
+        for path in &r.removed_position_deletes {
+            let Some(file) = position_deletes.get(path.as_str()) else {
+                return Err(Error::InvalidInput(format!(
+                    "{} of table {}: removes position delete file {path}, which the base does not hold",
+                    r.range, r.table
+                )));
+            };
+            if removed_positions.insert(path.as_str()) {
+                removed.push((*file).clone());
+            }
+        }
+    }
+    Ok((added, removed, dv_targets))
+}

@@ -1,0 +1,359 @@
+//! Conversions split into data ranges and committed once (`eqdv::convert::ranges`),
+//! against a real local warehouse (SQLite catalog, Parquet and Puffin files on disk):
+//! every range's DVs land in one snapshot with the rows a full scan expects, judged by
+//! readers other than eqdv's; a missing or mismatched range commits nothing and leaves
+//! no file behind; a writer's commit before the fan-in is rebased on, and a removed
+//! data file makes the ranges stale.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use eqdv::Error;
+use eqdv::cleanup::normalize_location;
+use eqdv::convert::{
+    ConvertOptions, DataRange, Outcome, RangeResult, commit_ranges, convert, convert_in_ranges,
+    convert_range, discard_ranges,
+};
+use eqdv::snapshot::{SnapshotChanges, build_snapshot};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows_of};
+use eqdv_workload::support::state::{TableState, expected_conversion};
+use eqdv_workload::support::*;
+use iceberg::spec::Operation;
+
+/// Deletes written under an unpartitioned spec on a bucketed table: one global group,
+/// which no partition split can divide.
+fn global_spec(seed: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 2_400,
+        commits: 3,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::Bucket(3),
+        global_deletes: true,
+        changes_per_commit: 150,
+        rows_per_file: 200,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
+}
+
+/// Every range of a split into `count` at the head, converted one by one.
+async fn convert_every_range(w: &Warehouse, count: u32) -> Vec<RangeResult> {
+    let head = load(&w.catalog)
+        .await
+        .head("main")
+        .unwrap()
+        .expect("a head")
+        .snapshot_id();
+    let mut results = Vec::new();
+    for range in DataRange::all(count) {
+        results.push(
+            convert_range(
+                &w.catalog,
+                &table(),
+                &ConvertOptions::default(),
+                head,
+                range,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{range}: {e}")),
+        );
+    }
+    results
+}
+
+fn puffins(results: &[RangeResult]) -> BTreeSet<String> {
+    results
+        .iter()
+        .filter_map(|r| r.puffin.as_ref())
+        .map(|p| normalize_location(&p.location))
+        .collect()
+}
+
+/// The range of a split into `count` that holds `path`.
+fn range_of(path: &str, count: u32) -> u32 {
+    let ranges: Vec<u32> = DataRange::all(count)
+        .filter(|r| r.holds(path))
+        .map(|r| r.index)
+        .collect();
+    assert_eq!(ranges.len(), 1, "{path} is in ranges {ranges:?}");
+    ranges[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_group_split_into_four_ranges_commits_once() {
+    let w = warehouse();
+    let s = global_spec(60);
+    generate_table(&w.catalog, &s).await;
+    let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    assert!(
+        groups.iter().any(|g| g.global),
+        "the workload wrote no global group"
+    );
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
+
+    let report = convert_in_ranges(&w.catalog, &table(), &ConvertOptions::default(), 4)
+        .await
+        .expect("conversion in four ranges");
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_eq!(report.ranges, 4);
+    assert_eq!(
+        (report.commit_attempts, report.conflicts, report.replans),
+        (1, 0, 0)
+    );
+    assert_eq!(report.dvs_written, planned.dvs.len());
+    assert_eq!(report.resolve.live_data_files, f.data_files.len() as u64);
+
+    let after = TableState::read(&w.catalog, &table()).await;
+    // Exactly one snapshot, on the old head, converted from it.
+    let new: Vec<i64> = after
+        .snapshots
+        .keys()
+        .filter(|id| !before.snapshots.contains_key(id))
+        .copied()
+        .collect();
+    assert_eq!(new, vec![after.head.expect("a head")]);
+    let ours = &after.snapshots[&new[0]];
+    assert_eq!(ours.parent, before.head);
+    assert_eq!(ours.operation, "delete");
+    assert_eq!(ours.converted_from, before.head.map(|id| id.to_string()));
+    assert_eq!(after.data_files, before.data_files);
+    assert!(after.equality_deletes.is_empty());
+    let dvs: BTreeMap<String, u64> = after
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect();
+    assert_eq!(dvs, planned.dvs, "not the DVs a full scan expects");
+    assert_eq!(after.dv_check, Ok(planned.dvs.len()), "invalid DVs");
+    // One Puffin file per range that found positions, each holding only its range's DVs.
+    let mut ranges_by_puffin: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
+    for (data, dv) in &after.dvs {
+        ranges_by_puffin
+            .entry(normalize_location(&dv.puffin))
+            .or_default()
+            .insert(range_of(data, 4));
+    }
+    assert!(
+        ranges_by_puffin.len() > 1,
+        "the DVs did not spread over ranges: {ranges_by_puffin:#?}"
+    );
+    for (puffin, ranges) in &ranges_by_puffin {
+        assert_eq!(ranges.len(), 1, "{puffin} holds DVs of ranges {ranges:?}");
+    }
+    assert!(after.rows == before.rows, "live rows changed");
+    assert_eq!(after.orphans, before.orphans, "the conversion left orphans");
+    // Judged by readers that are not eqdv's, with no equality delete left.
+    assert_converted(&w.catalog, &before.rows).await;
+    // Converting again finds nothing to do.
+    let again = convert_in_ranges(&w.catalog, &table(), &ConvertOptions::default(), 4)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::NothingToDo);
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
+    let w = warehouse();
+    generate_table(&w.catalog, &global_spec(61)).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let options = ConvertOptions::default();
+    let refused = |e: Error, wanted: &str| {
+        assert!(
+            matches!(e, Error::InvalidInput(_)) && e.to_string().contains(wanted),
+            "wanted an invalid input naming {wanted:?}, got: {e}"
+        );
+    };
+
+    let file_io = load(&w.catalog).await.file_io;
+    // A range that never came back (failed, or timed out: a failed range removes what
+    // it wrote).
+    let mut results = convert_every_range(&w, 4).await;
+    assert!(puffins(&results).len() > 1, "too few ranges wrote DVs");
+    discard_ranges(&file_io, &results[2..3]).await;
+    results.remove(2);
+    let e = commit_ranges(&w.catalog, &table(), &options, &results)
+        .await
+        .unwrap_err();
+    refused(e, "data range 2 of 4 of table db.events is missing");
+    before.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
+
+    // The same range twice (a duplicate delivery), in place of another.
+    let mut results = convert_every_range(&w, 4).await;
+    discard_ranges(&file_io, &results[3..4]).await;
+    results[3] = results[0].clone();
+    let e = commit_ranges(&w.catalog, &table(), &options, &results)
+        .await
+        .unwrap_err();
+    refused(e, "data range 0 of 4 of table db.events is given twice");
+
+    // A range of another split.
+    let mut results = convert_every_range(&w, 4).await;
+    let other = convert_every_range(&w, 3).await;
+    discard_ranges(&file_io, &other[1..]).await;
+    results.push(other[0].clone());
+    let e = commit_ranges(&w.catalog, &table(), &options, &results)
+        .await
+        .unwrap_err();
+    refused(e, "has range count 3, not 4");
+
+    // A range that read another snapshot.
+    let mut results = convert_every_range(&w, 2).await;
+    results[1].base_snapshot_id += 1;
+    let e = commit_ranges(&w.catalog, &table(), &options, &results)
+        .await
+        .unwrap_err();
+    refused(e, "data range 1 of 2 of table db.events has base snapshot");
+
+    // Nothing committed, and every range's Puffin file removed.
+    before.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
+    let w = warehouse();
+    let s = global_spec(62);
+    generate_table(&w.catalog, &s).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
+    let results = convert_every_range(&w, 3).await;
+
+    // Another writer commits (data and new equality deletes) before the fan-in.
+    eqdv_workload::generate::generate(
+        &w.catalog,
+        &table(),
+        &WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+    )
+    .await
+    .expect("the other writer");
+    let theirs = TableState::read(&w.catalog, &table()).await;
+
+    let report = commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &results)
+        .await
+        .expect("fan-in on a moved head");
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_eq!((report.rebases, report.replans), (1, 0));
+    let after = TableState::read(&w.catalog, &table()).await;
+    let head = after.head.expect("a head");
+    assert_eq!(after.snapshots[&head].parent, theirs.head);
+    assert_eq!(
+        after.snapshots[&head].converted_from,
+        before.head.map(|id| id.to_string())
+    );
+    let dvs: BTreeMap<String, u64> = after
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect();
+    assert_eq!(
+        dvs, planned.dvs,
+        "not the DVs planned on the ranges' snapshot"
+    );
+    // The other writer's deletes are live and unconverted; the rows are all of history's.
+    assert_eq!(after.equality_deletes, {
+        let older: BTreeSet<String> = before.equality_deletes.clone();
+        theirs
+            .equality_deletes
+            .difference(&older)
+            .cloned()
+            .collect::<BTreeSet<_>>()
+    });
+    let expected = expected_rows_of(&w.catalog, &table()).await.unwrap();
+    assert!(
+        after.rows == expected,
+        "rows differ after the rebased fan-in"
+    );
+    // Converting the rest finishes the table.
+    convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_file_removed_before_the_fan_in_makes_the_ranges_stale() {
+    let w = warehouse();
+    generate_table(&w.catalog, &global_spec(63)).await;
+    let results = convert_every_range(&w, 3).await;
+    let target = results
+        .iter()
+        .filter_map(|r| r.puffin.as_ref())
+        .flat_map(|p| &p.dvs)
+        .map(|dv| dv.referenced_data_file.clone())
+        .next()
+        .expect("a range wrote a DV");
+
+    // Another writer removes a data file a range wrote a DV for (as a compaction does).
+    let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
+    let removed = f
+        .data_files
+        .iter()
+        .find(|d| d.path() == target)
+        .expect("the DV's data file is live")
+        .clone();
+    let mut changes = SnapshotChanges::new(Operation::Delete);
+    changes.removed_files.push(removed);
+    let prepared = build_snapshot(&t, "main", &f, &changes).await.unwrap();
+    eqdv::commit::publish(&w.catalog, &t, &prepared)
+        .await
+        .unwrap();
+    let before = TableState::read(&w.catalog, &table()).await;
+
+    let e = commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &results)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::RangesStale { reason, .. } if reason.contains(&target)),
+        "{e}"
+    );
+    assert!(e.retryable(), "a stale split converts again: {e}");
+    // Nothing committed, and every range's Puffin file (orphans until then) removed.
+    assert!(!puffins(&results).is_empty());
+    before.assert_only_removed(
+        &TableState::read(&w.catalog, &table()).await,
+        &puffins(&results),
+    );
+    // The in-process split plans again by itself; the rows are the table's as it was
+    // before (the removed file's rows gone with it).
+    let expected = before.rows.clone();
+    let report = convert_in_ranges(&w.catalog, &table(), &ConvertOptions::default(), 3)
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_build_on_a_snapshot_other_than_the_head_is_refused() {
+    let w = warehouse();
+    let s = global_spec(64);
+    generate_table(&w.catalog, &s).await;
+    let old = files(&w.catalog).await;
+    eqdv_workload::generate::generate(
+        &w.catalog,
+        &table(),
+        &WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+    )
+    .await
+    .unwrap();
+    // The files of the old head, with the table as it is now: a swap of this build
+    // would drop the other writer's snapshot.
+    let now = load(&w.catalog).await;
+    let e = build_snapshot(&now, "main", &old, &SnapshotChanges::new(Operation::Delete))
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("refusing to build a snapshot"),
+        "{e}"
+    );
+}
