@@ -61,6 +61,26 @@ async fn convert_every_range(w: &Warehouse, count: u32) -> Vec<RangeResult> {
     results
 }
 
+/// Another writer's commit of the workload `s` (data and new equality deletes).
+async fn another_writer_commits(w: &Warehouse, s: &WorkloadSpec) {
+    let next = WorkloadSpec {
+        commits: 1,
+        ..s.clone()
+    };
+    eqdv_workload::generate::generate(&w.catalog, &table(), &next)
+        .await
+        .expect("the other writer");
+}
+
+/// Data file -> the number of positions its live DV deletes.
+fn dv_cardinalities(state: &TableState) -> BTreeMap<String, u64> {
+    state
+        .dvs
+        .iter()
+        .map(|(data, dv)| (data.clone(), dv.cardinality))
+        .collect()
+}
+
 fn puffins(results: &[RangeResult]) -> BTreeSet<String> {
     results
         .iter()
@@ -120,12 +140,11 @@ async fn a_global_group_split_into_four_ranges_commits_once() {
     assert_eq!(ours.converted_from, before.head.map(|id| id.to_string()));
     assert_eq!(after.data_files, before.data_files);
     assert!(after.equality_deletes.is_empty());
-    let dvs: BTreeMap<String, u64> = after
-        .dvs
-        .iter()
-        .map(|(data, dv)| (data.clone(), dv.cardinality))
-        .collect();
-    assert_eq!(dvs, planned.dvs, "not the DVs a full scan expects");
+    assert_eq!(
+        dv_cardinalities(&after),
+        planned.dvs,
+        "not the DVs a full scan expects"
+    );
     assert_eq!(after.dv_check, Ok(planned.dvs.len()), "invalid DVs");
     // One Puffin file per range that found positions, each holding only its range's DVs.
     let mut ranges_by_puffin: BTreeMap<String, BTreeSet<u32>> = BTreeMap::new();
@@ -221,16 +240,7 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
     let results = convert_every_range(&w, 3).await;
 
     // Another writer commits (data and new equality deletes) before the fan-in.
-    eqdv_workload::generate::generate(
-        &w.catalog,
-        &table(),
-        &WorkloadSpec {
-            commits: 1,
-            ..s.clone()
-        },
-    )
-    .await
-    .expect("the other writer");
+    another_writer_commits(&w, &s).await;
     let theirs = TableState::read(&w.catalog, &table()).await;
 
     let report = commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &results)
@@ -245,13 +255,9 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
         after.snapshots[&head].converted_from,
         before.head.map(|id| id.to_string())
     );
-    let dvs: BTreeMap<String, u64> = after
-        .dvs
-        .iter()
-        .map(|(data, dv)| (data.clone(), dv.cardinality))
-        .collect();
     assert_eq!(
-        dvs, planned.dvs,
+        dv_cardinalities(&after),
+        planned.dvs,
         "not the DVs planned on the ranges' snapshot"
     );
     // The other writer's deletes are live and unconverted; the rows are all of history's.
@@ -336,16 +342,7 @@ async fn a_build_on_a_snapshot_other_than_the_head_is_refused() {
     let s = global_spec(64);
     generate_table(&w.catalog, &s).await;
     let old = files(&w.catalog).await;
-    eqdv_workload::generate::generate(
-        &w.catalog,
-        &table(),
-        &WorkloadSpec {
-            commits: 1,
-            ..s.clone()
-        },
-    )
-    .await
-    .unwrap();
+    another_writer_commits(&w, &s).await;
     // The files of the old head, with the table as it is now: a swap of this build
     // would drop the other writer's snapshot.
     let now = load(&w.catalog).await;

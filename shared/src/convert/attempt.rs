@@ -13,7 +13,7 @@ use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{DvBlobInput, EncodedPuffin, WrittenDv, WrittenPuffin, encode_dv_puffin};
-use crate::resolve::{Resolved, resolve};
+use crate::resolve::{ResolveMetrics, resolve};
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
     build_snapshot,
@@ -83,15 +83,9 @@ impl Attempt<'_> {
         }
 
         let phase = Instant::now();
-        let resolved = resolve_by_deadline(&table, &files, &groups, options).await?;
-        report.resolve = resolved.metrics.clone();
-        let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
-            &table,
-            &files,
-            resolved.positions,
-            options.resolve.parallelism,
-        )
-        .await?;
+        let (metrics, dv_plans, removed_position_deletes) =
+            resolve_and_merge(&table, &files, &groups, options).await?;
+        report.resolve = metrics;
         report.phases.resolve_ms = ms_since(phase);
 
         let mut removed: Vec<LiveFile> = groups
@@ -443,20 +437,30 @@ pub(super) fn check_shard_branch(options: &ConvertOptions) -> Result<()> {
     }
 }
 
-/// Resolves the groups' keys to positions in `files`, stopped (the scan cancelled: its
-/// tasks abort on drop) at the options' deadline.
-pub(super) async fn resolve_by_deadline(
+/// Resolves the groups' keys to positions in `files` (the scan stopped at the options'
+/// deadline: dropping it cancels its tasks) and merges them with what is already
+/// deleted: the resolve's metrics, the DVs to write and the v2 position delete files
+/// they make redundant.
+pub(super) async fn resolve_and_merge(
     table: &LoadedTable,
     files: &TableFiles,
     groups: &[DeleteGroup],
     options: &ConvertOptions,
-) -> Result<Resolved> {
+) -> Result<(ResolveMetrics, Vec<DvPlan>, Vec<LiveFile>)> {
     options.check_deadline(&table.name, "resolving keys to positions")?;
     let resolving = resolve(table, files, groups, &options.resolve);
-    match options.deadline {
+    let resolved = match options.deadline {
         Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
             .await
-            .map_err(|_| options.deadline_error(&table.name, "resolving keys to positions"))?,
-        None => resolving.await,
-    }
+            .map_err(|_| options.deadline_error(&table.name, "resolving keys to positions"))??,
+        None => resolving.await?,
+    };
+    let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
+        table,
+        files,
+        resolved.positions,
+        options.resolve.parallelism,
+    )
+    .await?;
+    Ok((resolved.metrics, dv_plans, removed_position_deletes))
 }

@@ -21,9 +21,8 @@ use twox_hash::XxHash64;
 
 use super::attempt::{
     Attempt, AttemptEnd, conversion_changes, data_scope, dv_added_file, encode_dvs,
-    resolve_by_deadline, select_groups,
+    resolve_and_merge, select_groups,
 };
-use super::merge;
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
@@ -161,15 +160,9 @@ pub async fn convert_range(
     files.skipped_data.files += (all - files.data_files.len()) as u64;
 
     let phase = Instant::now();
-    let resolved = resolve_by_deadline(&table, &files, &groups, options).await?;
-    result.resolve = resolved.metrics.clone();
-    let (dv_plans, removed_position_deletes) = merge::with_existing_deletes(
-        &table,
-        &files,
-        resolved.positions,
-        options.resolve.parallelism,
-    )
-    .await?;
+    let (metrics, dv_plans, removed_position_deletes) =
+        resolve_and_merge(&table, &files, &groups, options).await?;
+    result.resolve = metrics;
     result.resolve_ms = ms_since(phase);
     result.dvs_planned = dv_plans.len();
     result.dvs_replaced = dv_plans.iter().filter(|p| p.replaced.is_some()).count();
