@@ -99,6 +99,36 @@ async fn java_cdc_tables_convert_and_java_agrees() {
     );
 }
 
+/// A Java-written CDC table converted in data ranges (`convert_in_ranges`), all
+/// committed in one snapshot: Java reads the rows it read before and accepts every DV.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_cdc_table_converts_in_ranges_and_java_agrees() {
+    let t = JavaTable::new("cdc_ranges");
+    t.write_cdc("13", "4", "600", "long", "bucket:3");
+    let before = t.dump();
+    let catalog = t.catalog().await;
+    let head = LoadedTable::load(&catalog, &t.name())
+        .await
+        .expect("load")
+        .head("main")
+        .expect("head")
+        .map(|s| s.snapshot_id());
+    let r = eqdv::convert::convert_in_ranges(&catalog, &t.name(), &ConvertOptions::default(), 3)
+        .await
+        .expect("convert in ranges");
+    assert_eq!(r.outcome, Outcome::Converted);
+    assert_eq!((r.ranges, r.commit_attempts), (3, 1));
+    // One snapshot on the head the ranges read, its DVs in more than one range's file.
+    let after = LoadedTable::load(&catalog, &t.name()).await.expect("load");
+    let snapshot = after.head("main").expect("head").expect("a head");
+    assert_eq!(snapshot.parent_snapshot_id(), head);
+    let files = live_files(&catalog, &t.name()).await;
+    let puffins: std::collections::BTreeSet<&str> =
+        files.dvs.values().map(|dv| dv.path()).collect();
+    assert!(puffins.len() > 1, "the DVs did not spread over ranges");
+    assert_java_agrees(&t, &catalog, &before).await;
+}
+
 /// DuckDB, reading S3 (MinIO) through its httpfs extension, reads Java-written CDC tables
 /// as Java does, both with their equality deletes and after eqdv converted them to DVs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
