@@ -14,27 +14,10 @@ use eqdv::convert::{
     convert_range, discard_ranges,
 };
 use eqdv::snapshot::{SnapshotChanges, build_snapshot};
-use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows_of};
+use eqdv_workload::generate::{WorkloadSpec, expected_rows_of};
 use eqdv_workload::support::state::{TableState, expected_conversion};
 use eqdv_workload::support::*;
 use iceberg::spec::Operation;
-
-/// Deletes written under an unpartitioned spec on a bucketed table: one global group,
-/// which no partition split can divide.
-fn global_spec(seed: u64) -> WorkloadSpec {
-    WorkloadSpec {
-        seed,
-        rows: 2_400,
-        commits: 3,
-        keys: vec![KeyType::Long],
-        partition: PartitionKind::Bucket(3),
-        global_deletes: true,
-        changes_per_commit: 150,
-        rows_per_file: 200,
-        rows_per_row_group: 100,
-        ..Default::default()
-    }
-}
 
 /// Every range of a split into `count` at the head, converted one by one.
 async fn convert_every_range(w: &Warehouse, count: u32) -> Vec<RangeResult> {
@@ -102,7 +85,7 @@ fn range_of(path: &str, count: u32) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_global_group_split_into_four_ranges_commits_once() {
     let w = warehouse();
-    let s = global_spec(60);
+    let s = global_deletes_spec(60);
     generate_table(&w.catalog, &s).await;
     let (t, f) = (load(&w.catalog).await, files(&w.catalog).await);
     let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
@@ -176,7 +159,7 @@ async fn a_global_group_split_into_four_ranges_commits_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
     let w = warehouse();
-    generate_table(&w.catalog, &global_spec(61)).await;
+    generate_table(&w.catalog, &global_deletes_spec(61)).await;
     let before = TableState::read(&w.catalog, &table()).await;
     let options = ConvertOptions::default();
     let refused = |e: Error, wanted: &str| {
@@ -233,7 +216,7 @@ async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
     let w = warehouse();
-    let s = global_spec(62);
+    let s = global_deletes_spec(62);
     generate_table(&w.catalog, &s).await;
     let before = TableState::read(&w.catalog, &table()).await;
     let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
@@ -285,7 +268,7 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_file_removed_before_the_fan_in_makes_the_ranges_stale() {
     let w = warehouse();
-    generate_table(&w.catalog, &global_spec(63)).await;
+    generate_table(&w.catalog, &global_deletes_spec(63)).await;
     let results = convert_every_range(&w, 3).await;
     let target = results
         .iter()
@@ -339,7 +322,7 @@ async fn a_data_file_removed_before_the_fan_in_makes_the_ranges_stale() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_build_on_a_snapshot_other_than_the_head_is_refused() {
     let w = warehouse();
-    let s = global_spec(64);
+    let s = global_deletes_spec(64);
     generate_table(&w.catalog, &s).await;
     let old = files(&w.catalog).await;
     another_writer_commits(&w, &s).await;

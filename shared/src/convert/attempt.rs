@@ -15,8 +15,8 @@ use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{DvBlobInput, EncodedPuffin, WrittenDv, WrittenPuffin, encode_dv_puffin};
 use crate::resolve::{ResolveMetrics, resolve};
 use crate::snapshot::{
-    AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SnapshotChanges,
-    build_snapshot,
+    AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
+    SnapshotChanges, build_snapshot,
 };
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -164,7 +164,7 @@ impl Attempt<'_> {
         let mut added = Vec::new();
         let mut puffin_to_upload: Option<EncodedPuffin> = None;
         if !dv_plans.is_empty() {
-            let encoded = encode_dvs(&table, &dv_plans, attempt_files).await?;
+            let encoded = encode_dvs(&table, &dv_plans, None, attempt_files).await?;
             let written = &encoded.written;
             for (plan, dv) in dv_plans.iter().zip(&written.dvs) {
                 added.push(dv_added_file(&table, written, dv, &plan.data_file)?);
@@ -361,12 +361,20 @@ pub(super) fn select_groups(
 
 /// Encodes the DVs of `dv_plans` into one new Puffin file next to the table's data
 /// (recorded in `written_files` before anything is uploaded); the caller uploads it.
+/// Named `stem` when given, else uniquely.
 pub(super) async fn encode_dvs(
     table: &LoadedTable,
     dv_plans: &[DvPlan],
+    stem: Option<&str>,
     written_files: &mut Vec<String>,
 ) -> Result<EncodedPuffin> {
-    let location = crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin");
+    let location = match stem {
+        Some(stem) => format!(
+            "{}/data/{stem}.puffin",
+            table.location().trim_end_matches('/')
+        ),
+        None => crate::storage::new_data_file(table.location(), None, "eqdv-dv", "puffin"),
+    };
     written_files.push(location.clone());
     let inputs: Vec<DvBlobInput> = dv_plans
         .iter()
@@ -422,6 +430,11 @@ pub(super) fn conversion_changes(
         changes
             .extra_summary
             .insert(SHARD_PROPERTY.into(), shard.id.clone());
+    }
+    if let Some(split) = &options.split_id {
+        changes
+            .extra_summary
+            .insert(SPLIT_PROPERTY.into(), split.clone());
     }
     changes
 }

@@ -11,11 +11,14 @@
 //! This module holds the options, the report and the retry policy, and plans again while
 //! an attempt asks for it; `attempt` runs one attempt, `merge` unions new positions with
 //! older deletes, `validate` decides between rebase and re-plan after a conflict, and
-//! `ranges` splits one conversion into data ranges converted apart and committed once.
+//! `ranges` splits one conversion into data ranges converted apart and committed once,
+//! and `split` runs such a split as separate tasks (an orchestration's range tasks and
+//! fan-in).
 
 mod attempt;
 mod merge;
 mod ranges;
+mod split;
 mod validate;
 
 use std::collections::HashMap;
@@ -35,10 +38,16 @@ pub use ranges::{
     DataRange, RangeDv, RangePuffin, RangeResult, commit_ranges, convert_in_ranges, convert_range,
     discard_ranges,
 };
+pub use split::{
+    MAX_RANGES, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task, run_commit_task,
+    run_range_task,
+};
 
 // The summary properties a conversion records live with the snapshot code; kept here too
 // for the callers that name them through `convert`.
-pub use crate::snapshot::{CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY};
+pub use crate::snapshot::{
+    CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
+};
 
 /// How to run a conversion.
 #[derive(Clone, Debug)]
@@ -59,6 +68,13 @@ pub struct ConvertOptions {
     pub deadline: Option<Instant>,
     /// Recorded in the snapshot summary as `eqdv.source`.
     pub source: String,
+    /// The split whose ranges are committed, recorded in the summary as `eqdv.split-id`
+    /// (set by the split's tasks, see [`SplitJob`]).
+    pub split_id: Option<String>,
+    /// The name (without `.puffin`) of the Puffin file written in `<table>/data/`,
+    /// instead of a fresh unique one: a split's range task names its own, so that a
+    /// retry overwrites it and cleaning up needs no listing.
+    pub dv_file_stem: Option<String>,
 }
 
 impl Default for ConvertOptions {
@@ -72,6 +88,8 @@ impl Default for ConvertOptions {
             commit_retries: None,
             deadline: None,
             source: "eqdv".into(),
+            split_id: None,
+            dv_file_stem: None,
         }
     }
 }

@@ -84,6 +84,9 @@ pub struct RangeResult {
     /// The shard converted, when the conversion was of one shard.
     pub shard_id: Option<String>,
     pub range: DataRange,
+    /// The table's location when the range read it (where a split stores its results).
+    #[serde(default)]
+    pub table_location: String,
     /// The snapshot every range of the split read.
     pub base_snapshot_id: i64,
     /// The equality delete files the range applied (sorted): the same in every range.
@@ -139,6 +142,7 @@ pub async fn convert_range(
         branch: options.branch.clone(),
         shard_id: options.shard.as_ref().map(|s| s.id.clone()),
         range,
+        table_location: table.location().to_string(),
         base_snapshot_id,
         equality_delete_files: delete_file_paths(&groups),
         puffin: None,
@@ -177,7 +181,13 @@ pub async fn convert_range(
 
     options.check_deadline(name, "writing deletion vectors")?;
     let mut written_files = Vec::new();
-    let encoded = encode_dvs(&table, &dv_plans, &mut written_files).await?;
+    let encoded = encode_dvs(
+        &table,
+        &dv_plans,
+        options.dv_file_stem.as_deref(),
+        &mut written_files,
+    )
+    .await?;
     if let Err(e) = encoded.upload(&table.file_io).await {
         crate::storage::delete_files(&table.file_io, &written_files).await;
         return Err(e.into());

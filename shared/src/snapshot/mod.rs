@@ -34,6 +34,8 @@ pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
 pub const SOURCE_PROPERTY: &str = "eqdv.source";
 /// Summary property naming the shard converted, when there was one.
 pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
+/// Summary property naming the split whose data ranges a snapshot committed together.
+pub const SPLIT_PROPERTY: &str = "eqdv.split-id";
 /// Summary property counting the equality deletes live after a snapshot.
 pub const TOTAL_EQUALITY_DELETES_PROPERTY: &str = "total-equality-deletes";
 

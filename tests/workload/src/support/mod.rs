@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::generate::{GenerateReport, WorkloadSpec, generate};
+use crate::generate::{GenerateReport, KeyType, PartitionKind, WorkloadSpec, generate};
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
@@ -40,6 +40,24 @@ impl Warehouse {
 
 pub fn table() -> TableName {
     TableName::new("db", "events")
+}
+
+/// A small bucket[3] table whose equality deletes are written under an unpartitioned
+/// spec: one global group, one shard for the whole table, which no partition split can
+/// divide (the case data ranges and splits exist for).
+pub fn global_deletes_spec(seed: u64) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 2_400,
+        commits: 3,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::Bucket(3),
+        global_deletes: true,
+        changes_per_commit: 150,
+        rows_per_file: 200,
+        rows_per_row_group: 100,
+        ..Default::default()
+    }
 }
 
 pub async fn generate_table(catalog: &dyn Catalog, spec: &WorkloadSpec) -> GenerateReport {

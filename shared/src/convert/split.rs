@@ -1,0 +1,340 @@
+//! A split run as separate tasks: the range tasks and the fan-in of an orchestrated split
+//! (AWS Step Functions in the deployed stacks), each possibly in another process.
+//!
+//! The tasks share nothing but the [`SplitJob`] and the table's storage:
+//! - a range task ([`run_range_task`]) converts its range and stores the result as JSON
+//!   at [`SplitJob::result_location`], its Puffin file at a name fixed by the split and the
+//!   range ([`SplitJob::dv_file_stem`]), so that a retried task overwrites its own files
+//!   and the cleanup needs no listing;
+//! - the fan-in ([`run_commit_task`]) loads every range's result and commits them at once
+//!   with [`commit_ranges`], then removes the result objects;
+//! - the cleanup ([`run_cleanup_task`]) of a split that will not commit removes every
+//!   range's Puffin file and result.
+//!
+//! A commit records the split's id in the snapshot summary ([`SPLIT_PROPERTY`]). Both the
+//! fan-in and the cleanup look for it between the base and the head first: a fan-in run
+//! again after its commit landed (a retry, an answer lost) reports it and removes
+//! nothing, and the cleanup never removes a committed split's DVs.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use twox_hash::XxHash64;
+
+use super::ranges::{DataRange, RangeResult, commit_ranges, convert_range};
+use super::{ConvertOptions, ConvertReport, Outcome};
+use crate::catalog::Catalog;
+use crate::plan::Shard;
+use crate::snapshot::SPLIT_PROPERTY;
+use crate::table::LoadedTable;
+use crate::{Error, Result};
+
+/// The most ranges one split may have (a Step Functions Map handles far more; this keeps
+/// the fan-in's reads and one snapshot's DV count within what one invocation commits).
+pub const MAX_RANGES: u32 = 1024;
+
+/// One shard split into data ranges, as an orchestration hands it to every task.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitJob {
+    /// Stable for the same shard, base and range count ([`SplitJob::new`]): it names the
+    /// split's files, and the deployed stacks use it as the execution name, so a
+    /// duplicate start converts once.
+    pub id: String,
+    /// The shard; every range reads its `base_snapshot_id`.
+    pub shard: Shard,
+    pub ranges: u32,
+}
+
+/// What a range task hands on: small, since the orchestration carries it (the result
+/// itself may list thousands of DVs, so it is stored beside the table).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeTaskOutput {
+    pub split_id: String,
+    pub range: u32,
+    /// Where the range's [`RangeResult`] is stored.
+    pub result_location: String,
+    pub dvs: usize,
+    pub positions_added: u64,
+    pub files_opened: u64,
+    /// The snapshot that committed the split already, when it had (the range then wrote
+    /// nothing: a redrive must not overwrite a committed split's DVs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub committed_snapshot_id: Option<i64>,
+}
+
+/// What the cleanup of a split did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitCleanup {
+    pub split_id: String,
+    /// True when the split had committed after all: nothing was removed.
+    pub committed: bool,
+    /// Files removed (or found absent) by location.
+    pub removed: Vec<String>,
+}
+
+impl SplitJob {
+    /// The split of `shard` into `ranges`; its id is a function of the table, branch,
+    /// shard, base snapshot and range count.
+    pub fn new(shard: Shard, ranges: u32) -> Result<Self> {
+        DataRange::new(0, ranges)?;
+        if ranges > MAX_RANGES {
+            return Err(Error::InvalidInput(format!(
+                "a split has at most {MAX_RANGES} data ranges, not {ranges}"
+            )));
+        }
+        let key = format!(
+            "{}\n{}\n{}\n{}\n{ranges}",
+            shard.table, shard.branch, shard.id, shard.base_snapshot_id
+        );
+        let hash = XxHash64::oneshot(0, key.as_bytes());
+        // Readable and usable as a Step Functions execution name (at most 80 of
+        // [A-Za-z0-9_.-]) and as a path component.
+        let mut id: String = shard
+            .table
+            .to_string()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(48)
+            .collect();
+        let _ = write!(id, "-{hash:016x}-r{ranges}");
+        Ok(Self { id, shard, ranges })
+    }
+
+    /// Refuses a job that is not one a planner made: a range count out of bounds, or an
+    /// id that could escape the table's directories.
+    pub fn check(&self) -> Result<()> {
+        DataRange::new(0, self.ranges)?;
+        if self.ranges > MAX_RANGES {
+            return Err(Error::InvalidInput(format!(
+                "split {}: at most {MAX_RANGES} data ranges, not {}",
+                self.id, self.ranges
+            )));
+        }
+        let clean = !self.id.is_empty()
+            && self.id.len() <= 80
+            && !self.id.starts_with('.')
+            && self
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-');
+        if !clean {
+            return Err(Error::InvalidInput(format!(
+                "split id {:?} is not 1 to 80 of [A-Za-z0-9_.-]",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// The range `index` of this split.
+    pub fn range(&self, index: u32) -> Result<DataRange> {
+        DataRange::new(index, self.ranges)
+    }
+
+    /// Where range `range`'s result is stored, under the table's metadata directory.
+    pub fn result_location(&self, table_location: &str, range: DataRange) -> String {
+        format!(
+            "{}/metadata/eqdv-splits/{}/range-{}-of-{}.json",
+            table_location.trim_end_matches('/'),
+            self.id,
+            range.index,
+            range.count
+        )
+    }
+
+    /// The name (without `.puffin`) of range `range`'s Puffin file in `<table>/data/`.
+    pub fn dv_file_stem(&self, range: DataRange) -> String {
+        format!("eqdv-dv-{}-{}", self.id, range.index)
+    }
+
+    fn options(&self, options: &ConvertOptions) -> ConvertOptions {
+        let mut options = options.clone();
+        options.branch = self.shard.branch.clone();
+        options.shard = Some(self.shard.clone());
+        options.split_id = Some(self.id.clone());
+        options
+    }
+}
+
+/// Converts range `index` of the split and stores its result beside the table; commits
+/// nothing. Run again, it overwrites its own Puffin file and result.
+pub async fn run_range_task(
+    catalog: &dyn Catalog,
+    job: &SplitJob,
+    options: &ConvertOptions,
+    index: u32,
+) -> Result<RangeTaskOutput> {
+    job.check()?;
+    let range = job.range(index)?;
+    // Its Puffin file's name is fixed: once the split committed, writing it again would
+    // overwrite DVs the table references.
+    let table = LoadedTable::load(catalog, &job.shard.table).await?;
+    if let Some(snapshot_id) = committed_snapshot(&table, job)? {
+        tracing::info!(table = %job.shard.table, split = %job.id, %range, snapshot_id, "the split was committed already");
+        return Ok(RangeTaskOutput {
+            split_id: job.id.clone(),
+            range: index,
+            result_location: job.result_location(table.location(), range),
+            dvs: 0,
+            positions_added: 0,
+            files_opened: 0,
+            committed_snapshot_id: Some(snapshot_id),
+        });
+    }
+    let mut options = job.options(options);
+    options.dv_file_stem = Some(job.dv_file_stem(range));
+    let result = convert_range(
+        catalog,
+        &job.shard.table,
+        &options,
+        job.shard.base_snapshot_id,
+        range,
+    )
+    .await?;
+    let result_location = job.result_location(&result.table_location, range);
+    let stored = serde_json::to_vec(&result)
+        .map_err(|e| Error::InvalidInput(format!("{range} of split {}: {e}", job.id)))?;
+    let file_io = catalog.file_io();
+    let written = async {
+        file_io
+            .new_output(&result_location)?
+            .write(stored.into())
+            .await
+    }
+    .await;
+    if let Err(e) = written {
+        if let Some(puffin) = &result.puffin {
+            crate::storage::delete_files(file_io, std::slice::from_ref(&puffin.location)).await;
+        }
+        return Err(Error::file(
+            &result_location,
+            "cannot write the range result",
+            e,
+        ));
+    }
+    Ok(RangeTaskOutput {
+        split_id: job.id.clone(),
+        range: index,
+        result_location,
+        dvs: result.dvs_planned,
+        positions_added: result.positions_added,
+        files_opened: result.resolve.files_opened,
+        committed_snapshot_id: None,
+    })
+}
+
+/// The fan-in: loads every range's result and commits them in one snapshot (or reports
+/// the commit an earlier run of it made), then removes the results. A missing result
+/// commits nothing.
+pub async fn run_commit_task(
+    catalog: &dyn Catalog,
+    job: &SplitJob,
+    options: &ConvertOptions,
+) -> Result<ConvertReport> {
+    job.check()?;
+    let options = job.options(options);
+    let name = &job.shard.table;
+    let table = LoadedTable::load(catalog, name).await?;
+    if let Some(snapshot_id) = committed_snapshot(&table, job)? {
+        tracing::info!(table = %name, split = %job.id, snapshot_id, "the split was committed already");
+        let mut report = ConvertReport::new(name, &options, Outcome::Converted);
+        report.base_snapshot_id = Some(job.shard.base_snapshot_id);
+        report.new_snapshot_id = Some(snapshot_id);
+        report.ranges = job.ranges;
+        remove_results(&table, job).await;
+        return Ok(report);
+    }
+    let mut results = Vec::with_capacity(job.ranges as usize);
+    for range in DataRange::all(job.ranges) {
+        let location = job.result_location(table.location(), range);
+        let bytes = match crate::storage::read_all(&table.file_io, &location).await {
+            Ok(bytes) => bytes,
+            // Missing (S3 without s3:ListBucket says access denied): the range never
+            // finished, and a split commits all its ranges or nothing.
+            Err(e) if !e.retryable() => {
+                return Err(Error::InvalidInput(format!(
+                    "{range} of split {} of table {name} has no readable result at {location} ({e}): the ranges of a split commit together or not at all",
+                    job.id
+                )));
+            }
+            Err(e) => return Err(e),
+        };
+        let result: RangeResult = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::file(&location, "is not a range result", e.to_string()))?;
+        if result.range != range {
+            return Err(Error::InvalidInput(format!(
+                "{location} holds {}, not {range}",
+                result.range
+            )));
+        }
+        results.push(result);
+    }
+    let report = commit_ranges(catalog, name, &options, &results).await?;
+    if report.outcome == Outcome::Converted {
+        remove_results(&table, job).await;
+    }
+    Ok(report)
+}
+
+/// Removes what a split that will not commit wrote: every range's Puffin file and result.
+/// Removes nothing when the split committed after all.
+pub async fn run_cleanup_task(catalog: &dyn Catalog, job: &SplitJob) -> Result<SplitCleanup> {
+    job.check()?;
+    let table = LoadedTable::load(catalog, &job.shard.table).await?;
+    let mut cleanup = SplitCleanup {
+        split_id: job.id.clone(),
+        ..Default::default()
+    };
+    if committed_snapshot(&table, job)?.is_some() {
+        cleanup.committed = true;
+        remove_results(&table, job).await;
+        return Ok(cleanup);
+    }
+    let data = format!("{}/data", table.location().trim_end_matches('/'));
+    for range in DataRange::all(job.ranges) {
+        for location in [
+            format!("{data}/{}.puffin", job.dv_file_stem(range)),
+            job.result_location(table.location(), range),
+        ] {
+            table
+                .file_io
+                .delete(&location)
+                .await
+                .map_err(|e| Error::file(&location, "cannot remove", e))?;
+            cleanup.removed.push(location);
+        }
+    }
+    Ok(cleanup)
+}
+
+/// The snapshot of the job's branch that committed this split, if one did: searched
+/// from the head back to the split's base.
+fn committed_snapshot(table: &LoadedTable, job: &SplitJob) -> Result<Option<i64>> {
+    let mut next = table.head(&job.shard.branch)?;
+    while let Some(snapshot) = next {
+        if snapshot.snapshot_id() == job.shard.base_snapshot_id {
+            return Ok(None);
+        }
+        let props = &snapshot.summary().additional_properties;
+        if props.get(SPLIT_PROPERTY).map(String::as_str) == Some(job.id.as_str()) {
+            return Ok(Some(snapshot.snapshot_id()));
+        }
+        next = snapshot
+            .parent_snapshot_id()
+            .and_then(|id| table.metadata.snapshot_by_id(id).cloned());
+    }
+    Ok(None)
+}
+
+async fn remove_results(table: &LoadedTable, job: &SplitJob) {
+    let results: Vec<String> = DataRange::all(job.ranges)
+        .map(|range| job.result_location(table.location(), range))
+        .collect();
+    crate::storage::delete_files(&table.file_io, &results).await;
+}
