@@ -30,6 +30,8 @@ public final class Main {
           "      --key long|int|string|uuid|decimal|date (long)",
           "      --partition none|identity|bucket:N (none)",
           "      --bloom-filters: on creation, a bloom filter on k0 and small row groups",
+          "      --global-deletes: partitioned data (spec 1), equality deletes under the",
+          "                     unpartitioned spec 0 (global); needs --partition other than none",
           "  write-history      create a new v3 table with one real-world history: data files and",
           "                     equality deletes (RowDelta) around a schema or spec change; prints",
           "                     JSON counts and expected_live_rows",

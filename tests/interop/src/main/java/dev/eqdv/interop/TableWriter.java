@@ -27,7 +27,8 @@ import org.apache.iceberg.io.OutputFileFactory;
 /**
  * Writes rows and equality deletes the way a streaming writer does: one Parquet file per
  * partition per batch, through Iceberg's generic file writer factory, equality deletes keyed on
- * one column and scoped to the partition of the rows they delete.
+ * one column and scoped to the partition of the rows they delete (or, under an unpartitioned spec
+ * of the table, global: see {@link #writeEqualityDeletes(List, PartitionSpec)}).
  */
 final class TableWriter {
   private final Schema schema;
@@ -69,9 +70,9 @@ final class TableWriter {
   /** Data files holding {@code rows}, one per partition. */
   List<DataFile> writeData(List<Record> rows) {
     List<DataFile> out = new ArrayList<>();
-    for (Map.Entry<PartitionKey, List<Record>> group : byPartition(rows).entrySet()) {
+    for (Map.Entry<PartitionKey, List<Record>> group : byPartition(rows, partitionKey).entrySet()) {
       StructLike partition = spec.isUnpartitioned() ? null : group.getKey();
-      EncryptedOutputFile file = newOutputFile(partition);
+      EncryptedOutputFile file = newOutputFile(spec, partition);
       DataWriter<Record> writer = factory.newDataWriter(file, spec, partition);
       try (DataWriter<Record> w = writer) {
         for (Record r : group.getValue()) {
@@ -90,11 +91,25 @@ final class TableWriter {
    * row of {@code deletedRows}, each scoped to that row's partition.
    */
   List<DeleteFile> writeEqualityDeletes(List<Record> deletedRows) {
+    return writeEqualityDeletes(deletedRows, spec);
+  }
+
+  /**
+   * {@link #writeEqualityDeletes(List)} under {@code deleteSpec}, one of the table's specs. Under
+   * an unpartitioned one (while the data is partitioned) they are global: one file, which Iceberg
+   * applies to the data files of every partition, as a CDC writer that cannot know where a key's
+   * old row sits writes them.
+   */
+  List<DeleteFile> writeEqualityDeletes(List<Record> deletedRows, PartitionSpec deleteSpec) {
+    PartitionKey deleteKey =
+        deleteSpec == spec ? partitionKey : new PartitionKey(deleteSpec, schema);
     List<DeleteFile> out = new ArrayList<>();
-    for (Map.Entry<PartitionKey, List<Record>> group : byPartition(deletedRows).entrySet()) {
-      StructLike partition = spec.isUnpartitioned() ? null : group.getKey();
-      EncryptedOutputFile file = newOutputFile(partition);
-      EqualityDeleteWriter<Record> writer = factory.newEqualityDeleteWriter(file, spec, partition);
+    Map<PartitionKey, List<Record>> groups = byPartition(deletedRows, deleteKey);
+    for (Map.Entry<PartitionKey, List<Record>> group : groups.entrySet()) {
+      StructLike partition = deleteSpec.isUnpartitioned() ? null : group.getKey();
+      EncryptedOutputFile file = newOutputFile(deleteSpec, partition);
+      EqualityDeleteWriter<Record> writer =
+          factory.newEqualityDeleteWriter(file, deleteSpec, partition);
       try (EqualityDeleteWriter<Record> w = writer) {
         for (Record r : group.getValue()) {
           Record key = GenericRecord.create(deleteSchema);
@@ -111,17 +126,17 @@ final class TableWriter {
   }
 
   /** A new file under data/, in the partition's directory (none for an unpartitioned spec). */
-  private EncryptedOutputFile newOutputFile(StructLike partition) {
+  private EncryptedOutputFile newOutputFile(PartitionSpec fileSpec, StructLike partition) {
     // newOutputFile(spec, null) would put an empty path segment ("data//") in the location,
     // which MinIO rejects.
-    return partition == null ? files.newOutputFile() : files.newOutputFile(spec, partition);
+    return partition == null ? files.newOutputFile() : files.newOutputFile(fileSpec, partition);
   }
 
-  private Map<PartitionKey, List<Record>> byPartition(List<Record> rows) {
+  private Map<PartitionKey, List<Record>> byPartition(List<Record> rows, PartitionKey keyOf) {
     Map<PartitionKey, List<Record>> groups = new LinkedHashMap<>();
     for (Record r : rows) {
-      partitionKey.partition(wrapper.wrap(r));
-      groups.computeIfAbsent(partitionKey.copy(), k -> new ArrayList<>()).add(r);
+      keyOf.partition(wrapper.wrap(r));
+      groups.computeIfAbsent(keyOf.copy(), k -> new ArrayList<>()).add(r);
     }
     return groups;
   }

@@ -11,8 +11,10 @@ import java.util.Random;
 import java.util.UUID;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.Schema;
+import org.apache.iceberg.UpdatePartitionSpec;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.Record;
+import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.DateTimeUtil;
@@ -165,6 +167,27 @@ final class Workload {
         default:
           throw new AssertionError(kind);
       }
+    }
+
+    /**
+     * Adds the fields of {@link #spec} (same names and transforms) to an unpartitioned table's
+     * spec: how write-cdc --global-deletes evolves its table to partitioned data.
+     */
+    UpdatePartitionSpec addFields(UpdatePartitionSpec update) {
+      switch (kind) {
+        case "none":
+          return update;
+        case "identity":
+          return update.addField("region");
+        case "bucket":
+          return update.addField("k0_bucket", Expressions.bucket("k0", buckets));
+        default:
+          throw new AssertionError(kind);
+      }
+    }
+
+    boolean isPartitioned() {
+      return !kind.equals("none");
     }
 
     @Override

@@ -12,6 +12,7 @@ import java.util.Objects;
 import java.util.Set;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
+import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.Schema;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
@@ -31,6 +32,12 @@ import org.apache.iceberg.exceptions.AlreadyExistsException;
  * <p>{@code --bloom-filters} (on creation only) sets the table properties that make Java's
  * Parquet writer write a bloom filter on the key column, with row groups small enough that a data
  * file has several, as a writer tuned for point lookups does.
+ *
+ * <p>{@code --global-deletes} (with a partitioned {@code --partition}): the table is created
+ * unpartitioned (spec 0) and evolved in the same commit to the partitioned spec (spec 1), which
+ * the data files are written with; the equality deletes are written with spec 0, one
+ * unpartitioned file per commit, as CDC writers that cannot know which partition a key's old row
+ * sits in write them. Iceberg applies such global deletes to the data files of every partition.
  */
 final class WriteCdc {
   static final String STATE_PROPERTY = "eqdv.interop.state";
@@ -63,15 +70,18 @@ final class WriteCdc {
     public int rows;
     public String key;
     public String partition;
+    /** Absent (false) in the state of tables written before the option existed. */
+    public boolean globalDeletes;
     public long commits;
 
     public State() {}
 
-    State(long seed, int rows, String key, String partition, long commits) {
+    State(long seed, int rows, String key, String partition, boolean globalDeletes, long commits) {
       this.seed = seed;
       this.rows = rows;
       this.key = key;
       this.partition = partition;
+      this.globalDeletes = globalDeletes;
       this.commits = commits;
     }
 
@@ -79,27 +89,36 @@ final class WriteCdc {
       return seed == o.seed
           && rows == o.rows
           && Objects.equals(key, o.key)
-          && Objects.equals(partition, o.partition);
+          && Objects.equals(partition, o.partition)
+          && globalDeletes == o.globalDeletes;
     }
 
     String describe() {
-      return "seed " + seed + ", rows " + rows + ", key " + key + ", partition " + partition;
+      return "seed " + seed + ", rows " + rows + ", key " + key + ", partition " + partition
+          + (globalDeletes ? ", global deletes" : "");
     }
   }
 
   static int run(List<String> argv, PrintStream out) throws IOException {
     Set<String> options = new HashSet<>(Main.TABLE_OPTIONS);
     options.addAll(Set.of("seed", "commits", "rows", "key", "partition"));
-    Args a = Args.parse("write-cdc", argv, options, Set.of("bloom-filters"));
+    Args a = Args.parse("write-cdc", argv, options, Set.of("bloom-filters", "global-deletes"));
     long seed = a.longValue("seed", 1, Long.MIN_VALUE, Long.MAX_VALUE);
     int commits = a.intValue("commits", 5, 0, Workload.MAX_COMMITS);
     int rows = a.intValue("rows", 1000, 1, Workload.MAX_ROWS);
     Workload.KeyType key = Workload.KeyType.parse(a.get("key", "long"));
     Workload.Partitioning partitioning = Workload.Partitioning.parse(a.get("partition", "none"));
+    boolean global = a.flag("global-deletes");
+    if (global && !partitioning.isPartitioned()) {
+      // Every equality delete of an unpartitioned table is global already.
+      throw new Args.UsageException(
+          "write-cdc: --global-deletes needs a partitioned table (--partition identity or"
+              + " bucket:N), got --partition " + partitioning);
+    }
 
     try (TableRef ref = new TableRef(a)) {
       ref.ensureDatabase();
-      State wanted = new State(seed, rows, key.label(), partitioning.toString(), 0);
+      State wanted = new State(seed, rows, key.label(), partitioning.toString(), global, 0);
       boolean created = false;
       Table table;
       TableIdentifier id = ref.identifier();
@@ -115,12 +134,26 @@ final class WriteCdc {
           props.putAll(bloomFilterProperties());
         }
         try {
-          table =
-              ref.catalog
-                  .buildTable(id, schema)
-                  .withPartitionSpec(partitioning.spec(schema))
-                  .withProperties(props)
-                  .create();
+          if (global) {
+            // Unpartitioned first (spec 0, for the deletes), then the data's spec (spec 1, the
+            // default), in the one creating commit.
+            Transaction create =
+                ref.catalog
+                    .buildTable(id, schema)
+                    .withPartitionSpec(PartitionSpec.unpartitioned())
+                    .withProperties(props)
+                    .createTransaction();
+            partitioning.addFields(create.updateSpec()).commit();
+            create.commitTransaction();
+            table = ref.load();
+          } else {
+            table =
+                ref.catalog
+                    .buildTable(id, schema)
+                    .withPartitionSpec(partitioning.spec(schema))
+                    .withProperties(props)
+                    .create();
+          }
           created = true;
         } catch (AlreadyExistsException e) {
           table = ref.load();
@@ -157,6 +190,11 @@ final class WriteCdc {
 
       TableWriter writer = new TableWriter(table, "k0", 0);
       Schema schema = writer.schema();
+      PartitionSpec deleteSpec = global ? table.specs().get(0) : table.spec();
+      if (global && (deleteSpec == null || !deleteSpec.isUnpartitioned())) {
+        throw new IllegalStateException(
+            "table " + ref.label() + " has no unpartitioned spec 0 for global deletes");
+      }
       long dataFiles = 0;
       long deleteFiles = 0;
       long rowsWritten = 0;
@@ -176,7 +214,7 @@ final class WriteCdc {
           deleted.add(Workload.row(schema, key, kid, 0, 0, "commit"));
         }
         List<DataFile> data = writer.writeData(newRows);
-        List<DeleteFile> deletes = writer.writeEqualityDeletes(deleted);
+        List<DeleteFile> deletes = writer.writeEqualityDeletes(deleted, deleteSpec);
 
         Transaction txn = table.newTransaction();
         RowDelta delta = txn.newRowDelta();
@@ -184,7 +222,8 @@ final class WriteCdc {
         deletes.forEach(delta::addDeletes);
         delta.set(COMMIT_SUMMARY, Long.toString(plan.commit));
         delta.commit();
-        State next = new State(seed, rows, key.label(), partitioning.toString(), plan.commit + 1);
+        State next =
+            new State(seed, rows, key.label(), partitioning.toString(), global, plan.commit + 1);
         txn.updateProperties().set(STATE_PROPERTY, Main.toJson(next)).commit();
         txn.commitTransaction();
 
@@ -206,6 +245,7 @@ final class WriteCdc {
       result.put("format_version", 3);
       result.put("key", key.label());
       result.put("partition", partitioning.toString());
+      result.put("global_deletes", global);
       result.put("commits", toWrite);
       result.put("generator_commits", workload.commitsDone());
       result.put("data_files", dataFiles);
