@@ -22,6 +22,13 @@ export interface EqdvConfig {
   readonly maxReceiveCount: number;
   readonly converterBatchSize: number;
   readonly converterMaxConcurrency: number;
+  /**
+   * A shard estimated above this many MB of work is split into data ranges of at most
+   * this much each (2 to `maxRanges`), converted by the split state machine and
+   * committed once; 0 splits every shard into `maxRanges`.
+   */
+  readonly splitAboveMb: number;
+  readonly maxRanges: number;
   readonly plannerTimeout: number;
   readonly plannerMemorySize: number;
   readonly converterTimeout: number;
@@ -55,6 +62,8 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   maxReceiveCount: '5',
   converterBatchSize: '1',
   converterMaxConcurrency: '10',
+  splitAboveMb: '1024',
+  maxRanges: '32',
   plannerTimeout: '300',
   plannerMemorySize: '512',
   converterTimeout: '900',
@@ -173,6 +182,9 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     maxReceiveCount: int('maxReceiveCount', 1, 1000),
     converterBatchSize: int('converterBatchSize', 1, 10),
     converterMaxConcurrency: int('converterMaxConcurrency', 2, 1000),
+    splitAboveMb: int('splitAboveMb', 0, 1_000_000),
+    // The engine's own bound (eqdv::convert::MAX_RANGES).
+    maxRanges: int('maxRanges', 2, 1024),
     plannerTimeout: int('plannerTimeout', 10, 900),
     plannerMemorySize: int('plannerMemorySize', 128, 10240),
     converterTimeout,

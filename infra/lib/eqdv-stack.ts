@@ -1,3 +1,6 @@
+import * as fs from 'fs';
+import * as path from 'path';
+
 import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cloudwatchActions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -10,6 +13,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 
 import { EqdvConfig, shardVisibilitySeconds } from './config';
@@ -17,14 +21,17 @@ import { EqdvConfig, shardVisibilitySeconds } from './config';
 /** The detail-type of Glue's table change events. */
 export const GLUE_TABLE_CHANGE = 'Glue Data Catalog Table State Change';
 
+/** The split state machine's definition, shared with ../template.yaml. */
+export const SPLIT_DEFINITION = path.join(__dirname, '..', 'statemachine', 'split.asl.json');
+
 export interface EqdvStackProps extends StackProps {
   readonly config: EqdvConfig;
 }
 
 /**
  * eqdv's planner and converter Lambdas, the shard queue and its dead-letter queue,
- * their triggers, least-privilege roles and alarms: the same stack as
- * ../template.yaml (SAM), with context values in place of its parameters.
+ * the split state machine, their triggers, least-privilege roles and alarms: the same
+ * stack as ../template.yaml (SAM), with context values in place of its parameters.
  */
 export class EqdvStack extends Stack {
   readonly shardQueue: sqs.Queue;
@@ -34,6 +41,8 @@ export class EqdvStack extends Stack {
   readonly converter: lambda.Function;
   readonly plannerRole: iam.Role;
   readonly converterRole: iam.Role;
+  readonly splitStateMachine: sfn.StateMachine;
+  readonly splitStateMachineRole: iam.Role;
   readonly shardDeadLetterAlarm: cloudwatch.Alarm;
 
   constructor(scope: Construct, id: string, props: EqdvStackProps) {
@@ -98,6 +107,7 @@ export class EqdvStack extends Stack {
     });
     plannerLogs.grantWrite(this.plannerRole);
     this.shardQueue.grantSendMessages(this.plannerRole);
+    // states:StartExecution on the split state machine: granted once it exists, below.
     this.plannerRole.addToPolicy(
       new iam.PolicyStatement({
         sid: 'GlueRead',
@@ -149,26 +159,6 @@ export class EqdvStack extends Stack {
       handler: 'bootstrap',
     };
 
-    this.planner = new lambda.Function(this, 'PlannerFunction', {
-      ...rust,
-      description: 'eqdv planner (Glue events, sweeps, backfills to shards)',
-      code: lambda.Code.fromAsset(c.plannerAsset),
-      role: this.plannerRole,
-      timeout: Duration.seconds(c.plannerTimeout),
-      memorySize: c.plannerMemorySize,
-      logGroup: plannerLogs,
-      environment: {
-        ...common,
-        EQDV_SHARD_QUEUE_URL: this.shardQueue.queueUrl,
-        EQDV_SHARD_TARGET_MB: String(c.shardTargetMb),
-        EQDV_QUEUE_GROUPS: String(c.queueGroups),
-      },
-      // EventBridge invokes the planner asynchronously: after two retries a failed
-      // event goes to this queue with the error.
-      retryAttempts: 2,
-      onFailure: new destinations.SqsDestination(this.plannerDeadLetterQueue),
-    });
-
     this.converter = new lambda.Function(this, 'ConverterFunction', {
       ...rust,
       description: 'eqdv converter (one shard of equality deletes to deletion vectors)',
@@ -195,6 +185,59 @@ export class EqdvStack extends Stack {
         maxConcurrency: c.converterMaxConcurrency,
       }),
     );
+
+    // --- Split state machine --------------------------------------------------------
+    // Converts a shard the planner split into data ranges: each range by its own
+    // converter invocation, then one fan-in commit (or the cleanup). Every Task invokes
+    // the converter directly (Resource ${ConverterFunctionArn}, which CloudFormation
+    // substitutes, as in template.yaml). The file goes inline (fromString) rather than
+    // as fromFile's S3 asset, so that cfn-lint and the tests see the definition; parsed
+    // first, so a malformed file stops the synth. Standard: a split can outlast
+    // Express's 5 minutes, and the execution history records what failed (no logging).
+    this.splitStateMachineRole = new iam.Role(this, 'SplitStateMachineRole', {
+      assumedBy: new iam.ServicePrincipal('states.amazonaws.com'),
+      description: 'eqdv split state machine',
+    });
+    this.splitStateMachineRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'InvokeConverter',
+        actions: ['lambda:InvokeFunction'],
+        resources: [this.converter.functionArn, `${this.converter.functionArn}:*`],
+      }),
+    );
+    this.splitStateMachine = new sfn.StateMachine(this, 'SplitStateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      role: this.splitStateMachineRole,
+      definitionBody: sfn.DefinitionBody.fromString(
+        JSON.stringify(JSON.parse(fs.readFileSync(SPLIT_DEFINITION, 'utf8'))),
+      ),
+      definitionSubstitutions: { ConverterFunctionArn: this.converter.functionArn },
+    });
+    this.splitStateMachine.grantStartExecution(this.plannerRole);
+
+    // The planner starts the split executions: built after the state machine.
+    this.planner = new lambda.Function(this, 'PlannerFunction', {
+      ...rust,
+      description: 'eqdv planner (Glue events, sweeps, backfills to shards)',
+      code: lambda.Code.fromAsset(c.plannerAsset),
+      role: this.plannerRole,
+      timeout: Duration.seconds(c.plannerTimeout),
+      memorySize: c.plannerMemorySize,
+      logGroup: plannerLogs,
+      environment: {
+        ...common,
+        EQDV_SHARD_QUEUE_URL: this.shardQueue.queueUrl,
+        EQDV_SHARD_TARGET_MB: String(c.shardTargetMb),
+        EQDV_QUEUE_GROUPS: String(c.queueGroups),
+        EQDV_SPLIT_STATE_MACHINE_ARN: this.splitStateMachine.stateMachineArn,
+        EQDV_SPLIT_ABOVE_MB: String(c.splitAboveMb),
+        EQDV_MAX_RANGES: String(c.maxRanges),
+      },
+      // EventBridge invokes the planner asynchronously: after two retries a failed
+      // event goes to this queue with the error.
+      retryAttempts: 2,
+      onFailure: new destinations.SqsDestination(this.plannerDeadLetterQueue),
+    });
 
     // --- Triggers -------------------------------------------------------------------
     new events.Rule(this, 'GlueTableChangeRule', {
@@ -258,6 +301,11 @@ export class EqdvStack extends Stack {
       'eqdv planner invocations that errored',
       this.planner.metricErrors({ period: fiveMinutes, statistic: 'Sum' }),
     );
+    alarm(
+      'SplitExecutionsFailedAlarm',
+      'eqdv split executions that failed (a range or the fan-in failed and the split was cleaned up, or the fan-in\'s commit outcome is unknown)',
+      this.splitStateMachine.metricFailed({ period: fiveMinutes, statistic: 'Sum' }),
+    );
 
     // --- Outputs --------------------------------------------------------------------
     new CfnOutput(this, 'ShardQueueUrl', { value: this.shardQueue.queueUrl });
@@ -268,5 +316,6 @@ export class EqdvStack extends Stack {
     new CfnOutput(this, 'ConverterFunctionArn', { value: this.converter.functionArn });
     new CfnOutput(this, 'PlannerLogGroupName', { value: plannerLogs.logGroupName });
     new CfnOutput(this, 'ConverterLogGroupName', { value: converterLogs.logGroupName });
+    new CfnOutput(this, 'SplitStateMachineArn', { value: this.splitStateMachine.stateMachineArn });
   }
 }

@@ -20,6 +20,8 @@ describe('loadConfig', () => {
       maxReceiveCount: 5,
       converterBatchSize: 1,
       converterMaxConcurrency: 10,
+      splitAboveMb: 1024,
+      maxRanges: 32,
       plannerTimeout: 300,
       plannerMemorySize: 512,
       converterTimeout: 900,
@@ -41,6 +43,9 @@ describe('loadConfig', () => {
     expect(load({ ...required, databases: 'a, b ,c' }).databases).toEqual(['a', 'b', 'c']);
     expect(load({ ...required, databases: ['a', 'b'] }).databases).toEqual(['a', 'b']);
     expect(load({ ...required, converterTimeout: 60 }).converterTimeout).toBe(60);
+    expect(load({ ...required, splitAboveMb: 4096, maxRanges: '2' })).toMatchObject({ splitAboveMb: 4096, maxRanges: 2 });
+    // 0: every shard is split into maxRanges.
+    expect(load({ ...required, splitAboveMb: '0' }).splitAboveMb).toBe(0);
     expect(shardVisibilitySeconds(load({ ...required, converterTimeout: '60' }))).toBe(360);
   });
 
@@ -62,6 +67,9 @@ describe('loadConfig', () => {
     [{ ...required, converterMaxConcurrency: '1' }, /between 2 and 1000/],
     [{ ...required, converterBatchSize: '11' }, /between 1 and 10/],
     [{ ...required, queueGroups: '17' }, /between 1 and 16/],
+    [{ ...required, splitAboveMb: '1000001' }, /splitAboveMb: 1000001 is not between 0 and 1000000/],
+    [{ ...required, maxRanges: '1' }, /maxRanges: 1 is not between 2 and 1024/],
+    [{ ...required, maxRanges: '1025' }, /maxRanges: 1025 is not between 2 and 1024/],
     [{ ...required, maxReceiveCount: 'five' }, /not a whole number/],
     [{ ...required, commitRetries: '-1' }, /not empty or a whole number/],
     [{ ...required, logRetentionDays: '10' }, /not one of/],

@@ -103,6 +103,16 @@ function functionProps(template: Template, logicalId: string) {
   return template.findResources('AWS::Lambda::Function')[logicalId].Properties;
 }
 
+type State = Record<string, any>;
+
+/** Every Task state of an ASL definition, those inside Map and Parallel states too. */
+function taskStates(definition: { States: Record<string, State> }): State[] {
+  return Object.values(definition.States).flatMap((s) => [
+    ...(s.Type === 'Task' ? [s] : []),
+    ...[s.ItemProcessor, s.Iterator, ...(s.Branches ?? [])].filter(Boolean).flatMap(taskStates),
+  ]);
+}
+
 describe('EqdvStack with the default settings', () => {
   const { stack, template, id } = synth();
 
@@ -140,6 +150,9 @@ describe('EqdvStack with the default settings', () => {
       EQDV_SHARD_QUEUE_URL: { Ref: id(stack.shardQueue) },
       EQDV_SHARD_TARGET_MB: '256',
       EQDV_QUEUE_GROUPS: '1',
+      EQDV_SPLIT_STATE_MACHINE_ARN: { Ref: id(stack.splitStateMachine) },
+      EQDV_SPLIT_ABOVE_MB: '1024',
+      EQDV_MAX_RANGES: '32',
     });
     expect(converter).toEqual({
       ...common,
@@ -219,7 +232,7 @@ describe('EqdvStack with the default settings', () => {
   });
 
   test('alarm on any shard in the DLQ, without actions when no topic is configured', () => {
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
     const alarm = template.findResources('AWS::CloudWatch::Alarm')[id(stack.shardDeadLetterAlarm)];
     expect(alarm.Properties).toEqual({
       AlarmDescription: expect.any(String),
@@ -244,6 +257,20 @@ describe('EqdvStack with the default settings', () => {
       Threshold: 0,
       ComparisonOperator: 'GreaterThanThreshold',
     });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/States',
+      MetricName: 'ExecutionsFailed',
+      Dimensions: [{ Name: 'StateMachineArn', Value: { Ref: id(stack.splitStateMachine) } }],
+      Statistic: 'Sum',
+      Period: 300,
+      EvaluationPeriods: 1,
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+    });
+    for (const alarm of Object.values(template.findResources('AWS::CloudWatch::Alarm'))) {
+      expect(alarm.Properties.AlarmActions).toBeUndefined();
+    }
   });
 
   test('planner IAM: exactly these statements', () => {
@@ -255,6 +282,7 @@ describe('EqdvStack with the default settings', () => {
         allow(a.plannerDeadLetterQueue, [`\${${id(stack.plannerDeadLetterQueue)}.Arn}`]),
         allow(a.glue, glueResources(ACCOUNT, ['sales', 'cdc_db'])),
         allow(a.s3Read, [s3('my-lake/warehouse/*'), s3('other-bucket/*')]),
+        allow(a.splitStateMachine, [`\${${id(stack.splitStateMachine)}}`]),
       ]),
     );
   });
@@ -278,6 +306,38 @@ describe('EqdvStack with the default settings', () => {
     );
   });
 
+  test('split state machine IAM: assumed by Step Functions, invokes the converter only', () => {
+    const role = template.findResources('AWS::IAM::Role')[id(stack.splitStateMachineRole)];
+    expect(role.Properties.AssumeRolePolicyDocument.Statement.map((s: State) => s.Principal)).toEqual([
+      { Service: 'states.amazonaws.com' },
+    ]);
+    const converter = `\${${id(stack.converter)}.Arn}`;
+    expect(statementsOf(template, id(stack.splitStateMachineRole))).toEqual([
+      allow(contract.iam.stateMachine.converter, [converter, `${converter}:*`]),
+    ]);
+  });
+
+  test('split state machine: standard, its own role, the shared definition, every task the converter', () => {
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 1);
+    const props = template.findResources('AWS::StepFunctions::StateMachine')[id(stack.splitStateMachine)].Properties;
+    expect(props.StateMachineType).toBe('STANDARD');
+    expect(props.RoleArn).toEqual({ 'Fn::GetAtt': [id(stack.splitStateMachineRole), 'Arn'] });
+    expect(props.LoggingConfiguration).toBeUndefined();
+    // The file template.yaml deploys too (tests/infra/sam_check.py checks its states).
+    const file = path.join(__dirname, '..', '..', contract.stateMachine.definition);
+    expect(JSON.parse(props.DefinitionString)).toEqual(JSON.parse(fs.readFileSync(file, 'utf8')));
+    expect(Object.keys(props.DefinitionSubstitutions).sort()).toEqual([...contract.stateMachine.substitutions].sort());
+    expect(props.DefinitionSubstitutions.ConverterFunctionArn).toEqual({ 'Fn::GetAtt': [id(stack.converter), 'Arn'] });
+    // What CloudFormation deploys: the definition with the substitutions applied.
+    const deployed = (props.DefinitionString as string).replace(/\$\{([^}]*)\}/g, (_match, key: string) =>
+      render(props.DefinitionSubstitutions[key]),
+    );
+    expect(deployed).not.toContain('${ConverterFunctionArn}');
+    const tasks = taskStates(JSON.parse(deployed));
+    expect(tasks.map((t) => t.Parameters?.task ?? 'range').sort()).toEqual(['cleanup', 'commit', 'range']);
+    for (const task of tasks) expect(task.Resource).toBe(`\${${id(stack.converter)}.Arn}`);
+  });
+
   // Glue: the catalog and the configured databases and their tables only.
   const GLUE_RESOURCE =
     /:glue:\$\{AWS::Region\}:(\$\{AWS::AccountId\}|[0-9]{12}):(catalog|database\/(sales|cdc_db)|table\/(sales|cdc_db)\/\*)$/;
@@ -288,8 +348,10 @@ describe('EqdvStack with the default settings', () => {
     for (const role of Object.values(template.findResources('AWS::IAM::Role'))) {
       expect(role.Properties.ManagedPolicyArns).toBeUndefined();
     }
-    template.resourceCountIs('AWS::IAM::Role', 2);
-    const statements = [stack.plannerRole, stack.converterRole].flatMap((r) => statementsOf(template, id(r)));
+    template.resourceCountIs('AWS::IAM::Role', 3);
+    const statements = [stack.plannerRole, stack.converterRole, stack.splitStateMachineRole].flatMap((r) =>
+      statementsOf(template, id(r)),
+    );
     for (const s of statements) {
       expect(s.effect).toBe('Allow');
       for (const action of s.actions) expect(action).not.toContain('*');
@@ -323,6 +385,8 @@ describe('EqdvStack with custom settings', () => {
     converterMaxConcurrency: '20',
     maxReceiveCount: '3',
     commitRetries: '8',
+    splitAboveMb: '4096',
+    maxRanges: '8',
     sweepSchedule: 'cron(0 3 * * ? *)',
     alarmTopicArn: topic,
   });
@@ -337,6 +401,11 @@ describe('EqdvStack with custom settings', () => {
     expect(env.EQDV_GLUE_CATALOG_ID).toBe('210987654321');
     expect(env.EQDV_ALLOWED_TABLES).toBe('lake.orders,lake.customers');
     expect(functionProps(template, id(stack.converter)).Timeout).toBe(120);
+  });
+
+  test('the planner splits above splitAboveMb into at most maxRanges', () => {
+    const env = functionProps(template, id(stack.planner)).Environment.Variables;
+    expect([env.EQDV_SPLIT_ABOVE_MB, env.EQDV_MAX_RANGES]).toEqual(['4096', '8']);
   });
 
   test('event source mapping uses the batch size and concurrency', () => {
@@ -360,7 +429,7 @@ describe('EqdvStack with custom settings', () => {
 
   test('every alarm notifies the topic on ALARM and OK', () => {
     const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm'));
-    expect(alarms).toHaveLength(4);
+    expect(alarms).toHaveLength(5);
     for (const alarm of alarms) {
       expect(alarm.Properties.AlarmActions).toEqual([topic]);
       expect(alarm.Properties.OKActions).toEqual([topic]);

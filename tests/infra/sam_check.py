@@ -6,8 +6,11 @@ parameter values and runs the SAM translator, offline and without credentials
 (`sam validate` does the same, but takes no parameter values, and the template's
 loops need them). The resulting CloudFormation is checked against
 tests/infra/contract.json, as infra/test/eqdv-stack.test.ts checks the CDK stack:
-environment variables, every IAM statement of both roles, the queues, the event
-source mapping, the rules and the alarms.
+environment variables, every IAM statement of the three roles, the queues, the event
+source mapping, the rules, the split state machine and the alarms. The translator
+sees the state machine's local DefinitionUri as a dummy S3 location (SAM CLI puts one
+there for validation), so its definition (infra/statemachine/split.asl.json, which
+the CDK app inlines) is checked by reading the file.
 
 Usage: python sam_check.py TEMPLATE CONTRACT (run by tests/infra/check in
 $EQDV_CACHE/venv-sam). Prints one line per check and 'N passed, N failed'.
@@ -15,6 +18,8 @@ $EQDV_CACHE/venv-sam). Prints one line per check and 'N passed, N failed'.
 
 import json
 import logging
+import os
+import re
 import sys
 import traceback
 
@@ -118,6 +123,26 @@ def of_type(resources, kind):
     return {k: r for k, r in resources.items() if r["Type"] == kind}
 
 
+def states_of(definition):
+    """Every state of an ASL definition, nested ones (Map, Parallel) too, by name."""
+    out = {}
+    for name, state in definition["States"].items():
+        out[name] = state
+        for inner in [state.get("ItemProcessor"), state.get("Iterator"), *state.get("Branches", [])]:
+            if inner:
+                out.update(states_of(inner))
+    return out
+
+
+def catch_target(state, error):
+    """The state the first Catch rule that matches `error` leads to (rules apply in
+    order), or None."""
+    for rule in state.get("Catch", []):
+        if error in rule["ErrorEquals"] or "States.ALL" in rule["ErrorEquals"]:
+            return rule["Next"]
+    return None
+
+
 def checks(template_path, contract):
     base = {"Databases": "sales,cdc_db", "TableLocations": "my-lake/warehouse,other-bucket"}
     translated = translate(template_path, base)
@@ -131,6 +156,8 @@ def checks(template_path, contract):
         "ConverterBatchSize": "5",
         "ConverterMaxConcurrency": "20",
         "MaxReceiveCount": "3",
+        "SplitAboveMb": "4096",
+        "MaxRanges": "8",
         "AlarmTopicArn": TOPIC,
     }
     custom = translate(template_path, custom_params)["Resources"]
@@ -162,9 +189,16 @@ def checks(template_path, contract):
         expect_equal(render(env_p["EQDV_SHARD_QUEUE_URL"]), "${ShardQueue}", "EQDV_SHARD_QUEUE_URL")
         expect_equal(render(env_c["EQDV_DEAD_LETTER_QUEUE_URL"]), "${ShardDeadLetterQueue}", "EQDV_DEAD_LETTER_QUEUE_URL")
         expect_equal(render(env_p["EQDV_CATALOG"]), "glue", "EQDV_CATALOG")
-        _, converter = functions(custom)
+        expect_equal(render(env_p["EQDV_SPLIT_STATE_MACHINE_ARN"]), "${SplitStateMachine}",
+                     "EQDV_SPLIT_STATE_MACHINE_ARN")
+        expect_equal([render(env_p["EQDV_SPLIT_ABOVE_MB"]), render(env_p["EQDV_MAX_RANGES"])], ["1024", "32"],
+                     "EQDV_SPLIT_ABOVE_MB, EQDV_MAX_RANGES defaults")
+        planner, converter = functions(custom)
         env = converter["Environment"]["Variables"]
         expect_equal(render(env["EQDV_MAX_RECEIVES"]), "3", "EQDV_MAX_RECEIVES follows MaxReceiveCount")
+        env = planner["Environment"]["Variables"]
+        expect_equal([render(env["EQDV_SPLIT_ABOVE_MB"]), render(env["EQDV_MAX_RANGES"])], ["4096", "8"],
+                     "EQDV_SPLIT_ABOVE_MB, EQDV_MAX_RANGES follow SplitAboveMb, MaxRanges")
 
     def check_queues():
         for resources, timeout, receives in ((default, 900, 5), (custom, 120, 3)):
@@ -210,6 +244,12 @@ def checks(template_path, contract):
         errors = alarms["ConverterErrorsAlarm"]["Properties"]
         expect_equal([errors["MetricName"], errors["Statistic"], int(errors["Period"])], ["Errors", "Sum", 300],
                      "converter errors alarm")
+        split = alarms["SplitExecutionsFailedAlarm"]["Properties"]
+        expect_equal([split["Namespace"], split["MetricName"], split["Dimensions"][0]["Name"],
+                      render(split["Dimensions"][0]["Value"]), split["Statistic"], int(split["Period"]),
+                      int(split["Threshold"]), split["ComparisonOperator"], split["TreatMissingData"]],
+                     ["AWS/States", "ExecutionsFailed", "StateMachineArn", "${SplitStateMachine}", "Sum", 300,
+                      0, "GreaterThanThreshold", "notBreaching"], "split executions failed alarm")
         for name, alarm in alarms.items():
             assert "AlarmActions" not in alarm["Properties"], f"{name} has actions without a topic"
         for name, alarm in of_type(custom, "AWS::CloudWatch::Alarm").items():
@@ -227,6 +267,7 @@ def checks(template_path, contract):
         if kind == "planner":
             expected[tuple(a["shardQueue"])] = sorted(["${ShardQueue.Arn}", "${PlannerDeadLetterQueue.Arn}"])
             assert a["shardQueue"] == a["plannerDeadLetterQueue"]
+            expected[tuple(a["splitStateMachine"])] = ["${SplitStateMachine}"]
         else:
             expected[tuple(a["shardQueue"])] = ["${ShardQueue.Arn}"]
             expected[tuple(a["shardDeadLetterQueue"])] = ["${ShardDeadLetterQueue.Arn}"]
@@ -245,6 +286,62 @@ def checks(template_path, contract):
         iam(default, "ConverterRole", "111122223333", ["sales", "cdc_db"], ["my-lake/warehouse", "other-bucket"], "converter")
         iam(custom, "ConverterRole", "210987654321", ["lake"], ["lake-bucket/iceberg"], "converter")
 
+    def check_state_machine():
+        sm = contract["stateMachine"]
+        for resources in (default, custom):
+            machines = of_type(resources, "AWS::StepFunctions::StateMachine")
+            expect_equal(sorted(machines), ["SplitStateMachine"], "state machines")
+            p = machines["SplitStateMachine"]["Properties"]
+            expect_equal([p.get("StateMachineType"), render(p["RoleArn"])],
+                         ["STANDARD", "${SplitStateMachineRole.Arn}"], "state machine type and role")
+            expect_equal({k: render(v) for k, v in p.get("DefinitionSubstitutions", {}).items()},
+                         {"ConverterFunctionArn": "${ConverterFunction.Arn}"}, "definition substitutions")
+            expect_equal(sorted(p["DefinitionSubstitutions"]), sorted(sm["substitutions"]), "contract substitutions")
+            assert "DefinitionS3Location" in p and "DefinitionString" not in p, "definition not from DefinitionUri"
+            role = resources["SplitStateMachineRole"]["Properties"]
+            expect_equal([s["Principal"] for s in role["AssumeRolePolicyDocument"]["Statement"]],
+                         [{"Service": "states.amazonaws.com"}], "state machine role principal")
+            statements = statements_of(resources, "SplitStateMachineRole")
+            expect_equal(merged(statements), {
+                tuple(contract["iam"]["stateMachine"]["converter"]):
+                    ["${ConverterFunction.Arn}", "${ConverterFunction.Arn}:*"],
+            }, "SplitStateMachineRole statements")
+            for actions, arns in statements:
+                assert "*" not in arns, f"SplitStateMachineRole: a statement on every resource: {actions}"
+        source = yaml_parse(open(template_path, encoding="utf-8").read())
+        expect_equal(source["Resources"]["SplitStateMachine"]["Properties"]["DefinitionUri"], sm["definition"],
+                     "DefinitionUri")
+
+    def check_split_definition():
+        # Relative to the template, as SAM CLI resolves DefinitionUri.
+        path = os.path.join(os.path.dirname(os.path.abspath(template_path)), contract["stateMachine"]["definition"])
+        text = open(path, encoding="utf-8").read()
+        definition = json.loads(text)
+        expect_equal(sorted(set(re.findall(r"\$\{([^}]*)\}", text))), sorted(contract["stateMachine"]["substitutions"]),
+                     "placeholders in the definition")
+        states = states_of(definition)
+        tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
+        for name, task in tasks.items():
+            expect_equal(task["Resource"], "${ConverterFunctionArn}", f"{name} Resource")
+            assert task.get("Retry"), f"{name} has no Retry"
+        by_task = {s.get("Parameters", {}).get("task"): name for name, s in tasks.items()}
+        assert "cleanup" in by_task and "commit" in by_task, f"no cleanup or commit task: {sorted(tasks)}"
+        cleanup, commit = by_task["cleanup"], by_task["commit"]
+        maps = [s for s in definition["States"].values() if s["Type"] == "Map"]
+        expect_equal(len(maps), 1, "Map states")
+        (ranges,) = maps
+        expect_equal([s["Resource"] for s in ranges["ItemProcessor"]["States"].values() if s["Type"] == "Task"],
+                     ["${ConverterFunctionArn}"], "the Map's task")
+        expect_equal(ranges["ItemSelector"]["task"], "range", "the Map's items are range tasks")
+        expect_equal([ranges["Next"], catch_target(ranges, "States.TaskFailed")], [commit, cleanup],
+                     "the Map: then the commit, on failure the cleanup")
+        expect_equal(catch_target(states[commit], "eqdv.RangesStale"), cleanup, "a failed commit: the cleanup")
+        unknown = catch_target(states[commit], "eqdv.CommitStateUnknown")
+        expect_equal(states[unknown]["Type"], "Fail", "an unknown commit outcome: a Fail state, not the cleanup")
+        # The cleanup fails the execution either way (the alarm counts failed executions).
+        for target in (states[cleanup].get("Next"), catch_target(states[cleanup], "States.ALL")):
+            expect_equal(states[target]["Type"], "Fail", f"after the cleanup: {target}")
+
     def check_visibility_steps():
         template = yaml_parse(open(template_path, encoding="utf-8").read())
         for timeout in template["Parameters"]["ConverterTimeout"]["AllowedValues"]:
@@ -255,7 +352,8 @@ def checks(template_path, contract):
         expect_equal(sorted(translated["Outputs"]), sorted(contract["outputs"]), "outputs")
 
     return [check_outputs, check_functions, check_env, check_queues, check_event_source, check_triggers, check_alarms,
-            check_planner_iam, check_converter_iam, check_visibility_steps]
+            check_planner_iam, check_converter_iam, check_state_machine, check_split_definition,
+            check_visibility_steps]
 
 
 def main():

@@ -25,9 +25,10 @@ LOCALSTACK_PORT=4566
 MINIO_ROOT_USER="eqdvminio"
 MINIO_ROOT_PASSWORD="eqdvminio-secret"
 BUCKET="warehouse"
-# LocalStack's services: SQS and EventBridge for eqdv, plus cheap in-memory ones a
-# deployment test may touch (STS GetCallerIdentity, CloudWatch metrics).
-LOCALSTACK_SERVICES="sqs,events,sts,cloudwatch"
+# LocalStack's services: SQS, EventBridge and Step Functions (its own ASL interpreter,
+# on the host) for eqdv, plus cheap in-memory ones a deployment test may touch (STS
+# GetCallerIdentity, CloudWatch metrics).
+LOCALSTACK_SERVICES="sqs,events,stepfunctions,sts,cloudwatch"
 
 # --- Paths --------------------------------------------------------------------------
 services_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -72,6 +72,9 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         catalog: catalog.connect().await?,
         config: config.clone(),
         queue: Box::new(queue.clone()),
+        // Nothing starts executions in-process: the shards are queued, and the big ones
+        // split below, in this process.
+        splits: None,
     };
     let run = planner.run_triggers(&[trigger]).await?;
     let converter = Converter {
@@ -85,7 +88,12 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
     // A sweep has no dry-run flag of its own: its shards are simply not converted.
     let shards = if dry_run { Vec::new() } else { queue.drain() };
     for shard in shards {
-        match converter.convert_shard(&shard, None).await {
+        // A shard the planner would split on Lambda is split here too, in this process.
+        let ranges = converter.config.split_ranges(shard.estimated_bytes);
+        match converter
+            .convert_shard_in_ranges(&shard, None, ranges)
+            .await
+        {
             Ok(r) => reports.push(serde_json::to_value(&r)?),
             Err(e) => {
                 failed += 1;

@@ -101,12 +101,8 @@ fn generate_convert_and_exit_codes() {
     assert_eq!(json(&out)["outcome"], "nothing-to-do");
 }
 
-/// `convert --ranges N`: a global group split into data ranges, committed in one
-/// snapshot, judged by readers other than eqdv's; a dry run and a bad count first.
-#[test]
-fn ranges_split_a_global_group_and_commit_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let w = dir.path();
+/// A bucket[3] table whose equality deletes are global (one group, one shard).
+fn generate_global_group(w: &Path) {
     let out = run(
         "generate",
         w,
@@ -126,6 +122,15 @@ fn ranges_split_a_global_group_and_commit_once() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `convert --ranges N`: a global group split into data ranges, committed in one
+/// snapshot, judged by readers other than eqdv's; a dry run and a bad count first.
+#[test]
+fn ranges_split_a_global_group_and_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    generate_global_group(w);
     let out = run("convert", w, &["--ranges", "0"]);
     assert_eq!(
         out.status.code(),
@@ -166,6 +171,46 @@ fn ranges_split_a_global_group_and_commit_once() {
     assert_converted(w, "cdc.orders");
     let out = run("convert", w, &["--ranges", "4"]);
     assert_eq!(out.status.code(), Some(3));
+}
+
+/// `eqdv backfill` splits a shard over `EQDV_SPLIT_ABOVE_MB` as the planner would on
+/// Lambda, in this process: one commit of all its ranges.
+#[test]
+fn backfill_splits_a_shard_over_the_threshold_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    generate_global_group(w);
+    let before = json(&run("inspect", w, &[]));
+    let backfill = |threshold: &str| {
+        common::eqdv_command()
+            .args(["backfill", "--json", "--warehouse"])
+            .arg(w)
+            .args(["--database", "cdc"])
+            .env("EQDV_SPLIT_ABOVE_MB", threshold)
+            .env("EQDV_MAX_RANGES", "3")
+            .output()
+            .expect("run eqdv")
+    };
+    let out = backfill("0");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = json(&out);
+    let conversions = done["conversions"].as_array().unwrap();
+    assert_eq!(conversions.len(), 1, "a global group is one shard: {done}");
+    assert_eq!(conversions[0]["outcome"], "converted", "{done}");
+    assert_eq!(conversions[0]["ranges"], 3, "{done}");
+    let after = json(&run("inspect", w, &[]));
+    assert_eq!(
+        after["sequence_number"].as_i64(),
+        before["sequence_number"].as_i64().map(|n| n + 1),
+        "not exactly one new snapshot: {after}"
+    );
+    assert_converted(w, "cdc.orders");
+    assert_eq!(backfill("0").status.code(), Some(3), "nothing left to do");
 }
 
 #[test]

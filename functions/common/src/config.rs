@@ -10,6 +10,7 @@ use eqdv::catalog::Catalog;
 use eqdv::catalog::SqliteCatalog;
 use eqdv::catalog::TableName;
 use eqdv::catalog::{GlueCatalog, GlueConfig};
+use eqdv::convert::MAX_RANGES;
 use eqdv::plan::{PlanOptions, QUEUE_GROUPS};
 use eqdv::planner::{Allowlist, PlannerConfig};
 use eqdv::resolve::ResolveOptions;
@@ -64,6 +65,14 @@ pub struct FunctionConfig {
     /// The shard queue's maxReceiveCount: on that receive a failing shard goes to the DLQ
     /// with its error instead of back to the queue.
     pub max_receives: u32,
+    /// The Step Functions state machine that converts a shard split into data ranges;
+    /// without one every shard goes to the queue, whatever its size.
+    pub split_state_machine_arn: Option<String>,
+    /// A shard whose estimated bytes exceed this is split (when there is a state machine),
+    /// into ranges of at most this much; 0 splits every shard into `max_ranges`.
+    pub split_above_bytes: u64,
+    /// The most data ranges one split has.
+    pub max_ranges: u32,
 }
 
 pub const ENV_CATALOG: &str = "EQDV_CATALOG";
@@ -87,10 +96,17 @@ pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
 pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
 pub const ENV_DEAD_LETTER_QUEUE_URL: &str = "EQDV_DEAD_LETTER_QUEUE_URL";
 pub const ENV_MAX_RECEIVES: &str = "EQDV_MAX_RECEIVES";
+pub const ENV_SPLIT_STATE_MACHINE_ARN: &str = "EQDV_SPLIT_STATE_MACHINE_ARN";
+pub const ENV_SPLIT_ABOVE_MB: &str = "EQDV_SPLIT_ABOVE_MB";
+pub const ENV_MAX_RANGES: &str = "EQDV_MAX_RANGES";
 
 /// Defaults that are not the engine's own.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RECEIVES: u32 = 5;
+/// A shard is split above 1 GiB of estimated work: about what a 2,048 MB converter
+/// resolves in a few minutes through S3, well inside Lambda's 15.
+pub const DEFAULT_SPLIT_ABOVE_MB: u64 = 1024;
+pub const DEFAULT_MAX_RANGES: u32 = 32;
 
 impl FunctionConfig {
     /// Reads the process environment.
@@ -192,6 +208,20 @@ impl FunctionConfig {
             Some(n) => u32::try_from(n).map_err(|_| bad(ENV_MAX_RECEIVES, "too large"))?,
         };
 
+        let split_above_bytes = number(ENV_SPLIT_ABOVE_MB)?
+            .unwrap_or(DEFAULT_SPLIT_ABOVE_MB)
+            .saturating_mul(1 << 20);
+        let max_ranges = match number(ENV_MAX_RANGES)? {
+            None => DEFAULT_MAX_RANGES,
+            Some(n) if (2..=u64::from(MAX_RANGES)).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(bad(
+                    ENV_MAX_RANGES,
+                    format!("must be from 2 to {MAX_RANGES}, got {n}"),
+                ));
+            }
+        };
+
         Ok(Self {
             catalog,
             allowlist: Allowlist { databases, tables },
@@ -208,10 +238,36 @@ impl FunctionConfig {
                 .map_or(DEFAULT_DEADLINE_MARGIN, Duration::from_secs),
             dead_letter_queue_url: get(ENV_DEAD_LETTER_QUEUE_URL),
             max_receives,
+            split_state_machine_arn: get(ENV_SPLIT_STATE_MACHINE_ARN),
+            split_above_bytes,
+            max_ranges,
         })
     }
 
-    /// The planner's settings.
+    /// The data ranges the planner splits a shard of `estimated_bytes` into: none (0)
+    /// without a state machine to run them, else [`FunctionConfig::split_ranges`].
+    pub fn ranges_for(&self, estimated_bytes: u64) -> u32 {
+        if self.split_state_machine_arn.is_none() {
+            return 0;
+        }
+        self.split_ranges(estimated_bytes)
+    }
+
+    /// The data ranges a shard of `estimated_bytes` is split into wherever it runs: none
+    /// (0) when it is no more than one converter's share, else enough that each holds at
+    /// most that share, at least 2 and at most `max_ranges`. A share of 0 splits every
+    /// shard into `max_ranges`.
+    pub fn split_ranges(&self, estimated_bytes: u64) -> u32 {
+        if estimated_bytes == 0 || estimated_bytes <= self.split_above_bytes {
+            return 0;
+        }
+        let wanted = match self.split_above_bytes {
+            0 => u64::from(self.max_ranges),
+            share => estimated_bytes.div_ceil(share),
+        };
+        wanted.clamp(2, u64::from(self.max_ranges)) as u32
+    }
+
     pub fn planner(&self) -> PlannerConfig {
         PlannerConfig {
             allowlist: self.allowlist.clone(),
@@ -350,6 +406,9 @@ mod tests {
             ENV_DEADLINE_MARGIN_SECONDS,
             ENV_DEAD_LETTER_QUEUE_URL,
             ENV_MAX_RECEIVES,
+            ENV_SPLIT_STATE_MACHINE_ARN,
+            ENV_SPLIT_ABOVE_MB,
+            ENV_MAX_RANGES,
         ];
         // Only for local runs and tests: endpoints, a SQLite warehouse, the region
         // (Lambda sets AWS_REGION), Glue's SkipArchive (default true).
@@ -374,6 +433,45 @@ mod tests {
         }
     }
 
+    /// A shard is split only with a state machine and above the threshold, into ranges
+    /// of at most the threshold, within 2 and the maximum; a threshold of 0 splits every
+    /// shard into the maximum.
+    #[test]
+    fn shards_over_the_threshold_split_into_ranges_of_at_most_the_threshold() {
+        let mb = 1u64 << 20;
+        let machine = (
+            ENV_SPLIT_STATE_MACHINE_ARN,
+            "arn:aws:states:us-east-1:1:stateMachine:s",
+        );
+        let no_machine = config(&[(ENV_SPLIT_ABOVE_MB, "100")]).unwrap();
+        assert_eq!(
+            no_machine.ranges_for(10_000 * mb),
+            0,
+            "nothing runs a split"
+        );
+        assert_eq!(
+            no_machine.split_ranges(10_000 * mb),
+            32,
+            "in-process, it splits"
+        );
+        let c = config(&[machine, (ENV_SPLIT_ABOVE_MB, "100"), (ENV_MAX_RANGES, "8")]).unwrap();
+        assert_eq!(c.ranges_for(100 * mb), 0, "at the threshold: one converter");
+        assert_eq!(c.ranges_for(100 * mb + 1), 2, "just over it: 2 ranges");
+        assert_eq!(c.ranges_for(500 * mb), 5, "100 MB each");
+        assert_eq!(c.ranges_for(501 * mb), 6);
+        assert_eq!(c.ranges_for(100_000 * mb), 8, "at most EQDV_MAX_RANGES");
+        let always = config(&[machine, (ENV_SPLIT_ABOVE_MB, "0"), (ENV_MAX_RANGES, "4")]).unwrap();
+        assert_eq!(
+            always.ranges_for(1),
+            4,
+            "0 splits every shard into the maximum"
+        );
+        assert_eq!(always.ranges_for(0), 0, "an empty shard is not split");
+        let defaults = config(&[machine]).unwrap();
+        assert_eq!(defaults.split_above_bytes, DEFAULT_SPLIT_ABOVE_MB * mb);
+        assert_eq!(defaults.max_ranges, DEFAULT_MAX_RANGES);
+    }
+
     #[test]
     fn bad_values_name_the_variable() {
         for (var, value) in [
@@ -386,6 +484,9 @@ mod tests {
             (ENV_ALLOWED_TABLES, "no_namespace"),
             (ENV_GLUE_SKIP_ARCHIVE, "maybe"),
             (ENV_MAX_RECEIVES, "-1"),
+            (ENV_SPLIT_ABOVE_MB, "-1"),
+            (ENV_MAX_RANGES, "1"),
+            (ENV_MAX_RANGES, "1025"),
         ] {
             let err = config(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use eqdv::catalog::Catalog;
-use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
 use eqdv::plan::Shard;
 use tracing::Instrument;
 
@@ -159,13 +159,25 @@ impl Converter {
         shard: &Shard,
         deadline: Option<Instant>,
     ) -> Result<ConvertReport> {
+        self.convert_shard_in_ranges(shard, deadline, 0).await
+    }
+
+    /// [`Converter::convert_shard`], split into `ranges` data ranges converted at once in
+    /// this process and committed together when `ranges` is 2 or more (`eqdv backfill`
+    /// splits as the planner would on Lambda).
+    pub async fn convert_shard_in_ranges(
+        &self,
+        shard: &Shard,
+        deadline: Option<Instant>,
+        ranges: u32,
+    ) -> Result<ConvertReport> {
         let started = Instant::now();
         let mut metrics = MetricSet::new(&self.config.metrics_namespace, "converter")
             .database(&shard.table.namespace);
         metrics
             .property("Table", shard.table.to_string())
             .property("Shard", shard.id.clone());
-        let result = self.convert_allowed_shard(shard, deadline).await;
+        let result = self.convert_allowed_shard(shard, deadline, ranges).await;
         match &result {
             Ok(report) => {
                 let r = &report.resolve;
@@ -255,6 +267,7 @@ impl Converter {
         &self,
         shard: &Shard,
         deadline: Option<Instant>,
+        ranges: u32,
     ) -> Result<ConvertReport> {
         // The queue is not a trust boundary to skip: check the allowlist again.
         if !self.config.allowlist.allows(&shard.table) {
@@ -272,6 +285,11 @@ impl Converter {
             source: self.source.clone(),
             ..Default::default()
         };
+        if ranges >= 2 {
+            return Ok(
+                convert_in_ranges(self.catalog.as_ref(), &shard.table, &options, ranges).await?,
+            );
+        }
         Ok(convert(self.catalog.as_ref(), &shard.table, &options).await?)
     }
 }

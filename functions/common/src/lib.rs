@@ -1,6 +1,7 @@
 //! What eqdv's two Lambda functions share, apart from the Lambda runtime itself:
 //! configuration from the environment, the planner and converter handlers, the shard
-//! queue (SQS FIFO, or in-process for `eqdv backfill`), EMF metrics and JSON logs.
+//! queue (SQS FIFO, or in-process for `eqdv backfill`), the split of big shards over
+//! Step Functions, EMF metrics and JSON logs.
 //!
 //! The handlers take plain values (the event JSON, an SQS event, a deadline), so the
 //! binaries in functions/planner and functions/converter are thin, and `eqdv backfill`
@@ -13,6 +14,7 @@ pub mod logging;
 pub mod metrics;
 pub mod planner;
 pub mod queue;
+pub mod split;
 
 pub use config::FunctionConfig;
 
@@ -31,6 +33,13 @@ pub enum FunctionError {
     #[error("queue {queue}: {message}")]
     Queue { queue: String, message: String },
 
+    /// A Step Functions request failed (starting a split's execution).
+    #[error("state machine {state_machine}: {message}")]
+    StateMachine {
+        state_machine: String,
+        message: String,
+    },
+
     /// A queue message that is not a shard eqdv can convert.
     #[error("message {message_id}: {message}")]
     BadMessage { message_id: String, message: String },
@@ -48,6 +57,7 @@ impl FunctionError {
         match self {
             FunctionError::Config { .. } => "ConfigurationError",
             FunctionError::Queue { .. } => "QueueError",
+            FunctionError::StateMachine { .. } => "StateMachineError",
             FunctionError::BadMessage { .. } => "BadMessage",
             FunctionError::PlanningIncomplete(_) => "PlanningIncomplete",
             FunctionError::Engine(e) => match e.kind() {
@@ -79,7 +89,9 @@ impl FunctionError {
     pub fn is_permanent(&self) -> bool {
         match self {
             FunctionError::Config { .. } | FunctionError::BadMessage { .. } => true,
-            FunctionError::Queue { .. } | FunctionError::PlanningIncomplete(_) => false,
+            FunctionError::Queue { .. }
+            | FunctionError::StateMachine { .. }
+            | FunctionError::PlanningIncomplete(_) => false,
             FunctionError::Engine(e) => !e.retryable(),
         }
     }
@@ -145,6 +157,14 @@ mod tests {
                     message: "throttled".into(),
                 },
                 "QueueError",
+                false,
+            ),
+            (
+                FunctionError::StateMachine {
+                    state_machine: "arn:aws:states:us-east-1:1:stateMachine:s".into(),
+                    message: "throttled".into(),
+                },
+                "StateMachineError",
                 false,
             ),
             (

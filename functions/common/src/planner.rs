@@ -1,4 +1,6 @@
-//! The planner function: an event in, shards out to the shard queue, a summary back.
+//! The planner function: an event in, shards out to the shard queue (or, when too big
+//! for one converter and a split state machine is configured, split into data ranges and
+//! started on Step Functions), a summary back.
 //!
 //! One table failing to plan does not stop the others, but the invocation then ends
 //! in an error naming the failures, so that Lambda's retries of asynchronous
@@ -15,7 +17,9 @@ use serde_json::Value;
 use crate::events::parse_planner_event;
 use crate::metrics::{MetricSet, Unit};
 use crate::queue::ShardQueue;
+use crate::split::SplitStarter;
 use crate::{FunctionConfig, FunctionError, Result};
+use eqdv::convert::SplitJob;
 
 /// What the planner returns.
 #[derive(Clone, Debug, Serialize)]
@@ -34,8 +38,20 @@ pub struct ShardSent {
     pub partitions: Vec<String>,
     pub delete_files: usize,
     pub estimated_bytes: u64,
-    /// The queue's message id; none in a dry run.
+    /// The queue's message id; none in a dry run or when the shard was split.
     pub message_id: Option<String>,
+    /// The split, when the shard was too big for one converter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitSent>,
+}
+
+/// A shard split into data ranges, converted by a Step Functions execution.
+#[derive(Clone, Debug, Serialize)]
+pub struct SplitSent {
+    pub id: String,
+    pub ranges: u32,
+    /// The execution converting it; none in a dry run.
+    pub execution: Option<String>,
 }
 
 /// The planner with its catalog and queue, built once per Lambda instance.
@@ -43,6 +59,8 @@ pub struct Planner {
     pub catalog: Box<dyn Catalog>,
     pub config: FunctionConfig,
     pub queue: Box<dyn ShardQueue>,
+    /// Where shards over `config.split_above_bytes` go; without it, to the queue.
+    pub splits: Option<Box<dyn SplitStarter>>,
 }
 
 /// A planning run: the response, and what failed (tables, shard sends).
@@ -85,22 +103,53 @@ impl Planner {
             })
             .collect();
         let mut sent = 0u64;
+        let mut splits_started = 0u64;
         for shard in &summary.shards {
-            let message_id = if summary.dry_run {
-                None
-            } else {
-                match self.queue.send(shard).await {
+            let split = match (&self.splits, self.config.ranges_for(shard.estimated_bytes)) {
+                (Some(_), ranges) if ranges >= 2 => Some(SplitJob::new(shard.clone(), ranges)?),
+                _ => None,
+            };
+            let (message_id, split) = match split {
+                Some(job) => {
+                    let execution = if summary.dry_run {
+                        None
+                    } else {
+                        let Some(splits) = &self.splits else {
+                            continue;
+                        };
+                        match splits.start(&job).await {
+                            Ok(execution) => {
+                                splits_started += 1;
+                                tracing::info!(table = %shard.table, shard = %shard.id, split = %job.id, ranges = job.ranges, execution = %execution, "split started");
+                                Some(execution)
+                            }
+                            Err(e) => {
+                                tracing::error!(table = %shard.table, shard = %shard.id, split = %job.id, error = %e, "starting a split failed");
+                                failures.push(format!("{}: split {}: {e}", shard.table, job.id));
+                                continue;
+                            }
+                        }
+                    };
+                    let sent = SplitSent {
+                        id: job.id,
+                        ranges: job.ranges,
+                        execution,
+                    };
+                    (None, Some(sent))
+                }
+                None if summary.dry_run => (None, None),
+                None => match self.queue.send(shard).await {
                     Ok(id) => {
                         sent += 1;
                         tracing::info!(table = %shard.table, shard = %shard.id, message_id = %id, "shard sent");
-                        Some(id)
+                        (Some(id), None)
                     }
                     Err(e) => {
                         tracing::error!(table = %shard.table, shard = %shard.id, error = %e, "sending a shard failed");
                         failures.push(format!("{}: shard {}: {e}", shard.table, shard.id));
                         continue;
                     }
-                }
+                },
             };
             shards.push(ShardSent {
                 id: shard.id.clone(),
@@ -109,6 +158,7 @@ impl Planner {
                 delete_files: shard.delete_files().count(),
                 estimated_bytes: shard.estimated_bytes,
                 message_id,
+                split,
             });
         }
 
@@ -118,7 +168,7 @@ impl Planner {
         let send_failures = if summary.dry_run {
             0
         } else {
-            summary.shards.len() as u64 - sent
+            summary.shards.len() as u64 - sent - splits_started
         };
         let mut metrics = MetricSet::new(&self.config.metrics_namespace, "planner");
         metrics
@@ -139,6 +189,7 @@ impl Planner {
                 count(|d| matches!(d, TableDecision::Failed { .. })),
             )
             .count("ShardsSent", sent)
+            .count("SplitsStarted", splits_started)
             .count("ShardSendFailures", send_failures)
             .put(
                 "Duration",

@@ -4,6 +4,7 @@
 
 use eqdv_functions::planner::Planner;
 use eqdv_functions::queue::Sqs;
+use eqdv_functions::split::{SplitStarter, StepFunctions};
 use eqdv_functions::{FunctionConfig, FunctionError, logging};
 use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
 use serde_json::Value;
@@ -49,9 +50,14 @@ async fn init() -> Result<Planner, FunctionError> {
         })?;
     let catalog = config.catalog.connect().await?;
     let queue = Sqs::connect(&url).await;
+    let splits: Option<Box<dyn SplitStarter>> = match &config.split_state_machine_arn {
+        Some(arn) => Some(Box::new(StepFunctions::connect(arn).await)),
+        None => None,
+    };
     Ok(Planner {
         catalog,
         config,
         queue: Box::new(queue),
+        splits,
     })
 }

@@ -1,0 +1,445 @@
+//! Shards too big for one converter: the planner starts a Step Functions execution per
+//! split ([`SplitStarter`]), and the converter runs its tasks ([`SplitTask`]): one per
+//! data range, then the fan-in that commits them all, or the cleanup when the split
+//! will not commit. The state machine is infra/statemachine/split.asl.json.
+//!
+//! A task's failure reaches Step Functions as an error name its Retry and Catch rules
+//! match ([`TaskError`]), so the contract between the two is the names below.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use eqdv::convert::{
+    ConvertOptions, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task, run_commit_task,
+    run_range_task,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use crate::converter::Converter;
+use crate::metrics::{MetricSet, Unit};
+use crate::{FunctionError, Result};
+
+/// A transient failure: the state machine retries the task with backoff.
+pub const ERROR_RETRYABLE: &str = "eqdv.Retryable";
+/// A failure no retry can fix (bad input, an unsupported table, access denied).
+pub const ERROR_PERMANENT: &str = "eqdv.Permanent";
+/// The head moved in a way that invalidates the ranges' work: the split is cleaned up
+/// and the next plan (on the new head) converts the shard.
+pub const ERROR_RANGES_STALE: &str = "eqdv.RangesStale";
+/// The fan-in's commit may or may not have landed: nothing may be cleaned up.
+pub const ERROR_COMMIT_STATE_UNKNOWN: &str = "eqdv.CommitStateUnknown";
+
+/// One task of a split, as the state machine sends it to the converter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "task", rename_all = "kebab-case")]
+pub enum SplitTask {
+    /// Convert one data range; store its result, commit nothing.
+    Range { split: SplitJob, range: u32 },
+    /// Commit every range's result in one snapshot.
+    Commit { split: SplitJob },
+    /// Remove what the split's ranges wrote (it will not commit).
+    Cleanup { split: SplitJob },
+}
+
+impl SplitTask {
+    pub fn split(&self) -> &SplitJob {
+        match self {
+            SplitTask::Range { split, .. }
+            | SplitTask::Commit { split }
+            | SplitTask::Cleanup { split } => split,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            SplitTask::Range { .. } => "range",
+            SplitTask::Commit { .. } => "commit",
+            SplitTask::Cleanup { .. } => "cleanup",
+        }
+    }
+}
+
+/// A task's failure: the error name Step Functions matches, and the cause it records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskError {
+    pub error: &'static str,
+    pub cause: String,
+}
+
+impl TaskError {
+    pub fn from_function(e: &FunctionError) -> Self {
+        let error = match e {
+            FunctionError::Engine(eqdv::Error::RangesStale { .. }) => ERROR_RANGES_STALE,
+            FunctionError::Engine(eqdv::Error::CommitStateUnknown { .. }) => {
+                ERROR_COMMIT_STATE_UNKNOWN
+            }
+            e if e.is_permanent() => ERROR_PERMANENT,
+            _ => ERROR_RETRYABLE,
+        };
+        Self {
+            error,
+            cause: format!("{}: {e}", e.kind()),
+        }
+    }
+}
+
+/// What a task hands back to the state machine.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum TaskOutput {
+    Range(RangeTaskOutput),
+    Commit(Value),
+    Cleanup(SplitCleanup),
+}
+
+impl Converter {
+    /// Runs one task of a split. `deadline` is when the invocation ends.
+    pub async fn handle_split_task(
+        &self,
+        task: &SplitTask,
+        deadline: Option<Instant>,
+    ) -> std::result::Result<TaskOutput, TaskError> {
+        let split = task.split();
+        let span = tracing::info_span!("split_task", task = task.name(), split = %split.id, table = %split.shard.table);
+        self.split_task_logged(task, deadline)
+            .instrument(span)
+            .await
+    }
+
+    /// [`Converter::handle_split_task`] within its span: runs it, logs, emits metrics.
+    async fn split_task_logged(
+        &self,
+        task: &SplitTask,
+        deadline: Option<Instant>,
+    ) -> std::result::Result<TaskOutput, TaskError> {
+        let started = Instant::now();
+        let split = task.split();
+        let result = self.run_split_task(task, deadline).await;
+        let mut metrics = MetricSet::new(&self.config.metrics_namespace, "converter")
+            .database(&split.shard.table.namespace);
+        metrics
+            .property("Table", split.shard.table.to_string())
+            .property("Split", split.id.clone())
+            .property("SplitTask", task.name())
+            .count("SplitTasksFailed", u64::from(result.is_err()))
+            .put(
+                "Duration",
+                Unit::Milliseconds,
+                started.elapsed().as_secs_f64() * 1000.0,
+            );
+        if let SplitTask::Range { range, .. } = task {
+            metrics.property("Range", u64::from(*range));
+        }
+        match &result {
+            Ok(TaskOutput::Range(out)) => {
+                metrics
+                    .count("DVsWritten", out.dvs as u64)
+                    .count("PositionsDeleted", out.positions_added)
+                    .count("FilesScanned", out.files_opened);
+                tracing::info!(range = out.range, dvs = out.dvs, result = %out.result_location, "range converted");
+            }
+            Ok(TaskOutput::Commit(report)) => {
+                metrics.count(
+                    "SplitsCommitted",
+                    u64::from(report["outcome"] == "converted"),
+                );
+                tracing::info!(report = %report, "split committed");
+            }
+            Ok(TaskOutput::Cleanup(cleanup)) => {
+                tracing::info!(
+                    committed = cleanup.committed,
+                    removed = cleanup.removed.len(),
+                    "split cleaned up"
+                );
+            }
+            Err(e) => {
+                metrics.property("Error", e.error);
+                tracing::error!(error = e.error, cause = %e.cause, "split task failed");
+            }
+        }
+        if self.config.emit_metrics {
+            metrics.emit();
+        }
+        result
+    }
+
+    async fn run_split_task(
+        &self,
+        task: &SplitTask,
+        deadline: Option<Instant>,
+    ) -> std::result::Result<TaskOutput, TaskError> {
+        let split = task.split();
+        // The state machine is not a trust boundary to skip: check the allowlist again.
+        if !self.config.allowlist.allows(&split.shard.table) {
+            return Err(TaskError {
+                error: ERROR_PERMANENT,
+                cause: format!(
+                    "BadMessage: table {} is not in the allowlist",
+                    split.shard.table
+                ),
+            });
+        }
+        let options = ConvertOptions {
+            branch: split.shard.branch.clone(),
+            resolve: self.config.resolve.clone(),
+            commit_retries: self.config.commit_retries,
+            deadline: deadline.map(|d| {
+                d.checked_sub(self.config.deadline_margin)
+                    .unwrap_or_else(Instant::now)
+            }),
+            source: self.source.clone(),
+            ..Default::default()
+        };
+        let catalog = self.catalog.as_ref();
+        let output: Result<TaskOutput> = match task {
+            SplitTask::Range { split, range } => run_range_task(catalog, split, &options, *range)
+                .await
+                .map(TaskOutput::Range)
+                .map_err(FunctionError::from),
+            SplitTask::Commit { split } => run_commit_task(catalog, split, &options)
+                .await
+                .map_err(FunctionError::from)
+                .and_then(|report| {
+                    serde_json::to_value(&report)
+                        .map(TaskOutput::Commit)
+                        .map_err(|e| FunctionError::Engine(e.into()))
+                }),
+            SplitTask::Cleanup { split } => run_cleanup_task(catalog, split)
+                .await
+                .map(TaskOutput::Cleanup)
+                .map_err(FunctionError::from),
+        };
+        output.map_err(|e| TaskError::from_function(&e))
+    }
+}
+
+/// Parses a converter payload that is not an SQS event as a split task.
+pub fn parse_task(payload: &Value) -> std::result::Result<SplitTask, TaskError> {
+    serde_json::from_value(payload.clone()).map_err(|e| TaskError {
+        error: ERROR_PERMANENT,
+        cause: format!("BadMessage: neither an SQS event nor an eqdv split task: {e}"),
+    })
+}
+
+/// Starts the conversion of a split.
+#[async_trait]
+pub trait SplitStarter: Send + Sync {
+    /// Starts (or finds started) the split's execution; returns its id.
+    async fn start(&self, job: &SplitJob) -> Result<String>;
+}
+
+/// The state machine's input for a split: the job, and the ranges its Map iterates over.
+pub fn execution_input(job: &SplitJob) -> Value {
+    json!({
+        "split": job,
+        "range_indexes": (0..job.ranges).collect::<Vec<u32>>(),
+    })
+}
+
+/// AWS Step Functions: one execution per split, named by the split's id, so that a
+/// second start of the same split (a re-plan, a retried planner) converts once.
+pub struct StepFunctions {
+    client: aws_sdk_sfn::Client,
+    state_machine_arn: String,
+}
+
+impl StepFunctions {
+    pub async fn connect(state_machine_arn: &str) -> Self {
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        Self {
+            client: aws_sdk_sfn::Client::new(&config),
+            state_machine_arn: state_machine_arn.to_string(),
+        }
+    }
+}
+
+#[async_trait]
+impl SplitStarter for StepFunctions {
+    async fn start(&self, job: &SplitJob) -> Result<String> {
+        let input = serde_json::to_string(&execution_input(job))
+            .map_err(|e| FunctionError::Engine(e.into()))?;
+        let started = self
+            .client
+            .start_execution()
+            .state_machine_arn(&self.state_machine_arn)
+            .name(&job.id)
+            .input(input)
+            .send()
+            .await;
+        match started {
+            Ok(out) => Ok(out.execution_arn().to_string()),
+            // Started before (and finished, or started with another input): this split
+            // is converted once, by that execution.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
+                Ok(format!(
+                    "{}:{}",
+                    self.state_machine_arn
+                        .replacen(":stateMachine:", ":execution:", 1),
+                    job.id
+                ))
+            }
+            Err(e) => Err(FunctionError::StateMachine {
+                state_machine: self.state_machine_arn.clone(),
+                message: eqdv::error::cause(&e),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The state machine both stacks deploy.
+    fn definition() -> Value {
+        serde_json::from_str(include_str!("../../../infra/statemachine/split.asl.json"))
+            .expect("the ASL is JSON")
+    }
+
+    /// Every `eqdv.*` error name the state machine's Retry and Catch rules match is one
+    /// the converter raises, and the names that must lead somewhere do.
+    #[test]
+    fn the_state_machine_matches_the_error_names_the_converter_raises() {
+        let raised = [
+            ERROR_RETRYABLE,
+            ERROR_PERMANENT,
+            ERROR_RANGES_STALE,
+            ERROR_COMMIT_STATE_UNKNOWN,
+        ];
+        let asl = definition();
+        let mut matched = Vec::new();
+        fn walk(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(Value::Array(names)) = map.get("ErrorEquals") {
+                        out.extend(names.iter().filter_map(Value::as_str).map(str::to_string));
+                    }
+                    map.values().for_each(|v| walk(v, out));
+                }
+                Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        walk(&asl, &mut matched);
+        for name in matched.iter().filter(|n| n.starts_with("eqdv.")) {
+            assert!(
+                raised.contains(&name.as_str()),
+                "the ASL matches {name}, which nothing raises"
+            );
+        }
+        assert!(
+            matched.iter().any(|n| n == ERROR_RETRYABLE),
+            "transient errors are retried"
+        );
+        // An unknown commit outcome must not reach the cleanup.
+        let catches = asl["States"]["Commit"]["Catch"]
+            .as_array()
+            .expect("Commit catches");
+        let unknown = catches
+            .iter()
+            .find(|c| {
+                c["ErrorEquals"]
+                    .as_array()
+                    .is_some_and(|e| e.iter().any(|n| n == ERROR_COMMIT_STATE_UNKNOWN))
+            })
+            .expect("the fan-in catches an unknown commit outcome");
+        assert_eq!(
+            asl["States"][unknown["Next"].as_str().unwrap()]["Type"],
+            "Fail"
+        );
+        assert_eq!(asl["States"]["CleanUp"]["Parameters"]["task"], "cleanup");
+        assert_eq!(asl["States"]["Commit"]["Parameters"]["task"], "commit");
+        assert_eq!(
+            asl["States"]["ConvertRanges"]["ItemSelector"]["task"],
+            "range"
+        );
+    }
+
+    /// What the state machine sends parses as the task it means; its input is what the
+    /// planner starts it with.
+    #[test]
+    fn tasks_parse_from_what_the_state_machine_sends() {
+        let shard: eqdv::plan::Shard = serde_json::from_value(json!({
+            "id": "0123456789abcdef",
+            "table": {"namespace": "db", "name": "events"},
+            "branch": "main",
+            "base_snapshot_id": 7,
+            "partitions": [],
+            "groups": [],
+            "estimated_bytes": 10
+        }))
+        .unwrap();
+        let job = SplitJob::new(shard, 3).unwrap();
+        let input = execution_input(&job);
+        assert_eq!(input["range_indexes"], json!([0, 1, 2]));
+        // The Map's ItemSelector: {task: range, split: $.split, range: item}.
+        let range = json!({"task": "range", "split": input["split"], "range": 2});
+        assert_eq!(
+            parse_task(&range).unwrap(),
+            SplitTask::Range {
+                split: job.clone(),
+                range: 2
+            }
+        );
+        let commit = json!({"task": "commit", "split": input["split"]});
+        assert_eq!(
+            parse_task(&commit).unwrap(),
+            SplitTask::Commit { split: job.clone() }
+        );
+        let cleanup = json!({"task": "cleanup", "split": input["split"]});
+        assert_eq!(
+            parse_task(&cleanup).unwrap(),
+            SplitTask::Cleanup { split: job }
+        );
+        let bad = parse_task(&json!({"task": "explode"})).unwrap_err();
+        assert_eq!(bad.error, ERROR_PERMANENT);
+        assert!(
+            bad.cause
+                .contains("neither an SQS event nor an eqdv split task"),
+            "{}",
+            bad.cause
+        );
+    }
+
+    /// The error names: a stale split and an unknown commit outcome by name, the rest by
+    /// whether a retry can help.
+    #[test]
+    fn task_errors_are_named_for_the_state_machine() {
+        let name = |e: eqdv::Error| TaskError::from_function(&FunctionError::Engine(e)).error;
+        let table = || "db.events".to_string();
+        assert_eq!(
+            name(eqdv::Error::RangesStale {
+                table: table(),
+                reason: "moved".into()
+            }),
+            ERROR_RANGES_STALE
+        );
+        assert_eq!(
+            name(eqdv::Error::CommitStateUnknown {
+                table: table(),
+                message: "timeout".into()
+            }),
+            ERROR_COMMIT_STATE_UNKNOWN
+        );
+        assert_eq!(
+            name(eqdv::Error::DeadlineExceeded {
+                table: table(),
+                phase: "resolving".into()
+            }),
+            ERROR_RETRYABLE
+        );
+        assert_eq!(
+            name(eqdv::Error::InvalidInput("bad".into())),
+            ERROR_PERMANENT
+        );
+        let e = TaskError::from_function(&FunctionError::Engine(eqdv::Error::InvalidInput(
+            "data range 2 of 4 is missing".into(),
+        )));
+        assert!(e.cause.starts_with("InvalidInput: "), "{}", e.cause);
+    }
+}
