@@ -17,9 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
-use eqdv::catalog::{Catalog, TableName};
+use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::table::{LoadedTable, TableFiles};
 use java::JavaTable;
+
+#[path = "common/fault_proxy.rs"]
+mod proxy;
 use serde_json::{Value, json};
 
 /// A function binary: from `EQDV_FUNCTIONS_DIR` when set (e.g. a release build, to
@@ -113,6 +116,19 @@ impl Function {
 
     /// Invokes the function (RequestResponse) and returns its JSON response.
     async fn invoke(&self, payload: &Value) -> Value {
+        let text = self.invoke_text(payload).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| {
+            panic!(
+                "{} answered non-JSON ({e}): {text}\n{}",
+                self.name,
+                self.logs()
+            )
+        })
+    }
+
+    /// Invokes the function and returns its response as text: the emulator answers a
+    /// timed-out invocation with a plain-text message.
+    async fn invoke_text(&self, payload: &Value) -> String {
         let url = format!(
             "http://127.0.0.1:{}/2015-03-31/functions/function/invocations",
             self.port
@@ -124,14 +140,7 @@ impl Function {
             .send()
             .await
             .unwrap_or_else(|e| panic!("invoking {}: {e}\n{}", self.name, self.logs()));
-        let text = response.text().await.expect("response body");
-        serde_json::from_str(&text).unwrap_or_else(|e| {
-            panic!(
-                "{} answered non-JSON ({e}): {text}\n{}",
-                self.name,
-                self.logs()
-            )
-        })
+        response.text().await.expect("response body")
     }
 
     fn logs(&self) -> String {
@@ -780,4 +789,721 @@ async fn retryable_failures_go_back_to_the_queue_until_the_last_receive() {
         "the error names the file: {error}"
     );
     assert_eq!(dead[0].body(), Some(shard.as_str()));
+}
+
+// --- A shard split over Step Functions -------------------------------------------------
+
+/// LocalStack's Step Functions running the split state machine both stacks deploy
+/// (infra/statemachine/split.asl.json), with its one task resource, the converter
+/// Lambda, replaced by an activity: LocalStack runs Lambda functions only in Docker. The
+/// test serves the activity the way Lambda serves the task: each task's input is the
+/// real converter binary's invocation payload (behind the Runtime Interface Emulator),
+/// and its answer, or its error type and message, goes back as the task's result.
+struct SplitMachine {
+    client: aws_sdk_sfn::Client,
+    arn: String,
+    activity: String,
+}
+
+/// How an execution ended, and the task inputs the converter (or a fault) answered.
+struct ExecutionEnd {
+    status: String,
+    error: Option<String>,
+    output: Value,
+    tasks: Vec<Value>,
+}
+
+impl ExecutionEnd {
+    fn tasks_of(&self, kind: &str) -> Vec<&Value> {
+        self.tasks.iter().filter(|t| t["task"] == kind).collect()
+    }
+
+    /// How many times range `index` was run (retries included).
+    fn runs_of_range(&self, index: u64) -> usize {
+        self.tasks_of("range")
+            .iter()
+            .filter(|t| t["range"] == index)
+            .count()
+    }
+
+    /// The execution failed as a split that commits nothing: no fan-in ran, the cleanup
+    /// ran once, and it ended in eqdv.SplitFailed.
+    fn assert_split_failed(&self, converter: &Function) {
+        assert_eq!(
+            (self.status.as_str(), self.error.as_deref()),
+            ("FAILED", Some("eqdv.SplitFailed")),
+            "{:?}\n{}",
+            self.tasks,
+            converter.logs()
+        );
+        assert_eq!(self.tasks_of("commit").len(), 0, "{:?}", self.tasks);
+        assert_eq!(self.tasks_of("cleanup").len(), 1, "{:?}", self.tasks);
+    }
+}
+
+impl SplitMachine {
+    async fn create(unique: &str) -> Self {
+        assert!(
+            std::env::var("AWS_ENDPOINT_URL_SFN").is_ok()
+                || std::env::var("AWS_ENDPOINT_URL").is_ok(),
+            "no Step Functions endpoint (AWS_ENDPOINT_URL_SFN): source tests/services/env"
+        );
+        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let client = aws_sdk_sfn::Client::new(&config);
+        let name: String = unique
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .take(60)
+            .collect();
+        let activity = client
+            .create_activity()
+            .name(format!("{name}-converter"))
+            .send()
+            .await
+            .expect("create activity")
+            .activity_arn()
+            .to_string();
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/statemachine/split.asl.json");
+        let asl = std::fs::read_to_string(&path).expect("the stacks' split state machine");
+        assert!(
+            asl.contains("${ConverterFunctionArn}"),
+            "{}",
+            path.display()
+        );
+        let arn = client
+            .create_state_machine()
+            .name(&name)
+            .definition(asl.replace("${ConverterFunctionArn}", &activity))
+            .role_arn("arn:aws:iam::000000000000:role/eqdv-split")
+            .send()
+            .await
+            .expect("create the state machine from the stacks' definition")
+            .state_machine_arn()
+            .to_string();
+        Self {
+            client,
+            arn,
+            activity,
+        }
+    }
+
+    /// Serves the activity with `converter` until `execution` ends. `hook` sees each
+    /// task's input first and may answer it with a failure itself (error name, cause): a
+    /// fault on demand; it may also act before the converter runs (another writer).
+    async fn serve(
+        &self,
+        execution: &str,
+        converter: &Function,
+        mut hook: impl FnMut(&Value) -> Option<(String, String)>,
+    ) -> ExecutionEnd {
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        loop {
+            let described = self
+                .client
+                .describe_execution()
+                .execution_arn(execution)
+                .send()
+                .await
+                .expect("describe execution");
+            if described.status().as_str() != "RUNNING" {
+                return ExecutionEnd {
+                    status: described.status().as_str().to_string(),
+                    error: described.error().map(str::to_string),
+                    output: described
+                        .output()
+                        .and_then(|o| serde_json::from_str(o).ok())
+                        .unwrap_or(Value::Null),
+                    tasks,
+                };
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "the execution did not end within 300 s; tasks served: {tasks:?}\n{}",
+                converter.logs()
+            );
+            let polled = self
+                .client
+                .get_activity_task()
+                .activity_arn(&self.activity)
+                .worker_name("eqdv-test")
+                .send()
+                .await
+                .expect("get activity task");
+            let Some(token) = polled.task_token().filter(|t| !t.is_empty()) else {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
+            let input: Value =
+                serde_json::from_str(polled.input().unwrap_or("null")).expect("task input JSON");
+            tasks.push(input.clone());
+            let answer = match hook(&input) {
+                Some(fault) => Err(fault),
+                None => {
+                    let response = converter.invoke(&input).await;
+                    match response.get("errorType").and_then(Value::as_str) {
+                        Some(error) => Err((
+                            error.to_string(),
+                            response["errorMessage"].as_str().unwrap_or("").to_string(),
+                        )),
+                        None => Ok(response),
+                    }
+                }
+            };
+            match answer {
+                Ok(output) => self
+                    .client
+                    .send_task_success()
+                    .task_token(token)
+                    .output(output.to_string())
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .expect("send task success"),
+                Err((error, cause)) => self
+                    .client
+                    .send_task_failure()
+                    .task_token(token)
+                    .error(error)
+                    .cause(cause)
+                    .send()
+                    .await
+                    .map(|_| ())
+                    .expect("send task failure"),
+            }
+        }
+    }
+}
+
+/// The functions' variables with the split state machine: every shard is split into 4
+/// data ranges, and a commit's partitions make one shard.
+fn split_env(
+    t: &JavaTable,
+    queues: &Queues,
+    machine: &SplitMachine,
+) -> Vec<(&'static str, String)> {
+    let mut env = function_env(t, queues);
+    env.extend([
+        ("EQDV_SPLIT_STATE_MACHINE_ARN", machine.arn.clone()),
+        ("EQDV_SPLIT_ABOVE_MB", "0".into()),
+        ("EQDV_MAX_RANGES", "4".into()),
+        ("EQDV_QUEUE_GROUPS", "1".into()),
+    ]);
+    env
+}
+
+/// A Java CDC table whose equality deletes are global (written under the unpartitioned
+/// spec of a bucket[3] table), so that the whole table is one shard.
+fn write_global_cdc(t: &JavaTable, seed: &str) {
+    t.write_cdc_with(seed, "4", "800", "long", "bucket:3", &["--global-deletes"]);
+}
+
+/// The planner's one shard, split: its split id and execution ARN. Nothing was queued.
+async fn planned_split(planner: &Function, name: &TableName, queues: &Queues) -> (String, String) {
+    let planned = planner.invoke(&glue_table_change(name)).await;
+    let shards = planned["shards"].as_array().expect("shards");
+    assert_eq!(shards.len(), 1, "one shard for a global group: {planned}");
+    let split = &shards[0]["split"];
+    assert_eq!(split["ranges"], 4, "{planned}\n{}", planner.logs());
+    assert!(shards[0]["message_id"].is_null(), "{planned}");
+    let queued = queues
+        .client
+        .receive_message()
+        .queue_url(&queues.shards)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receive");
+    assert!(
+        queued.messages().is_empty(),
+        "a split shard was also queued"
+    );
+    (
+        split["id"].as_str().expect("split id").to_string(),
+        split["execution"].as_str().expect("execution").to_string(),
+    )
+}
+
+/// A Java-written table with a global group (see [`write_global_cdc`]), the functions
+/// configured with a split state machine, and the planner's one split of it, started.
+struct SplitRig {
+    t: JavaTable,
+    catalog: GlueCatalog,
+    name: TableName,
+    queues: Queues,
+    machine: SplitMachine,
+    env: Vec<(&'static str, String)>,
+    planner: Function,
+    converter: Function,
+    split_id: String,
+    execution: String,
+}
+
+impl SplitRig {
+    async fn start(table: &str, seed: &str) -> Self {
+        let t = JavaTable::new(table);
+        write_global_cdc(&t, seed);
+        let catalog = t.catalog().await;
+        let name = t.name();
+        let unique = services::unique_name(table);
+        let queues = Queues::create(&unique).await;
+        let machine = SplitMachine::create(&unique).await;
+        let env = split_env(&t, &queues, &machine);
+        let planner = Function::start("eqdv-planner", &env, 60);
+        let converter = Function::start("eqdv-converter", &env, 120);
+        let (split_id, execution) = planned_split(&planner, &name, &queues).await;
+        Self {
+            t,
+            catalog,
+            name,
+            queues,
+            machine,
+            env,
+            planner,
+            converter,
+            split_id,
+            execution,
+        }
+    }
+}
+
+/// The files under the table's location whose path contains `needle`.
+async fn files_containing(catalog: &dyn Catalog, name: &TableName, needle: &str) -> Vec<String> {
+    let loaded = LoadedTable::load(catalog, name).await.expect("load");
+    eqdv::cleanup::list_files(&loaded)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|f| f.path)
+        .filter(|p| p.contains(needle))
+        .collect()
+}
+
+/// A global group split into 4 data ranges on Step Functions: the planner starts one
+/// execution (twice started, one execution), the ranges run on the converter and the
+/// fan-in commits once; Java reads the same rows, no equality delete is left, and the
+/// ranges' results are gone. Run again (a redrive of the same split), it commits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_shard_converts_over_step_functions_and_commits_once() {
+    // 1. The planner splits the table's one shard and starts its execution; the same
+    // event again (a retried planner) finds the same execution.
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        machine,
+        planner,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split", "31").await;
+    let before = t.dump();
+    let (head_before, _) = head_snapshot(&catalog, &name).await;
+    let again = planner.invoke(&glue_table_change(&name)).await;
+    assert_eq!(
+        again["shards"][0]["split"]["execution"].as_str(),
+        Some(execution.as_str()),
+        "{again}"
+    );
+    assert_eq!(
+        planner.metrics()[0]["SplitsStarted"],
+        1.0,
+        "{:?}",
+        planner.metrics()
+    );
+
+    // 2. Step Functions runs every range, then the fan-in, on the converter.
+    let end = machine.serve(&execution, &converter, |_| None).await;
+    assert_eq!(
+        (end.status.as_str(), end.error.as_deref()),
+        ("SUCCEEDED", None),
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    let mut ranges: Vec<u64> = end
+        .tasks_of("range")
+        .iter()
+        .filter_map(|t| t["range"].as_u64())
+        .collect();
+    ranges.sort();
+    assert_eq!(ranges, [0, 1, 2, 3]);
+    assert_eq!(end.tasks_of("commit").len(), 1);
+    assert!(end.tasks_of("cleanup").is_empty());
+    assert_eq!(
+        end.output["commit"]["outcome"], "converted",
+        "{}",
+        end.output
+    );
+    assert_eq!(end.output["commit"]["ranges"], 4, "{}", end.output);
+
+    // 3. One snapshot on the head the ranges read, marked with the split; Java reads the
+    // same rows and accepts every DV; no equality delete is left; the DVs lie in more
+    // than one range's Puffin file, and the ranges' results are gone.
+    let (head, summary) = head_snapshot(&catalog, &name).await;
+    assert_eq!(
+        summary.get("eqdv.split-id").map(String::as_str),
+        Some(split_id.as_str())
+    );
+    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
+    let snapshot = loaded.head("main").expect("head").expect("a head");
+    assert_eq!(snapshot.parent_snapshot_id(), head_before);
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after the split conversion"
+    );
+    let check = t.java_json("check-dvs", &[]);
+    assert_eq!(check["equality_delete_files"], 0, "{check}");
+    assert!(check["dvs"].as_u64().unwrap_or(0) > 0, "{check}");
+    let puffins = files_containing(&catalog, &name, &format!("eqdv-dv-{split_id}")).await;
+    assert!(
+        puffins.len() > 1,
+        "the DVs did not spread over ranges: {puffins:?}"
+    );
+    let results = files_containing(&catalog, &name, "eqdv-splits/").await;
+    assert!(results.is_empty(), "results left behind: {results:?}");
+
+    // 4. The same split run again (a redrive, under another execution name): every task
+    // finds it committed, nothing is written or committed, its DVs stay.
+    let redrive = machine
+        .client
+        .start_execution()
+        .state_machine_arn(&machine.arn)
+        .name(
+            format!("{split_id}-again")
+                .chars()
+                .take(80)
+                .collect::<String>(),
+        )
+        .input(json!({"split": end.output["split"], "range_indexes": [0, 1, 2, 3]}).to_string())
+        .send()
+        .await
+        .expect("start again")
+        .execution_arn()
+        .to_string();
+    let end = machine.serve(&redrive, &converter, |_| None).await;
+    assert_eq!(
+        end.status,
+        "SUCCEEDED",
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    assert_eq!(
+        head_snapshot(&catalog, &name).await.0,
+        head,
+        "a second commit"
+    );
+    assert_eq!(
+        end.output["commit"]["new_snapshot_id"].as_i64(),
+        head,
+        "{}",
+        end.output
+    );
+    let puffins_after = files_containing(&catalog, &name, &format!("eqdv-dv-{split_id}")).await;
+    assert_eq!(puffins_after, puffins);
+    assert!(
+        end.tasks_of("range").len() == 4 && end.tasks_of("cleanup").is_empty(),
+        "{:?}",
+        end.tasks
+    );
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after the redrive"
+    );
+    assert!(
+        files_containing(&catalog, &name, "eqdv-splits/")
+            .await
+            .is_empty()
+    );
+}
+
+/// A range that fails for good (after another one failed once and was retried) fails
+/// the split: the cleanup removes every range's files, nothing is committed, and Java
+/// reads the table as before, its equality deletes still live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_range_commits_nothing_and_leaves_nothing_behind() {
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        machine,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split_fail", "32").await;
+    let before = t.dump();
+    let pointer_before = catalog.load_pointer(&name).await.expect("pointer");
+    let deletes_before = live_equality_deletes(&catalog, &name).await;
+
+    let mut transient_failures = 0;
+    let end = machine
+        .serve(&execution, &converter, |task| {
+            match (task["task"].as_str(), task["range"].as_u64()) {
+                (Some("range"), Some(1)) if transient_failures == 0 => {
+                    transient_failures += 1;
+                    Some((
+                        "eqdv.Retryable".into(),
+                        "EngineError: injected: throttled".into(),
+                    ))
+                }
+                (Some("range"), Some(2)) => Some((
+                    "eqdv.Permanent".into(),
+                    "InvalidInput: injected: a range that cannot succeed".into(),
+                )),
+                _ => None,
+            }
+        })
+        .await;
+    end.assert_split_failed(&converter);
+    assert!(end.runs_of_range(1) >= 1, "{:?}", end.tasks);
+    assert_eq!(
+        catalog.load_pointer(&name).await.expect("pointer"),
+        pointer_before,
+        "the table moved"
+    );
+    assert_eq!(live_equality_deletes(&catalog, &name).await, deletes_before);
+    let left = files_containing(&catalog, &name, &split_id).await;
+    assert!(left.is_empty(), "the failed split left files: {left:?}");
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after a failed split"
+    );
+}
+
+/// Another writer commits while the fan-in runs: the fan-in rebases on it (one snapshot
+/// on the writer's), the writer's new equality deletes stay live, and Java reads the
+/// rows it read after the writer's commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        machine,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split_rebase", "33").await;
+
+    let mut expected = None;
+    let end = machine
+        .serve(&execution, &converter, |task| {
+            if task["task"] == "commit" && expected.is_none() {
+                // The same workload, one commit further (data and equality deletes).
+                t.write_cdc_with("33", "1", "800", "long", "bucket:3", &["--global-deletes"]);
+                expected = Some(t.dump());
+            }
+            None
+        })
+        .await;
+    assert_eq!(
+        end.status,
+        "SUCCEEDED",
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    assert_eq!(end.output["commit"]["rebases"], 1, "{}", end.output);
+    let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
+    let head = loaded.head("main").expect("head").expect("a head");
+    assert_eq!(
+        head.summary().additional_properties.get("eqdv.split-id"),
+        Some(&split_id)
+    );
+    let writer = loaded
+        .metadata
+        .snapshot_by_id(head.parent_snapshot_id().expect("parent"))
+        .expect("the writer's snapshot");
+    assert!(
+        !writer
+            .summary()
+            .additional_properties
+            .contains_key("eqdv.split-id"),
+        "the fan-in's parent is the writer's commit"
+    );
+    let expected = expected.expect("the writer committed");
+    assert!(
+        t.dump() == expected,
+        "Java reads different rows after the rebased fan-in"
+    );
+    assert!(
+        live_equality_deletes(&catalog, &name).await > 0,
+        "the writer's new equality deletes must stay live"
+    );
+    let check = t.java_json("check-dvs", &[]);
+    assert!(check["dvs"].as_u64().unwrap_or(0) > 0, "{check}");
+}
+
+/// A compaction rewrites a data file a range wrote a DV for, before the fan-in: the
+/// ranges are stale, so the split commits nothing and its files are removed; the next
+/// plan (on the compacted head) splits again and converts, and Java reads the rows it
+/// read after the compaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compaction_before_the_fan_in_makes_the_split_plan_again() {
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        queues,
+        planner,
+        machine,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split_compact", "34").await;
+
+    let mut expected = None;
+    let end = machine
+        .serve(&execution, &converter, |task| {
+            if task["task"] == "commit" && expected.is_none() {
+                // The largest file is one of the first commit's, which the later
+                // commits' deletes all reach: a range wrote a DV for it.
+                t.java("rewrite", &["--largest"]);
+                expected = Some(t.dump());
+            }
+            None
+        })
+        .await;
+    assert_eq!(
+        (end.status.as_str(), end.error.as_deref()),
+        ("FAILED", Some("eqdv.SplitFailed")),
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    assert_eq!(end.tasks_of("cleanup").len(), 1, "{:?}", end.tasks);
+    assert!(
+        converter.logs().contains("eqdv.RangesStale"),
+        "the fan-in did not find the ranges stale"
+    );
+    let left = files_containing(&catalog, &name, &split_id).await;
+    assert!(left.is_empty(), "the stale split left files: {left:?}");
+    let expected = expected.expect("the compaction ran");
+    assert!(
+        t.dump() == expected,
+        "Java reads different rows after a stale split"
+    );
+
+    // Planned again on the compacted head: another split, which converts.
+    let (again_id, execution) = planned_split(&planner, &name, &queues).await;
+    assert_ne!(again_id, split_id, "a new base is a new split");
+    let end = machine.serve(&execution, &converter, |_| None).await;
+    assert_eq!(
+        end.status,
+        "SUCCEEDED",
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    assert!(
+        t.dump() == expected,
+        "Java reads different rows after the conversion"
+    );
+    let check = t.java_json("check-dvs", &[]);
+    assert_eq!(check["equality_delete_files"], 0, "{check}");
+}
+
+/// Runs `future` to completion from a synchronous hook (a test's multi-threaded runtime).
+fn block_on<T>(future: impl std::future::Future<Output = T>) -> T {
+    tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(future))
+}
+
+/// A range whose converter invocation times out fails the split like any failed range:
+/// the runtime (here the Runtime Interface Emulator, at a 40 s function timeout) kills
+/// the invocation while its result upload hangs (S3 through a fault proxy), after its
+/// Puffin file was written. The timeout is not retried; the cleanup removes that Puffin
+/// file, which no result names, with every other range's files; nothing is committed
+/// and Java reads the table as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_that_times_out_commits_nothing_and_leaves_nothing_behind() {
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        machine,
+        env,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split_timeout", "35").await;
+    let before = t.dump();
+    let pointer_before = catalog.load_pointer(&name).await.expect("pointer");
+    let s3 = std::env::var("AWS_ENDPOINT_URL_S3").expect("AWS_ENDPOINT_URL_S3");
+    let proxy = proxy::Proxy::start(&s3);
+    // Every attempt hangs: the storage layer gives up on each after 10 s and retries
+    // three times with backoff (about 47 s in all), so the invocation is killed first.
+    proxy.inject(
+        "PUT",
+        "eqdv-splits/",
+        proxy::Fault::Hang(Duration::from_secs(120)),
+        10,
+    );
+    let mut slow_env = env.clone();
+    slow_env.push(("AWS_ENDPOINT_URL_S3", proxy.url()));
+    // Long enough to reach the result upload on a loaded machine (a range takes about
+    // a second alone), shorter than the storage layer's retries of the hung upload.
+    let slow_converter = Function::start("eqdv-converter", &slow_env, 40);
+
+    let timed_out_puffin = format!("eqdv-dv-{split_id}-3.puffin");
+    let mut timeout_answer = None;
+    let mut at_cleanup = None;
+    let end = machine
+        .serve(&execution, &converter, |task| {
+            match (task["task"].as_str(), task["range"].as_u64()) {
+                (Some("range"), Some(3)) => {
+                    let answer = block_on(slow_converter.invoke_text(task));
+                    timeout_answer = Some(answer.clone());
+                    // The emulator answers a timeout in plain text; Lambda reports it
+                    // to Step Functions as the error Sandbox.Timedout.
+                    Some(("Sandbox.Timedout".to_string(), answer))
+                }
+                (Some("cleanup"), _) => {
+                    at_cleanup = Some(block_on(files_containing(&catalog, &name, &split_id)));
+                    None
+                }
+                _ => None,
+            }
+        })
+        .await;
+
+    let answer = timeout_answer.expect("range 3 was served");
+    assert!(
+        answer.starts_with("Task timed out after"),
+        "range 3 did not time out: {answer}\n{}",
+        slow_converter.logs()
+    );
+    assert!(
+        !proxy.injected().is_empty(),
+        "the result upload did not hang"
+    );
+    end.assert_split_failed(&converter);
+    assert_eq!(
+        end.runs_of_range(3),
+        1,
+        "a timed-out range is not retried: {:?}",
+        end.tasks
+    );
+    let at_cleanup = at_cleanup.expect("the cleanup ran");
+    assert!(
+        at_cleanup.iter().any(|f| f.ends_with(&timed_out_puffin)),
+        "the timed-out range's Puffin file was not there for the cleanup: {at_cleanup:?}"
+    );
+    assert_eq!(
+        catalog.load_pointer(&name).await.expect("pointer"),
+        pointer_before,
+        "the table moved"
+    );
+    let left = files_containing(&catalog, &name, &split_id).await;
+    assert!(left.is_empty(), "the timed-out split left files: {left:?}");
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after a timed-out split"
+    );
 }
