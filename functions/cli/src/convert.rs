@@ -112,7 +112,7 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
     })
 }
 
-fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
+pub(crate) fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
     let bytes = std::fs::read(plan_file)
         .with_context(|| format!("reading plan file {}", plan_file.display()))?;
     let plan: Plan = serde_json::from_slice(&bytes).with_context(|| {

@@ -14,6 +14,7 @@ mod inspect;
 mod output;
 mod plan;
 mod rows;
+mod split;
 
 use std::process::ExitCode;
 
@@ -67,6 +68,9 @@ enum Command {
     /// Plan and convert many tables in-process, as the planner and converter Lambdas
     /// would: a database, some tables, or every table of the catalog.
     Backfill(backfill::BackfillArgs),
+    /// One shard split into data ranges, task by task, as the deployed state machine
+    /// runs it: write the job, convert each range, commit them once, or clean up.
+    Split(split::SplitArgs),
     /// A fresh local warehouse: generate, convert, and show before/after with timings.
     Demo(demo::DemoArgs),
 }
@@ -114,6 +118,7 @@ async fn run(cli: &Cli) -> Result<u8> {
         Command::Rows(args) => rows::run(args).await,
         Command::Cleanup(args) => cleanup::run(args, json).await,
         Command::Backfill(args) => backfill::run(args, json).await,
+        Command::Split(args) => split::run(args, json).await,
         Command::Demo(args) => demo::run(args, json).await,
     }
 }

@@ -213,6 +213,122 @@ fn backfill_splits_a_shard_over_the_threshold_in_process() {
     assert_eq!(backfill("0").status.code(), Some(3), "nothing left to do");
 }
 
+/// `eqdv split TASK --json --warehouse DIR ARGS...`.
+fn split(task: &str, w: &Path, args: &[&str]) -> Output {
+    let w = w.display().to_string();
+    let mut all = vec!["split", task, "--json", "--warehouse", w.as_str()];
+    all.extend(args);
+    eqdv(&all)
+}
+
+fn ok_json(out: &Output) -> serde_json::Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(out)
+}
+
+/// The files below `dir` whose path contains `needle`.
+fn files_named(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.display().to_string().contains(needle) {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// `eqdv split`: a global group split into 3 ranges. A split missing a range commits
+/// nothing, and its cleanup removes what the other ranges wrote; then every range is
+/// converted by its own process and a fourth commits them once (run again, it reports
+/// the same snapshot), judged by readers other than eqdv's.
+#[test]
+fn split_tasks_in_separate_processes_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    generate_global_group(w);
+    let jobs = tempfile::tempdir().unwrap();
+    let job_file = jobs.path().join("job.json");
+    let job_path = job_file.display().to_string();
+    let before = json(&run("inspect", w, &[]));
+    let job = ok_json(&split(
+        "job",
+        w,
+        &[
+            "--table",
+            "cdc.orders",
+            "--ranges",
+            "3",
+            "--output",
+            &job_path,
+        ],
+    ));
+    let id = job["id"].as_str().expect("split id").to_string();
+    assert_eq!(job["ranges"], 3);
+    let task = |name: &str, extra: &[&str]| {
+        let mut args = vec!["--job", job_path.as_str()];
+        args.extend(extra);
+        split(name, w, &args)
+    };
+
+    // Ranges 0 and 1 only: the commit names the missing range and changes nothing.
+    for range in ["0", "1"] {
+        let out = ok_json(&task("range", &["--range", range]));
+        assert_eq!(out["split_id"], id.as_str());
+    }
+    let refused = task("commit", &[]);
+    assert_eq!(refused.status.code(), Some(1));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        error.contains("range 2 of 3") && error.contains("no readable result"),
+        "{error}"
+    );
+    assert_eq!(json(&run("inspect", w, &[])), before, "the table moved");
+    assert!(!files_named(w, &id).is_empty(), "the ranges wrote nothing");
+    let cleanup = ok_json(&task("cleanup", &[]));
+    assert_eq!(cleanup["committed"], false);
+    assert_eq!(files_named(w, &id), Vec::<String>::new());
+
+    // Every range in its own process, then one commit.
+    for range in ["0", "1", "2"] {
+        ok_json(&task("range", &["--range", range]));
+    }
+    let report = ok_json(&task("commit", &[]));
+    assert_eq!(report["outcome"], "converted", "{report}");
+    assert_eq!(report["ranges"], 3, "{report}");
+    let after = json(&run("inspect", w, &[]));
+    assert_eq!(
+        after["sequence_number"].as_i64(),
+        before["sequence_number"].as_i64().map(|n| n + 1),
+        "not exactly one new snapshot: {after}"
+    );
+    assert_eq!(
+        after["summary"]["eqdv.split-id"].as_str(),
+        Some(id.as_str())
+    );
+    assert_converted(w, "cdc.orders");
+
+    // Again: the split's snapshot is reported, nothing is written or removed.
+    let again = ok_json(&task("commit", &[]));
+    assert_eq!(again["new_snapshot_id"], after["snapshot_id"], "{again}");
+    assert_eq!(ok_json(&task("cleanup", &[]))["committed"], true);
+    assert_eq!(json(&run("inspect", w, &[])), after);
+    assert!(
+        files_named(w, &id).iter().all(|f| f.ends_with(".puffin")),
+        "a committed split keeps its DVs and nothing else"
+    );
+}
+
 #[test]
 fn shards_from_a_plan_file() {
     let dir = tempfile::tempdir().unwrap();
