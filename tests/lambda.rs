@@ -1222,14 +1222,17 @@ async fn a_split_shard_converts_over_step_functions_and_commits_once() {
 
 /// A range that fails for good (after another one failed once and was retried) fails
 /// the split: the cleanup removes every range's files, nothing is committed, and Java
-/// reads the table as before, its equality deletes still live.
+/// reads the table as before, its equality deletes still live. The next plan starts the
+/// same split again under its second execution name, and that one converts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_range_commits_nothing_and_leaves_nothing_behind() {
     let SplitRig {
         t,
         catalog,
         name,
+        queues,
         machine,
+        planner,
         converter,
         split_id,
         execution,
@@ -1272,6 +1275,31 @@ async fn a_failed_range_commits_nothing_and_leaves_nothing_behind() {
         t.dump() == before,
         "Java reads different rows after a failed split"
     );
+
+    // Planned again on the same head: the same split, run again by a second execution,
+    // which converts.
+    let (again_id, again) = planned_split(&planner, &name, &queues).await;
+    assert_eq!(again_id, split_id, "the same head makes the same split");
+    assert_ne!(
+        again, execution,
+        "a failed execution is not the split's answer"
+    );
+    assert!(again.ends_with(&format!("{split_id}-a2")), "{again}");
+    let end = machine.serve(&again, &converter, |_| None).await;
+    assert_eq!(
+        end.status,
+        "SUCCEEDED",
+        "{:?}\n{}",
+        end.tasks,
+        converter.logs()
+    );
+    assert_eq!(live_equality_deletes(&catalog, &name).await, 0);
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after the second execution"
+    );
+    let results = files_containing(&catalog, &name, "eqdv-splits/").await;
+    assert!(results.is_empty(), "results left behind: {results:?}");
 }
 
 /// Another writer commits while the fan-in runs: the fan-in rebases on it (one snapshot

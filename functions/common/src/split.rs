@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use async_trait::async_trait;
+use aws_sdk_sfn::types::ExecutionStatus;
 use eqdv::convert::{
     ConvertOptions, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task, run_commit_task,
     run_range_task,
@@ -238,8 +239,25 @@ pub fn execution_input(job: &SplitJob) -> Value {
     })
 }
 
-/// AWS Step Functions: one execution per split, named by the split's id, so that a
-/// second start of the same split (a re-plan, a retried planner) converts once.
+/// How many executions one split gets. A split whose execution failed (a range that
+/// failed for good or timed out, a stale fan-in) is started again under the next name
+/// when the planner plans the same split again (the table's head has not moved), up to
+/// this many; a moved head makes a new split.
+pub const SPLIT_ATTEMPTS: u32 = 3;
+
+/// The execution name of a split's `attempt` (1-based): the split's id, then
+/// `<id>-a2`, `<id>-a3` (at most 74 characters of Step Functions' 80).
+pub fn execution_name(job: &SplitJob, attempt: u32) -> String {
+    if attempt <= 1 {
+        job.id.clone()
+    } else {
+        format!("{}-a{attempt}", job.id)
+    }
+}
+
+/// AWS Step Functions: executions named by the split's id (and attempt), so that a
+/// second start of the same split (a re-plan, a retried planner) while one runs or
+/// after one succeeded converts once, and one that failed is run again.
 pub struct StepFunctions {
     client: aws_sdk_sfn::Client,
     state_machine_arn: String,
@@ -255,39 +273,76 @@ impl StepFunctions {
     }
 }
 
+impl StepFunctions {
+    fn execution_arn(&self, name: &str) -> String {
+        format!(
+            "{}:{name}",
+            self.state_machine_arn
+                .replacen(":stateMachine:", ":execution:", 1)
+        )
+    }
+
+    fn error(&self, e: &(dyn std::error::Error + 'static)) -> FunctionError {
+        FunctionError::StateMachine {
+            state_machine: self.state_machine_arn.clone(),
+            message: eqdv::error::cause(e),
+        }
+    }
+}
+
 #[async_trait]
 impl SplitStarter for StepFunctions {
     async fn start(&self, job: &SplitJob) -> Result<String> {
         let input = serde_json::to_string(&execution_input(job))
             .map_err(|e| FunctionError::Engine(e.into()))?;
-        let started = self
-            .client
-            .start_execution()
-            .state_machine_arn(&self.state_machine_arn)
-            .name(&job.id)
-            .input(input)
-            .send()
-            .await;
-        match started {
-            Ok(out) => Ok(out.execution_arn().to_string()),
-            // Started before (and finished, or started with another input): this split
-            // is converted once, by that execution.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_execution_already_exists()) =>
-            {
-                Ok(format!(
-                    "{}:{}",
-                    self.state_machine_arn
-                        .replacen(":stateMachine:", ":execution:", 1),
-                    job.id
-                ))
+        for attempt in 1..=SPLIT_ATTEMPTS {
+            let name = execution_name(job, attempt);
+            let started = self
+                .client
+                .start_execution()
+                .state_machine_arn(&self.state_machine_arn)
+                .name(&name)
+                .input(&input)
+                .send()
+                .await;
+            let exists = match started {
+                Ok(out) => return Ok(out.execution_arn().to_string()),
+                Err(e) => {
+                    if !e
+                        .as_service_error()
+                        .is_some_and(|s| s.is_execution_already_exists())
+                    {
+                        return Err(self.error(&e));
+                    }
+                    self.execution_arn(&name)
+                }
+            };
+            // Started before: running or converted, it is this split's execution;
+            // failed, the next attempt runs the split again.
+            let described = self
+                .client
+                .describe_execution()
+                .execution_arn(&exists)
+                .send()
+                .await
+                .map_err(|e| self.error(&e))?;
+            match described.status() {
+                ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Aborted => {
+                    tracing::warn!(split = %job.id, execution = %exists, status = described.status().as_str(), error = described.error().unwrap_or(""), attempt, "the split's execution failed: starting it again");
+                }
+                _ => return Ok(exists),
             }
-            Err(e) => Err(FunctionError::StateMachine {
-                state_machine: self.state_machine_arn.clone(),
-                message: eqdv::error::cause(&e),
-            }),
         }
+        Err(FunctionError::StateMachine {
+            state_machine: self.state_machine_arn.clone(),
+            message: format!(
+                "split {} of table {} failed in each of its {SPLIT_ATTEMPTS} executions ({} to {}): see their histories; the next writer commit to the table makes a new split",
+                job.id,
+                job.shard.table,
+                execution_name(job, 1),
+                execution_name(job, SPLIT_ATTEMPTS)
+            ),
+        })
     }
 }
 
@@ -358,6 +413,32 @@ mod tests {
             asl["States"]["ConvertRanges"]["ItemSelector"]["task"],
             "range"
         );
+    }
+
+    /// A split's executions: its id first, then numbered attempts, all valid Step
+    /// Functions names (at most 80 characters) for the longest split id.
+    #[test]
+    fn a_splits_executions_are_named_by_its_id_and_attempt() {
+        let shard: eqdv::plan::Shard = serde_json::from_value(json!({
+            "id": "0123456789abcdef",
+            "table": {"namespace": "a_database_name_of_some_length", "name": "and_a_long_table_name_too"},
+            "branch": "main",
+            "base_snapshot_id": 7,
+            "partitions": [],
+            "groups": [],
+            "estimated_bytes": 10
+        }))
+        .unwrap();
+        let job = SplitJob::new(shard, eqdv::convert::MAX_RANGES).unwrap();
+        assert_eq!(execution_name(&job, 1), job.id);
+        assert_eq!(execution_name(&job, 2), format!("{}-a2", job.id));
+        let last = execution_name(&job, SPLIT_ATTEMPTS);
+        assert!(last.len() <= 80, "{last} ({} characters)", last.len());
+        let mut names: Vec<String> = (1..=SPLIT_ATTEMPTS)
+            .map(|a| execution_name(&job, a))
+            .collect();
+        names.dedup();
+        assert_eq!(names.len(), SPLIT_ATTEMPTS as usize);
     }
 
     /// What the state machine sends parses as the task it means; its input is what the
