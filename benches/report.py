@@ -723,12 +723,14 @@ def main():
                 md.append(f"| {int(mb):,} | failed: {run.get('error', '')[-200:]} | | | | | |\n")
         md.append("\n")
 
-    # The sections of benches/s3_latency, benches/streaming_day, benches/key_memory.py
-    # and benches/big_table, kept when the rest of the report is rewritten.
+    # The sections of benches/s3_latency, benches/streaming_day, benches/key_memory.py,
+    # benches/big_table and benches/split_fanout, kept when the rest of the report is
+    # rewritten.
     import report_big_table
     import report_key_memory
     import report_random_keys
     import report_s3_latency
+    import report_split_fanout
     import report_streaming_day
 
     for results_name, module in [("s3-latency.json", report_s3_latency),
@@ -736,7 +738,8 @@ def main():
                                  ("streaming-day.json", report_streaming_day),
                                  ("streaming-day-zipf.json", report_streaming_day),
                                  ("key-memory.json", report_key_memory),
-                                 ("big-table.json", report_big_table)]:
+                                 ("big-table.json", report_big_table),
+                                 ("split-fanout.json", report_split_fanout)]:
         results_path = os.path.join(HERE, "results", results_name)
         if os.path.exists(results_path):
             with open(results_path) as f:
