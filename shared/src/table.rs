@@ -271,7 +271,14 @@ pub struct TableFiles {
     pub position_deletes: Vec<LiveFile>,
     /// The data left unread because it was out of scope (zero when all was read).
     pub skipped_data: SkippedData,
+    /// Whether data files in scope were also left out by their path
+    /// ([`TableFiles::read_scoped_paths`]): then `data_files` cannot tell which files
+    /// are new in a later snapshot.
+    pub data_paths_filtered: bool,
 }
+
+/// Which data files to keep, by path (on top of a scope).
+pub type PathFilter<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
 /// Data a scoped read did not read or keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -279,8 +286,8 @@ pub struct SkippedData {
     /// Data manifests not decoded: their summaries rule out every partition in scope
     /// (those fetched while the deletes were read, before the scope was known, too).
     pub manifests: usize,
-    /// Live data files not kept: in skipped manifests (by the manifests' counts) or
-    /// out of scope in the manifests read.
+    /// Live data files not kept: in skipped manifests (by the manifests' counts), or
+    /// out of scope (or left out by path) in the manifests read.
     pub files: u64,
 }
 
@@ -319,6 +326,18 @@ impl TableFiles {
         snapshot: Option<&SnapshotRef>,
         scope: impl FnOnce(&TableFiles) -> Result<(DataScope, T)>,
     ) -> Result<(Self, T)> {
+        Self::read_scoped_paths(table, snapshot, scope, None).await
+    }
+
+    /// [`TableFiles::read_scoped`] keeping, of the data files in scope, only those whose
+    /// path `paths` keeps: a range of a split decodes in full only its own share of a
+    /// table's data manifests, and a fan-in only the files its ranges wrote DVs for.
+    pub async fn read_scoped_paths<T>(
+        table: &LoadedTable,
+        snapshot: Option<&SnapshotRef>,
+        scope: impl FnOnce(&TableFiles) -> Result<(DataScope, T)>,
+        paths: Option<PathFilter<'_>>,
+    ) -> Result<(Self, T)> {
         let Some(snapshot) = snapshot else {
             let files = Self::default();
             let (_, extra) = scope(&files)?;
@@ -340,20 +359,22 @@ impl TableFiles {
             Ok::<_, Error>(extra)
         };
         let mut data_part = TableFiles::default();
-        let data_read = data_part.add_data_manifests(table, &data, scope_rx);
+        let data_read = data_part.add_data_manifests(table, &data, scope_rx, paths);
         let (extra, ()) = futures::try_join!(deletes_then_scope, data_read)?;
         files.data_files = data_part.data_files;
         files.skipped_data = data_part.skipped_data;
+        files.data_paths_filtered = paths.is_some();
         Ok((files, extra))
     }
 
     /// Fetches `manifests` (data manifests) up to the reads in flight, and files the
-    /// entries in the scope `scope` receives once it is known.
+    /// entries in the scope `scope` receives once it is known (those `paths` keeps).
     async fn add_data_manifests(
         &mut self,
         table: &LoadedTable,
         manifests: &[ManifestFile],
         scope: tokio::sync::watch::Receiver<Option<Arc<DataScope>>>,
+        paths: Option<PathFilter<'_>>,
     ) -> Result<()> {
         type Read = Option<(Vec<ManifestEntry>, usize)>;
         let reads: Vec<futures::future::BoxFuture<'_, Result<(&ManifestFile, Read)>>> = manifests
@@ -388,8 +409,10 @@ impl TableFiles {
                     }
                     // Out of scope, dropped as they are decoded: the reads in flight
                     // then hold only their files in scope while they wait their turn.
-                    let keep =
-                        |head: &EntryHead<'_>| scope.may_hold_head(m.partition_spec_id, head);
+                    let keep = |head: &EntryHead<'_>| {
+                        scope.may_hold_head(m.partition_spec_id, head)
+                            && paths.is_none_or(|keep_path| keep_path(head.path))
+                    };
                     let kept = match bytes {
                         Some(bytes) => {
                             crate::manifest_decode::parse_manifest_kept(m, &bytes, &keep)?

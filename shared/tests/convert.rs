@@ -4,15 +4,16 @@
 
 use eqdv_workload::support;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use eqdv::Error;
-use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
+use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, RetryPolicy, convert};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use support::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
-use support::race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
+use support::race::{
+    assert_lost_the_race, course, interfering, meeting, overtaken_by, winner_and_loser,
+};
 use support::state::{TableState, expected_conversion};
 use support::*;
 
@@ -410,50 +411,6 @@ async fn racing_converters_convert_once() {
         assert_eq!(after.head, winner.new_snapshot_id);
         assert_converted(&w.catalog, &expected).await;
     }
-}
-
-/// Another writer that commits right before each of eqdv's swaps.
-#[derive(Debug)]
-struct Interference {
-    other: SqliteCatalog,
-    spec: WorkloadSpec,
-    /// How many swaps to interfere with.
-    remaining: AtomicU32,
-    swaps: AtomicU32,
-}
-
-/// A catalog that lets another writer commit right before each of eqdv's swaps.
-type Interfering = BeforeSwap<SqliteCatalog, Interference>;
-
-fn interfering(w: &Warehouse, s: &WorkloadSpec, remaining: u32) -> Interfering {
-    let inner = w.another_handle();
-    let state = Interference {
-        other: w.another_handle(),
-        spec: WorkloadSpec {
-            commits: 1,
-            ..s.clone()
-        },
-        remaining: AtomicU32::new(remaining),
-        swaps: AtomicU32::new(0),
-    };
-    BeforeSwap::new(inner, state, interfere)
-}
-
-fn interfere(swap: Swap<'_, Interference, SqliteCatalog>) -> BoxFuture<'_, Then> {
-    Box::pin(async move {
-        swap.state.swaps.fetch_add(1, Ordering::SeqCst);
-        if swap
-            .state
-            .remaining
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok()
-        {
-            eqdv_workload::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
-                .await
-                .expect("interfering writer");
-        }
-        Then::Swap
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

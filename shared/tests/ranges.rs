@@ -2,10 +2,11 @@
 //! against a real local warehouse (SQLite catalog, Parquet and Puffin files on disk):
 //! every range's DVs land in one snapshot with the rows a full scan expects, judged by
 //! readers other than eqdv's; a missing or mismatched range commits nothing and leaves
-//! no file behind; a writer's commit before the fan-in is rebased on, and a removed
-//! data file makes the ranges stale.
+//! no file behind; a writer's commit before the fan-in, or racing its swap, is rebased
+//! on, and a removed data file makes the ranges stale.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 
 use eqdv::Error;
 use eqdv::cleanup::normalize_location;
@@ -15,6 +16,7 @@ use eqdv::convert::{
 };
 use eqdv::snapshot::{SnapshotChanges, build_snapshot};
 use eqdv_workload::generate::{WorkloadSpec, expected_rows_of};
+use eqdv_workload::support::race::interfering;
 use eqdv_workload::support::state::{TableState, expected_conversion};
 use eqdv_workload::support::*;
 use iceberg::spec::Operation;
@@ -258,6 +260,62 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
         "rows differ after the rebased fan-in"
     );
     // Converting the rest finishes the table.
+    convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// The fan-in reads of the base only the data files its ranges wrote DVs for; a writer
+/// commit that beats its swap is still told apart from the base (the base is then read
+/// whole) and rebased on, not taken for a stale split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_commit_racing_the_fan_ins_swap_is_rebased_on() {
+    let w = warehouse();
+    // Few changes a commit: most data files get no DV, so the fan-in's base leaves out
+    // files the head still lists.
+    let s = WorkloadSpec {
+        rows: 6_000,
+        changes_per_commit: 10,
+        ..global_deletes_spec(64)
+    };
+    generate_table(&w.catalog, &s).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
+    assert!(
+        before.data_files.len() > planned.dvs.len() + 10,
+        "{} data files, {} DVs planned",
+        before.data_files.len(),
+        planned.dvs.len()
+    );
+    let results = convert_every_range(&w, 3).await;
+
+    let racing = interfering(&w, &s, 1);
+    let report = commit_ranges(&racing, &table(), &ConvertOptions::default(), &results)
+        .await
+        .expect("fan-in that lost its first swap");
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_eq!(
+        (report.conflicts, report.rebases, report.replans),
+        (1, 1, 0),
+        "{report:#?}"
+    );
+    assert_eq!(racing.state.swaps.load(Ordering::SeqCst), 2);
+    let after = TableState::read(&w.catalog, &table()).await;
+    let head = after.head.expect("a head");
+    let theirs = after.snapshots[&head]
+        .parent
+        .expect("the other writer's snapshot");
+    assert_eq!(after.snapshots[&theirs].parent, before.head);
+    assert_eq!(
+        dv_cardinalities(&after),
+        planned.dvs,
+        "not the DVs planned on the ranges' snapshot"
+    );
+    assert!(after.equality_deletes.is_disjoint(&before.equality_deletes));
+    let expected = expected_rows_of(&w.catalog, &table()).await.unwrap();
+    assert!(after.rows == expected, "rows differ after the raced fan-in");
     convert(&w.catalog, &table(), &ConvertOptions::default())
         .await
         .unwrap();

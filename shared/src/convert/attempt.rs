@@ -284,6 +284,21 @@ impl Attempt<'_> {
                     // The same scope as the attempt's: what it did not read, it
                     // cannot have relied on.
                     let scope = data_scope(&footprint.groups, options);
+                    if files.data_paths_filtered {
+                        // A split's fan-in read of the base only the files it writes
+                        // DVs for; telling what the head added takes all of its scope.
+                        let base = files
+                            .snapshot_id
+                            .and_then(|id| reloaded.metadata.snapshot_by_id(id).cloned());
+                        let Some(base) = base else {
+                            report.replans += 1;
+                            return Ok(AttemptEnd::Replan);
+                        };
+                        let scope = scope.clone();
+                        (files, ()) =
+                            TableFiles::read_scoped(&reloaded, Some(&base), |_| Ok((scope, ())))
+                                .await?;
+                    }
                     let (new_files, ()) =
                         TableFiles::read_scoped(&reloaded, head.as_ref(), |_| Ok((scope, ())))
                             .await?;

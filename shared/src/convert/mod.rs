@@ -35,8 +35,8 @@ use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
 pub use ranges::{
-    DataRange, RangeDv, RangePuffin, RangeResult, commit_ranges, convert_in_ranges, convert_range,
-    discard_ranges,
+    DataRange, RangeDv, RangePuffin, RangeResult, commit_ranges, commit_ranges_of,
+    convert_in_ranges, convert_range, convert_range_of, discard_ranges,
 };
 pub use split::{
     MAX_RANGES, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task, run_commit_task,

@@ -29,7 +29,7 @@ use crate::catalog::{Catalog, TableName};
 use crate::plan::DeleteGroup;
 use crate::puffin::{WrittenDv, WrittenPuffin};
 use crate::resolve::ResolveMetrics;
-use crate::table::{LiveFile, LoadedTable, TableFiles};
+use crate::table::{LiveFile, LoadedTable, PathFilter, TableFiles};
 use crate::{Error, Result};
 
 /// Times an in-process split is converted again from a new head when the head moved in a
@@ -134,9 +134,24 @@ pub async fn convert_range(
     base_snapshot_id: i64,
     range: DataRange,
 ) -> Result<RangeResult> {
-    DataRange::new(range.index, range.count)?;
     let table = LoadedTable::load(catalog, name).await?;
-    let (files, groups) = read_base(&table, options, base_snapshot_id).await?;
+    convert_range_of(&table, options, base_snapshot_id, range).await
+}
+
+/// [`convert_range`] of a table already loaded (at or after the base).
+pub async fn convert_range_of(
+    table: &LoadedTable,
+    options: &ConvertOptions,
+    base_snapshot_id: i64,
+    range: DataRange,
+) -> Result<RangeResult> {
+    DataRange::new(range.index, range.count)?;
+    let name = &table.name;
+    // Only this range's data files are decoded in full and kept: the others are other
+    // ranges' business, and counted as not read, so nothing below takes a file it does
+    // not hold for a removed one.
+    let in_range = |path: &str| range.holds(path);
+    let (files, groups) = read_base(table, options, base_snapshot_id, Some(&in_range)).await?;
     let mut result = RangeResult {
         table: name.clone(),
         branch: options.branch.clone(),
@@ -156,16 +171,10 @@ pub async fn convert_range(
     if groups.is_empty() {
         return Ok(result);
     }
-    // Only this range's data files: the others are other ranges' business, and counted
-    // as not read, so nothing below takes a file it does not hold for a removed one.
-    let mut files = files;
-    let all = files.data_files.len();
-    files.data_files.retain(|f| range.holds(f.path()));
-    files.skipped_data.files += (all - files.data_files.len()) as u64;
 
     let phase = Instant::now();
     let (metrics, dv_plans, removed_position_deletes) =
-        resolve_and_merge(&table, &files, &groups, options).await?;
+        resolve_and_merge(table, &files, &groups, options).await?;
     result.resolve = metrics;
     result.resolve_ms = ms_since(phase);
     result.dvs_planned = dv_plans.len();
@@ -182,7 +191,7 @@ pub async fn convert_range(
     options.check_deadline(name, "writing deletion vectors")?;
     let mut written_files = Vec::new();
     let encoded = encode_dvs(
-        &table,
+        table,
         &dv_plans,
         options.dv_file_stem.as_deref(),
         &mut written_files,
@@ -231,6 +240,18 @@ pub async fn commit_ranges(
             return Err(e);
         }
     };
+    commit_ranges_of(catalog, table, options, results, started).await
+}
+
+/// [`commit_ranges`] on a table already loaded (`started` when the fan-in began).
+pub async fn commit_ranges_of(
+    catalog: &dyn Catalog,
+    table: LoadedTable,
+    options: &ConvertOptions,
+    results: &[RangeResult],
+    started: Instant,
+) -> Result<ConvertReport> {
+    let name = &table.name.clone();
     let file_io = table.file_io.clone();
     let committed = commit_loaded(catalog, name, options, table, results, started).await;
     match &committed {
@@ -265,8 +286,7 @@ pub async fn convert_in_ranges(
         };
         let base = head.snapshot_id();
         let converted = futures::future::join_all(
-            DataRange::all(count)
-                .map(|range| convert_range(catalog, name, &per_range, base, range)),
+            DataRange::all(count).map(|range| convert_range_of(&table, &per_range, base, range)),
         )
         .await;
         let mut results = Vec::with_capacity(converted.len());
@@ -315,6 +335,7 @@ async fn read_base(
     table: &LoadedTable,
     options: &ConvertOptions,
     base_snapshot_id: i64,
+    paths: Option<PathFilter<'_>>,
 ) -> Result<(TableFiles, Vec<DeleteGroup>)> {
     table.require_v3()?;
     table.require_branch(&options.branch)?;
@@ -325,10 +346,15 @@ async fn read_base(
             reason: format!("snapshot {base_snapshot_id}, which the ranges read, is gone"),
         });
     };
-    TableFiles::read_scoped(table, Some(&snapshot), |files| {
-        let groups = select_groups(table, files, options.shard.as_ref())?;
-        Ok((data_scope(&groups, options), groups))
-    })
+    TableFiles::read_scoped_paths(
+        table,
+        Some(&snapshot),
+        |files| {
+            let groups = select_groups(table, files, options.shard.as_ref())?;
+            Ok((data_scope(&groups, options), groups))
+        },
+        paths,
+    )
     .await
 }
 
@@ -412,7 +438,16 @@ async fn commit_loaded(
 ) -> Result<ConvertReport> {
     let (base_snapshot_id, delete_files) = check_split(name, options, results)?;
     let phase = Instant::now();
-    let (base, groups) = read_base(&table, options, base_snapshot_id).await?;
+    // Of the data, the fan-in needs only the files the ranges wrote DVs for (to check
+    // them and to file their DVs in their partitions): the rest of the data manifests
+    // is skipped as it is decoded. Compared with a moved head, the base is read whole.
+    let dv_targets: HashSet<&str> = results
+        .iter()
+        .flat_map(|r| r.puffin.iter().flat_map(|p| &p.dvs))
+        .map(|dv| dv.referenced_data_file.as_str())
+        .collect();
+    let is_dv_target = |path: &str| dv_targets.contains(path);
+    let (base, groups) = read_base(&table, options, base_snapshot_id, Some(&is_dv_target)).await?;
     if delete_file_paths(&groups) != delete_files {
         return Err(Error::InvalidInput(format!(
             "the ranges of table {name} applied other equality delete files than snapshot {base_snapshot_id} holds for them"
@@ -467,6 +502,7 @@ async fn commit_loaded(
     let files = if head.as_ref().map(|s| s.snapshot_id()) == Some(base_snapshot_id) {
         base
     } else {
+        let (base, _) = read_base(&table, options, base_snapshot_id, None).await?;
         let scope = data_scope(&footprint.groups, options);
         let (at_head, ()) =
             TableFiles::read_scoped(&table, head.as_ref(), |_| Ok((scope, ()))).await?;

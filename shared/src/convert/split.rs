@@ -18,10 +18,11 @@
 
 use std::fmt::Write as _;
 
+use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 use twox_hash::XxHash64;
 
-use super::ranges::{DataRange, RangeResult, commit_ranges, convert_range};
+use super::ranges::{DataRange, RangeResult, commit_ranges_of, convert_range_of};
 use super::{ConvertOptions, ConvertReport, Outcome};
 use crate::catalog::Catalog;
 use crate::plan::Shard;
@@ -189,14 +190,7 @@ pub async fn run_range_task(
     }
     let mut options = job.options(options);
     options.dv_file_stem = Some(job.dv_file_stem(range));
-    let result = convert_range(
-        catalog,
-        &job.shard.table,
-        &options,
-        job.shard.base_snapshot_id,
-        range,
-    )
-    .await?;
+    let result = convert_range_of(&table, &options, job.shard.base_snapshot_id, range).await?;
     let result_location = job.result_location(&result.table_location, range);
     let stored = serde_json::to_vec(&result)
         .map_err(|e| Error::InvalidInput(format!("{range} of split {}: {e}", job.id)))?;
@@ -237,6 +231,7 @@ pub async fn run_commit_task(
     job: &SplitJob,
     options: &ConvertOptions,
 ) -> Result<ConvertReport> {
+    let started = std::time::Instant::now();
     job.check()?;
     let options = job.options(options);
     let name = &job.shard.table;
@@ -247,39 +242,46 @@ pub async fn run_commit_task(
         report.base_snapshot_id = Some(job.shard.base_snapshot_id);
         report.new_snapshot_id = Some(snapshot_id);
         report.ranges = job.ranges;
-        remove_results(&table, job).await;
+        remove_results(&table.file_io, table.location(), job).await;
         return Ok(report);
     }
-    let mut results = Vec::with_capacity(job.ranges as usize);
-    for range in DataRange::all(job.ranges) {
-        let location = job.result_location(table.location(), range);
-        let bytes = match crate::storage::read_all(&table.file_io, &location).await {
-            Ok(bytes) => bytes,
-            // Missing (S3 without s3:ListBucket says access denied): the range never
-            // finished, and a split commits all its ranges or nothing.
-            Err(e) if !e.retryable() => {
-                return Err(Error::InvalidInput(format!(
-                    "{range} of split {} of table {name} has no readable result at {location} ({e}): the ranges of a split commit together or not at all",
-                    job.id
-                )));
-            }
-            Err(e) => return Err(e),
-        };
-        let result: RangeResult = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::file(&location, "is not a range result", e.to_string()))?;
-        if result.range != range {
-            return Err(Error::InvalidInput(format!(
-                "{location} holds {}, not {range}",
-                result.range
-            )));
-        }
-        results.push(result);
-    }
-    let report = commit_ranges(catalog, name, &options, &results).await?;
+    // All read at once: each is a round trip.
+    let results = futures::future::try_join_all(
+        DataRange::all(job.ranges).map(|range| read_result(&table, job, range)),
+    )
+    .await?;
+    let (file_io, location) = (table.file_io.clone(), table.location().to_string());
+    let report = commit_ranges_of(catalog, table, &options, &results, started).await?;
     if report.outcome == Outcome::Converted {
-        remove_results(&table, job).await;
+        remove_results(&file_io, &location, job).await;
     }
     Ok(report)
+}
+
+/// Range `range`'s stored result. A missing one is an error naming the range.
+async fn read_result(table: &LoadedTable, job: &SplitJob, range: DataRange) -> Result<RangeResult> {
+    let location = job.result_location(table.location(), range);
+    let bytes = match crate::storage::read_all(&table.file_io, &location).await {
+        Ok(bytes) => bytes,
+        // Missing (S3 without s3:ListBucket says access denied): the range never
+        // finished, and a split commits all its ranges or nothing.
+        Err(e) if !e.retryable() => {
+            return Err(Error::InvalidInput(format!(
+                "{range} of split {} of table {} has no readable result at {location} ({e}): the ranges of a split commit together or not at all",
+                job.id, job.shard.table
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    let result: RangeResult = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::file(&location, "is not a range result", e.to_string()))?;
+    if result.range != range {
+        return Err(Error::InvalidInput(format!(
+            "{location} holds {}, not {range}",
+            result.range
+        )));
+    }
+    Ok(result)
 }
 
 /// Removes what a split that will not commit wrote: every range's Puffin file and result.
@@ -293,7 +295,7 @@ pub async fn run_cleanup_task(catalog: &dyn Catalog, job: &SplitJob) -> Result<S
     };
     if committed_snapshot(&table, job)?.is_some() {
         cleanup.committed = true;
-        remove_results(&table, job).await;
+        remove_results(&table.file_io, table.location(), job).await;
         return Ok(cleanup);
     }
     let data = format!("{}/data", table.location().trim_end_matches('/'));
@@ -332,9 +334,9 @@ fn committed_snapshot(table: &LoadedTable, job: &SplitJob) -> Result<Option<i64>
     Ok(None)
 }
 
-async fn remove_results(table: &LoadedTable, job: &SplitJob) {
+async fn remove_results(file_io: &FileIO, table_location: &str, job: &SplitJob) {
     let results: Vec<String> = DataRange::all(job.ranges)
-        .map(|range| job.result_location(table.location(), range))
+        .map(|range| job.result_location(table_location, range))
         .collect();
-    crate::storage::delete_files(&table.file_io, &results).await;
+    crate::storage::delete_files(file_io, &results).await;
 }

@@ -66,8 +66,8 @@ pub(super) struct EntryPlan {
     /// For each writer partition field: its position in the partition type, if any.
     partition: Vec<(Option<usize>, AvroType)>,
     partition_is_optional: bool,
-    /// The data-file field after which its content and partition are both decoded,
-    /// so that whether to keep the entry can be decided.
+    /// The data-file field after which its content, path and partition are all
+    /// decoded, so that whether to keep the entry can be decided.
     decide_after: usize,
     /// Whether the entry's status and sequence number precede its data file (as in
     /// every writer's schema): else nothing is left out early.
@@ -165,6 +165,7 @@ impl EntryPlan {
         let position_of = |wanted: fn(&FileField) -> bool| file.iter().position(|(f, _)| wanted(f));
         let decide_after = position_of(|f| matches!(f, FileField::Partition))
             .max(position_of(|f| matches!(f, FileField::Content)))
+            .max(position_of(|f| matches!(f, FileField::FilePath)))
             .unwrap_or(0);
         let entry_position =
             |wanted: fn(&EntryField) -> bool| entry.iter().position(|(f, _)| wanted(f));
@@ -334,7 +335,11 @@ impl EntryPlan {
                 && let (Some((keep, manifest_sequence_number)), Some((status, explicit))) =
                     (ctx.keep, head)
             {
+                let Some(path) = path.as_deref() else {
+                    return declined("data_file lacks file_path");
+                };
                 let head = EntryHead {
+                    path,
                     status,
                     sequence_number: inherited_sequence_number(
                         status,

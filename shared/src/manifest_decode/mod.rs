@@ -86,12 +86,13 @@ pub fn parse_manifest(
 
 /// What decides whether a manifest entry is kept, known before its counts and bounds
 /// are decoded: its status, its sequence number (inherited from the manifest list entry
-/// where it is null and may be), its content and its partition.
+/// where it is null and may be), its content, its partition and its file's path.
 pub struct EntryHead<'a> {
     pub status: ManifestStatus,
     pub sequence_number: Option<i64>,
     pub content: DataContentType,
     pub partition: &'a Struct,
+    pub path: &'a str,
 }
 
 impl<'a> EntryHead<'a> {
@@ -102,6 +103,7 @@ impl<'a> EntryHead<'a> {
             sequence_number: entry.sequence_number(),
             content: entry.content_type(),
             partition: entry.data_file().partition(),
+            path: entry.data_file().file_path(),
         }
     }
 }

@@ -2,14 +2,18 @@
 //! [`overtaken_by`] runs converter B whole inside converter A's first swap (both loaded
 //! the same head, B commits first), [`meeting`] holds each of two concurrent converters
 //! before its first swap until both got there (both planned on the same head, then they
-//! really race the swap). And what each of them must report.
+//! really race the swap), [`interfering`] lets another writer commit right before a
+//! converter's swaps. And what each of them must report.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use eqdv::catalog::Catalog;
+use eqdv::catalog::{Catalog, SqliteCatalog};
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 
+use crate::generate::WorkloadSpec;
+
+use super::Warehouse;
 use super::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 
 /// Converter B, run whole inside converter A's first swap.
@@ -131,4 +135,51 @@ pub fn winner_and_loser<'a>(
     } else {
         (b, a)
     }
+}
+
+/// Another writer that commits right before each of eqdv's swaps.
+#[derive(Debug)]
+pub struct Interference {
+    other: SqliteCatalog,
+    spec: WorkloadSpec,
+    /// How many swaps to interfere with.
+    remaining: AtomicU32,
+    /// The converter's swaps seen.
+    pub swaps: AtomicU32,
+}
+
+/// A catalog that lets another writer commit right before each of eqdv's swaps.
+pub type Interfering = BeforeSwap<SqliteCatalog, Interference>;
+
+/// Commits one more commit of the workload `s` before each of the first `remaining`
+/// swaps.
+pub fn interfering(w: &Warehouse, s: &WorkloadSpec, remaining: u32) -> Interfering {
+    let inner = w.another_handle();
+    let state = Interference {
+        other: w.another_handle(),
+        spec: WorkloadSpec {
+            commits: 1,
+            ..s.clone()
+        },
+        remaining: AtomicU32::new(remaining),
+        swaps: AtomicU32::new(0),
+    };
+    BeforeSwap::new(inner, state, interfere)
+}
+
+fn interfere(swap: Swap<'_, Interference, SqliteCatalog>) -> BoxFuture<'_, Then> {
+    Box::pin(async move {
+        swap.state.swaps.fetch_add(1, Ordering::SeqCst);
+        if swap
+            .state
+            .remaining
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            crate::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
+                .await
+                .expect("interfering writer");
+        }
+        Then::Swap
+    })
 }
