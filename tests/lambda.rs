@@ -826,6 +826,17 @@ impl ExecutionEnd {
             .count()
     }
 
+    /// The execution succeeded (else: its tasks and the converter's logs).
+    fn assert_succeeded(&self, converter: &Function) {
+        assert_eq!(
+            self.status,
+            "SUCCEEDED",
+            "{:?}\n{}",
+            self.tasks,
+            converter.logs()
+        );
+    }
+
     /// The execution failed as a split that commits nothing: no fan-in ran, the cleanup
     /// ran once, and it ended in eqdv.SplitFailed.
     fn assert_split_failed(&self, converter: &Function) {
@@ -974,6 +985,24 @@ impl SplitMachine {
             }
         }
     }
+}
+
+/// No equality delete is left, Java reads `expected` (after `what`), and no split left
+/// a result behind.
+async fn assert_all_converted(
+    t: &JavaTable,
+    catalog: &GlueCatalog,
+    name: &TableName,
+    expected: &[String],
+    what: &str,
+) {
+    assert_eq!(live_equality_deletes(catalog, name).await, 0);
+    assert!(
+        t.dump() == expected,
+        "Java reads different rows after {what}"
+    );
+    let results = files_containing(catalog, name, "eqdv-splits/").await;
+    assert!(results.is_empty(), "results left behind: {results:?}");
 }
 
 /// The functions' variables with the split state machine: every shard is split into 4
@@ -1184,13 +1213,7 @@ async fn a_split_shard_converts_over_step_functions_and_commits_once() {
         .execution_arn()
         .to_string();
     let end = machine.serve(&redrive, &converter, |_| None).await;
-    assert_eq!(
-        end.status,
-        "SUCCEEDED",
-        "{:?}\n{}",
-        end.tasks,
-        converter.logs()
-    );
+    end.assert_succeeded(&converter);
     assert_eq!(
         head_snapshot(&catalog, &name).await.0,
         head,
@@ -1286,20 +1309,8 @@ async fn a_failed_range_commits_nothing_and_leaves_nothing_behind() {
     );
     assert!(again.ends_with(&format!("{split_id}-a2")), "{again}");
     let end = machine.serve(&again, &converter, |_| None).await;
-    assert_eq!(
-        end.status,
-        "SUCCEEDED",
-        "{:?}\n{}",
-        end.tasks,
-        converter.logs()
-    );
-    assert_eq!(live_equality_deletes(&catalog, &name).await, 0);
-    assert!(
-        t.dump() == before,
-        "Java reads different rows after the second execution"
-    );
-    let results = files_containing(&catalog, &name, "eqdv-splits/").await;
-    assert!(results.is_empty(), "results left behind: {results:?}");
+    end.assert_succeeded(&converter);
+    assert_all_converted(&t, &catalog, &name, &before, "the second execution").await;
 }
 
 /// Another writer commits while the fan-in runs: the fan-in rebases on it (one snapshot
@@ -1329,13 +1340,7 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
             None
         })
         .await;
-    assert_eq!(
-        end.status,
-        "SUCCEEDED",
-        "{:?}\n{}",
-        end.tasks,
-        converter.logs()
-    );
+    end.assert_succeeded(&converter);
     assert_eq!(end.output["commit"]["rebases"], 1, "{}", end.output);
     let loaded = LoadedTable::load(&catalog, &name).await.expect("load");
     let head = loaded.head("main").expect("head").expect("a head");
@@ -1365,6 +1370,67 @@ async fn a_writer_commit_before_the_fan_in_is_rebased_on() {
     );
     let check = t.java_json("check-dvs", &[]);
     assert!(check["dvs"].as_u64().unwrap_or(0) > 0, "{check}");
+}
+
+/// A writer commits while a split runs, and the planner plans the new head: the new
+/// split (the same global partitions) waits for the running one instead of starting
+/// beside it, where one of the two would find the other's commit stale. The running
+/// split commits, rebased on the writer's commit; planned again, the writer's deletes
+/// split and convert. Java reads the rows it read after the writer's commit, and no
+/// equality delete is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_waits_for_a_running_split_of_its_partitions() {
+    let SplitRig {
+        t,
+        catalog,
+        name,
+        queues,
+        machine,
+        planner,
+        converter,
+        split_id,
+        execution,
+        ..
+    } = SplitRig::start("lambda_split_wait", "34").await;
+    // The execution runs: its tasks wait for the converter, which the test serves below.
+    t.write_cdc_with("34", "1", "800", "long", "bucket:3", &["--global-deletes"]);
+    let expected = t.dump();
+
+    let planned = planner.invoke(&glue_table_change(&name)).await;
+    let shards = planned["shards"].as_array().expect("shards");
+    assert_eq!(shards.len(), 1, "{planned}\n{}", planner.logs());
+    let waiting = &shards[0]["split"];
+    assert_ne!(
+        waiting["id"],
+        split_id.as_str(),
+        "a new head makes a new split"
+    );
+    assert!(waiting["execution"].is_null(), "{planned}");
+    assert_eq!(waiting["waiting_for"], execution.as_str(), "{planned}");
+    let started = machine
+        .client
+        .list_executions()
+        .state_machine_arn(&machine.arn)
+        .send()
+        .await
+        .expect("list executions");
+    assert_eq!(
+        started.executions().len(),
+        1,
+        "a second split started beside the running one"
+    );
+
+    let end = machine.serve(&execution, &converter, |_| None).await;
+    end.assert_succeeded(&converter);
+    assert_eq!(end.output["commit"]["rebases"], 1, "{}", end.output);
+    assert!(live_equality_deletes(&catalog, &name).await > 0);
+
+    // Planned again (the running split's commit is a table change): the rest converts.
+    let (next_id, next) = planned_split(&planner, &name, &queues).await;
+    assert_ne!(next_id, split_id);
+    let end = machine.serve(&next, &converter, |_| None).await;
+    end.assert_succeeded(&converter);
+    assert_all_converted(&t, &catalog, &name, &expected, "both splits").await;
 }
 
 /// A compaction rewrites a data file a range wrote a DV for, before the fan-in: the
@@ -1422,13 +1488,7 @@ async fn a_compaction_before_the_fan_in_makes_the_split_plan_again() {
     let (again_id, execution) = planned_split(&planner, &name, &queues).await;
     assert_ne!(again_id, split_id, "a new base is a new split");
     let end = machine.serve(&execution, &converter, |_| None).await;
-    assert_eq!(
-        end.status,
-        "SUCCEEDED",
-        "{:?}\n{}",
-        end.tasks,
-        converter.logs()
-    );
+    end.assert_succeeded(&converter);
     assert!(
         t.dump() == expected,
         "Java reads different rows after the conversion"

@@ -107,7 +107,7 @@ export class EqdvStack extends Stack {
     });
     plannerLogs.grantWrite(this.plannerRole);
     this.shardQueue.grantSendMessages(this.plannerRole);
-    // states:StartExecution on the split state machine: granted once it exists, below.
+    // Step Functions on the split state machine: granted once it exists, below.
     this.plannerRole.addToPolicy(
       new iam.PolicyStatement({
         sid: 'GlueRead',
@@ -213,7 +213,25 @@ export class EqdvStack extends Stack {
       ),
       definitionSubstitutions: { ConverterFunctionArn: this.converter.functionArn },
     });
-    this.splitStateMachine.grantStartExecution(this.plannerRole);
+    // The planner starts splits, lists the running ones (a split waits for a running
+    // one of its partitions) and describes an execution that already has a split's name
+    // (running, succeeded or failed decides whether to start it again).
+    this.plannerRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'StartSplits',
+        actions: ['states:ListExecutions', 'states:StartExecution'],
+        resources: [this.splitStateMachine.stateMachineArn],
+      }),
+    );
+    this.plannerRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'ReadSplitExecutions',
+        actions: ['states:DescribeExecution'],
+        resources: [
+          `arn:${Aws.PARTITION}:states:${Aws.REGION}:${Aws.ACCOUNT_ID}:execution:${this.splitStateMachine.stateMachineName}:*`,
+        ],
+      }),
+    );
 
     // The planner starts the split executions: built after the state machine.
     this.planner = new lambda.Function(this, 'PlannerFunction', {

@@ -283,6 +283,9 @@ describe('EqdvStack with the default settings', () => {
         allow(a.glue, glueResources(ACCOUNT, ['sales', 'cdc_db'])),
         allow(a.s3Read, [s3('my-lake/warehouse/*'), s3('other-bucket/*')]),
         allow(a.splitStateMachine, [`\${${id(stack.splitStateMachine)}}`]),
+        allow(a.splitExecutions, [
+          `arn:\${AWS::Partition}:states:\${AWS::Region}:\${AWS::AccountId}:execution:\${${id(stack.splitStateMachine)}.Name}:*`,
+        ]),
       ]),
     );
   });

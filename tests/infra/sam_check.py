@@ -64,7 +64,8 @@ def render(value):
             return "${%s}" % ".".join(arg if isinstance(arg, list) else arg.split("."))
         if fn == "Fn::Join":
             return arg[0].join(render(p) for p in arg[1])
-        if fn == "Fn::Sub" and isinstance(arg, str) and "${" not in arg:
+        if fn == "Fn::Sub" and isinstance(arg, str):
+            # Its ${X} and ${X.A} read as Ref and GetAtt render.
             return arg
     raise AssertionError(f"cannot render {json.dumps(value)}")
 
@@ -268,6 +269,8 @@ def checks(template_path, contract):
             expected[tuple(a["shardQueue"])] = sorted(["${ShardQueue.Arn}", "${PlannerDeadLetterQueue.Arn}"])
             assert a["shardQueue"] == a["plannerDeadLetterQueue"]
             expected[tuple(a["splitStateMachine"])] = ["${SplitStateMachine}"]
+            expected[tuple(a["splitExecutions"])] = [
+                "arn:aws:states:eu-west-1:111122223333:execution:${SplitStateMachine.Name}:*"]
         else:
             expected[tuple(a["shardQueue"])] = ["${ShardQueue.Arn}"]
             expected[tuple(a["shardDeadLetterQueue"])] = ["${ShardDeadLetterQueue.Arn}"]

@@ -50,8 +50,28 @@ pub struct ShardSent {
 pub struct SplitSent {
     pub id: String,
     pub ranges: u32,
-    /// The execution converting it; none in a dry run.
+    /// The execution converting it; none in a dry run, or while it waits.
     pub execution: Option<String>,
+    /// The running execution of another split of the same partitions that this one
+    /// waits for (it is not started; its deletes are planned again once that one ends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+}
+
+/// What became of a split the planner made.
+enum SplitStart {
+    /// Its execution, started now or before.
+    Started(String),
+    /// Not started: the running execution of another split of its partitions.
+    Waiting(String),
+}
+
+/// Starts `job`, unless another split of its partitions is running.
+async fn start_split(splits: &dyn SplitStarter, job: &SplitJob) -> Result<SplitStart> {
+    if let Some(running) = splits.running_overlap(job).await? {
+        return Ok(SplitStart::Waiting(running));
+    }
+    splits.start(job).await.map(SplitStart::Started)
 }
 
 /// The planner with its catalog and queue, built once per Lambda instance.
@@ -104,6 +124,7 @@ impl Planner {
             .collect();
         let mut sent = 0u64;
         let mut splits_started = 0u64;
+        let mut splits_waiting = 0u64;
         for shard in &summary.shards {
             let split = match (&self.splits, self.config.ranges_for(shard.estimated_bytes)) {
                 (Some(_), ranges) if ranges >= 2 => Some(SplitJob::new(shard.clone(), ranges)?),
@@ -111,17 +132,21 @@ impl Planner {
             };
             let (message_id, split) = match split {
                 Some(job) => {
-                    let execution = if summary.dry_run {
-                        None
-                    } else {
+                    let (mut execution, mut waiting_for) = (None, None);
+                    if !summary.dry_run {
                         let Some(splits) = &self.splits else {
                             continue;
                         };
-                        match splits.start(&job).await {
-                            Ok(execution) => {
+                        match start_split(splits.as_ref(), &job).await {
+                            Ok(SplitStart::Started(started)) => {
                                 splits_started += 1;
-                                tracing::info!(table = %shard.table, shard = %shard.id, split = %job.id, ranges = job.ranges, execution = %execution, "split started");
-                                Some(execution)
+                                tracing::info!(table = %shard.table, shard = %shard.id, split = %job.id, ranges = job.ranges, execution = %started, "split started");
+                                execution = Some(started);
+                            }
+                            Ok(SplitStart::Waiting(running)) => {
+                                splits_waiting += 1;
+                                tracing::info!(table = %shard.table, shard = %shard.id, split = %job.id, running = %running, "another split of these partitions is running: this one waits for its commit or the sweep");
+                                waiting_for = Some(running);
                             }
                             Err(e) => {
                                 tracing::error!(table = %shard.table, shard = %shard.id, split = %job.id, error = %e, "starting a split failed");
@@ -129,11 +154,12 @@ impl Planner {
                                 continue;
                             }
                         }
-                    };
+                    }
                     let sent = SplitSent {
                         id: job.id,
                         ranges: job.ranges,
                         execution,
+                        waiting_for,
                     };
                     (None, Some(sent))
                 }
@@ -168,7 +194,7 @@ impl Planner {
         let send_failures = if summary.dry_run {
             0
         } else {
-            summary.shards.len() as u64 - sent - splits_started
+            summary.shards.len() as u64 - sent - splits_started - splits_waiting
         };
         let mut metrics = MetricSet::new(&self.config.metrics_namespace, "planner");
         metrics
@@ -190,6 +216,7 @@ impl Planner {
             )
             .count("ShardsSent", sent)
             .count("SplitsStarted", splits_started)
+            .count("SplitsWaiting", splits_waiting)
             .count("ShardSendFailures", send_failures)
             .put(
                 "Duration",

@@ -229,6 +229,43 @@ pub fn parse_task(payload: &Value) -> std::result::Result<SplitTask, TaskError> 
 pub trait SplitStarter: Send + Sync {
     /// Starts (or finds started) the split's execution; returns its id.
     async fn start(&self, job: &SplitJob) -> Result<String>;
+
+    /// The running execution of another split that `job` must wait for
+    /// ([`must_wait_for`]), if one runs: its id.
+    async fn running_overlap(&self, job: &SplitJob) -> Result<Option<String>>;
+}
+
+/// Whether a split of `job` must wait while `running` (another split) runs: same table
+/// and branch, and a partition in common, as far as the queue's message groups tell (a
+/// shard without one, such as a global group's, is the whole table). Both would resolve
+/// the same data files; one of them would find the other's commit stale and throw its
+/// work away. The shard queue keeps one partition to one converter at a time with its
+/// FIFO groups; this is the same rule for splits. The deletes left waiting are planned
+/// on the commit of the running split (its table change event) or by the sweep.
+pub fn must_wait_for(job: &SplitJob, running: &SplitJob) -> bool {
+    let (a, b) = (&job.shard, &running.shard);
+    running.id != job.id
+        && a.table == b.table
+        && a.branch == b.branch
+        && (a.queue_group.is_empty() || b.queue_group.is_empty() || a.queue_group == b.queue_group)
+}
+
+/// Whether the execution named `name` is one of `job`'s own (see [`execution_name`]).
+fn is_own_execution(job: &SplitJob, name: &str) -> bool {
+    name == job.id
+        || name
+            .strip_prefix(job.id.as_str())
+            .and_then(|rest| rest.strip_prefix("-a"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The part of a split id that names its table (the id without `-<hash>-r<N>`): what
+/// every split of the table's execution names start with.
+fn table_prefix(job: &SplitJob) -> &str {
+    job.id
+        .rsplitn(3, '-')
+        .nth(2)
+        .map_or(job.id.as_str(), |prefix| &job.id[..prefix.len()])
 }
 
 /// The state machine's input for a split: the job, and the ranges its Map iterates over.
@@ -344,11 +381,114 @@ impl SplitStarter for StepFunctions {
             ),
         })
     }
+
+    async fn running_overlap(&self, job: &SplitJob) -> Result<Option<String>> {
+        let prefix = format!("{}-", table_prefix(job));
+        let mut next_token: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_executions()
+                .state_machine_arn(&self.state_machine_arn)
+                .status_filter(ExecutionStatus::Running)
+                .set_next_token(next_token.take())
+                .send()
+                .await
+                .map_err(|e| self.error(&e))?;
+            for execution in page.executions() {
+                let name = execution.name();
+                if !name.starts_with(&prefix) || is_own_execution(job, name) {
+                    continue;
+                }
+                let described = self
+                    .client
+                    .describe_execution()
+                    .execution_arn(execution.execution_arn())
+                    .send()
+                    .await
+                    .map_err(|e| self.error(&e))?;
+                let running = described
+                    .input()
+                    .and_then(|input| serde_json::from_str::<Value>(input).ok())
+                    .and_then(|input| {
+                        serde_json::from_value::<SplitJob>(input["split"].clone()).ok()
+                    });
+                match running {
+                    Some(running) if must_wait_for(job, &running) => {
+                        return Ok(Some(execution.execution_arn().to_string()));
+                    }
+                    Some(_) => {}
+                    None => {
+                        tracing::warn!(execution = %execution.execution_arn(), "a running execution of the split state machine has no split job in its input; ignored");
+                    }
+                }
+            }
+            match page.next_token() {
+                Some(token) => next_token = Some(token.to_string()),
+                None => return Ok(None),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shard of table `namespace.name` on `base` (its message group `queue_group`:
+    /// empty for a global group's, the whole table).
+    fn shard(namespace: &str, name: &str, base: i64, queue_group: &str) -> eqdv::plan::Shard {
+        serde_json::from_value(json!({
+            "id": format!("shard-{base}-{queue_group}"),
+            "table": {"namespace": namespace, "name": name},
+            "branch": "main",
+            "base_snapshot_id": base,
+            "partitions": [],
+            "queue_group": queue_group,
+            "groups": [],
+            "estimated_bytes": 10
+        }))
+        .unwrap()
+    }
+
+    /// A split waits for a running split of the same table and branch that shares its
+    /// message group (or either is the whole table), never for itself or for another
+    /// table's; its own attempts are told apart from other splits' executions.
+    #[test]
+    fn a_split_waits_for_a_running_split_of_its_partitions() {
+        let job = |namespace, name, base, group| {
+            SplitJob::new(shard(namespace, name, base, group), 4).unwrap()
+        };
+        let global = job("db", "events", 2, "");
+        assert!(must_wait_for(&global, &job("db", "events", 1, "")));
+        assert!(must_wait_for(&global, &job("db", "events", 1, "g3")));
+        assert!(must_wait_for(
+            &job("db", "events", 2, "g3"),
+            &job("db", "events", 1, "")
+        ));
+        assert!(must_wait_for(
+            &job("db", "events", 2, "g3"),
+            &job("db", "events", 1, "g3")
+        ));
+        assert!(!must_wait_for(
+            &job("db", "events", 2, "g3"),
+            &job("db", "events", 1, "g4")
+        ));
+        assert!(!must_wait_for(&global, &global.clone()), "not for itself");
+        assert!(!must_wait_for(&global, &job("db", "events_2", 1, "")));
+        let mut other_branch = job("db", "events", 1, "");
+        other_branch.shard.branch = "audit".into();
+        assert!(!must_wait_for(&global, &other_branch));
+
+        assert!(is_own_execution(&global, &global.id));
+        assert!(is_own_execution(&global, &execution_name(&global, 3)));
+        assert!(!is_own_execution(&global, &format!("{}-ax", global.id)));
+        assert!(!is_own_execution(&global, &job("db", "events", 1, "").id));
+        // Every split of the table starts with its table prefix; another table's not.
+        assert_eq!(table_prefix(&global), "db.events");
+        assert!(job("db", "events", 9, "g1").id.starts_with("db.events-"));
+        assert!(!job("db", "events_2", 9, "").id.starts_with("db.events-"));
+    }
 
     /// The state machine both stacks deploy.
     fn definition() -> Value {
@@ -419,16 +559,12 @@ mod tests {
     /// Functions names (at most 80 characters) for the longest split id.
     #[test]
     fn a_splits_executions_are_named_by_its_id_and_attempt() {
-        let shard: eqdv::plan::Shard = serde_json::from_value(json!({
-            "id": "0123456789abcdef",
-            "table": {"namespace": "a_database_name_of_some_length", "name": "and_a_long_table_name_too"},
-            "branch": "main",
-            "base_snapshot_id": 7,
-            "partitions": [],
-            "groups": [],
-            "estimated_bytes": 10
-        }))
-        .unwrap();
+        let shard = shard(
+            "a_database_name_of_some_length",
+            "and_a_long_table_name_too",
+            7,
+            "",
+        );
         let job = SplitJob::new(shard, eqdv::convert::MAX_RANGES).unwrap();
         assert_eq!(execution_name(&job, 1), job.id);
         assert_eq!(execution_name(&job, 2), format!("{}-a2", job.id));
@@ -445,17 +581,7 @@ mod tests {
     /// planner starts it with.
     #[test]
     fn tasks_parse_from_what_the_state_machine_sends() {
-        let shard: eqdv::plan::Shard = serde_json::from_value(json!({
-            "id": "0123456789abcdef",
-            "table": {"namespace": "db", "name": "events"},
-            "branch": "main",
-            "base_snapshot_id": 7,
-            "partitions": [],
-            "groups": [],
-            "estimated_bytes": 10
-        }))
-        .unwrap();
-        let job = SplitJob::new(shard, 3).unwrap();
+        let job = SplitJob::new(shard("db", "events", 7, ""), 3).unwrap();
         let input = execution_input(&job);
         assert_eq!(input["range_indexes"], json!([0, 1, 2]));
         // The Map's ItemSelector: {task: range, split: $.split, range: item}.
