@@ -16,7 +16,11 @@ each with its own CPU, so the report estimates the split's wall time as the slow
 range plus the fan-in, and its Lambda-seconds as the sum of all its processes' walls.
 
 Usage: split_fanout.py --bin PATH --toxiproxy PATH --out RESULTS.json [--reps N]
-                       [--ranges N ...] [--latency MS] [--rows N]
+                       [--ranges N ...] [--latency MS] [--rows N] [--hashed-keys]
+                       [--baseline-bin PATH --baseline-info JSON]
+
+With --baseline-bin, each split runs with that binary too, on the same table state (the
+same job file: a job is the planner's, not the binary's).
 """
 
 import argparse
@@ -40,8 +44,11 @@ TABLE = "fanout.events"
 DEFAULT_ROWS = 20_000_000
 
 
-def generate_args(rows):
-    return ["--rows", str(rows), "--commits", "12", "--partition", "bucket:16", "--global-deletes"]
+def generate_args(rows, hashed_keys):
+    args = ["--rows", str(rows), "--commits", "12", "--partition", "bucket:16", "--global-deletes"]
+    # Hashed ids spread over all of i64 (as CDC keys often are): file bounds prune nothing,
+    # so every deleted key is probed in every data file, the shards splits are made for.
+    return args + ["--hashed-keys"] if hashed_keys else args
 
 
 def glue(target, body):
@@ -88,12 +95,16 @@ def main():
     parser.add_argument("--ranges", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--latency", type=int, default=20)
     parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
+    parser.add_argument("--hashed-keys", action="store_true")
+    parser.add_argument("--baseline-bin", help="another eqdv whose splits run beside (same table)")
+    parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
     args = parser.parse_args()
-    GENERATE = generate_args(args.rows)
+    GENERATE = generate_args(args.rows, args.hashed_keys)
     eqdv = args.bin
     database, name = TABLE.split(".")
     results = {"machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                "binary": json.loads(args.bin_info), "table": {"name": TABLE, "generate": GENERATE},
+               "baseline": json.loads(args.baseline_info) if args.baseline_bin else None,
                "latency_ms": args.latency, "ranges": args.ranges,
                "proxy": {"toxiproxy": "v2.5.0", "bandwidth_kbps_per_connection": BANDWIDTH_KBPS,
                          "latency": "downstream, added to every response's first byte",
@@ -138,17 +149,21 @@ def main():
         for rep in range(args.reps):
             timed([eqdv, "convert", *table], f"one invocation #{rep + 1}", mode="single", ranges=1, rep=rep)
             set_pointer(database, name, base)
+            binaries = [("current", eqdv)] + ([("baseline", args.baseline_bin)] if args.baseline_bin else [])
             for n in args.ranges:
-                job = os.path.join(jobs, f"job-{n}.json")
-                # The planner's part, in neither side's time: the single invocation is
-                # handed a shard as well.
-                run_plain([eqdv, "split", "job", *table, "--ranges", str(n), "--output", job])
-                for index in range(n):
-                    timed([eqdv, "split", "range", *catalog, "--job", job, "--range", str(index)],
-                          f"split {n}: range {index} #{rep + 1}", mode="range", ranges=n, range=index, rep=rep)
-                timed([eqdv, "split", "commit", *catalog, "--job", job],
-                      f"split {n}: fan-in #{rep + 1}", mode="commit", ranges=n, rep=rep)
-                set_pointer(database, name, base)
+                for which, binary in binaries:
+                    job = os.path.join(jobs, f"job-{n}.json")
+                    # The planner's part, in neither side's time: the single invocation
+                    # is handed a shard as well.
+                    run_plain([binary, "split", "job", *table, "--ranges", str(n), "--output", job])
+                    tag = "" if which == "current" else f" ({which})"
+                    for index in range(n):
+                        timed([binary, "split", "range", *catalog, "--job", job, "--range", str(index)],
+                              f"split {n}{tag}: range {index} #{rep + 1}", mode="range", ranges=n,
+                              range=index, rep=rep, binary=which)
+                    timed([binary, "split", "commit", *catalog, "--job", job],
+                          f"split {n}{tag}: fan-in #{rep + 1}", mode="commit", ranges=n, rep=rep, binary=which)
+                    set_pointer(database, name, base)
         results["audit_sample"] = audit.sample
     finally:
         proxy.stop()
