@@ -899,6 +899,18 @@ impl SplitMachine {
         }
     }
 
+    async fn describe(
+        &self,
+        execution: &str,
+    ) -> aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput {
+        self.client
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .expect("describe execution")
+    }
+
     /// Serves the activity with `converter` until `execution` ends. `hook` sees each
     /// task's input first and may answer it with a failure itself (error name, cause): a
     /// fault on demand; it may also act before the converter runs (another writer).
@@ -911,13 +923,7 @@ impl SplitMachine {
         let started = Instant::now();
         let mut tasks = Vec::new();
         loop {
-            let described = self
-                .client
-                .describe_execution()
-                .execution_arn(execution)
-                .send()
-                .await
-                .expect("describe execution");
+            let described = self.describe(execution).await;
             if described.status().as_str() != "RUNNING" {
                 return ExecutionEnd {
                     status: described.status().as_str().to_string(),
@@ -1003,6 +1009,108 @@ async fn assert_all_converted(
     );
     let results = files_containing(catalog, name, "eqdv-splits/").await;
     assert!(results.is_empty(), "results left behind: {results:?}");
+}
+
+/// The planner's split starter on Step Functions: a split's first execution runs its
+/// planned ranges and a second start while it runs finds it; after it failed, the next
+/// start runs it again as `<id>-a2` in twice the ranges, then `-a3` at the most ranges
+/// allowed, then refuses, naming the split. (A state machine whose executions fail
+/// after a few seconds stands in for the split state machine: what is tested is the
+/// starter against the Step Functions API.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_split_runs_again_in_more_ranges() {
+    use eqdv_functions::split::{SplitStarter, StepFunctions};
+    let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let client = aws_sdk_sfn::Client::new(&config);
+    let failing = json!({
+        "StartAt": "Run",
+        "States": {
+            "Run": {"Type": "Wait", "Seconds": 3, "Next": "Fail"},
+            "Fail": {"Type": "Fail", "Error": "eqdv.SplitFailed", "Cause": "the test's"}
+        }
+    });
+    let arn = client
+        .create_state_machine()
+        .name(services::unique_name("lambda_split_attempts"))
+        .definition(failing.to_string())
+        .role_arn("arn:aws:iam::000000000000:role/eqdv-split")
+        .send()
+        .await
+        .expect("create a state machine")
+        .state_machine_arn()
+        .to_string();
+    let starter = StepFunctions::connect(&arn, 6).await;
+    let shard: eqdv::plan::Shard = serde_json::from_value(json!({
+        "id": "attempts",
+        "table": {"namespace": "db", "name": "events"},
+        "branch": "main",
+        "base_snapshot_id": 7,
+        "partitions": [],
+        "groups": [],
+        "estimated_bytes": 10
+    }))
+    .expect("shard");
+    let job = eqdv::convert::SplitJob::new(shard, 2).expect("job");
+    let describe = async |execution: &str| {
+        client
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .expect("describe execution")
+    };
+    // The ranges an execution was started with: the job's, and its Map's items.
+    let ranges_of = async |execution: &str| {
+        let described = describe(execution).await;
+        let input: Value = serde_json::from_str(described.input().unwrap_or("{}")).expect("input");
+        (
+            input["split"]["ranges"].as_u64(),
+            input["range_indexes"].as_array().map(Vec::len),
+        )
+    };
+    let failed = async |execution: &str| {
+        let started = Instant::now();
+        while describe(execution).await.status().as_str() == "RUNNING" {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{execution} did not end"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(describe(execution).await.status().as_str(), "FAILED");
+    };
+
+    let first = starter.start(&job).await.expect("first start");
+    assert_eq!(first.job, job);
+    assert!(
+        first.execution.ends_with(&format!(":{}", job.id)),
+        "{}",
+        first.execution
+    );
+    assert_eq!(ranges_of(&first.execution).await, (Some(2), Some(2)));
+    let again = starter.start(&job).await.expect("start while it runs");
+    assert_eq!(again.execution, first.execution);
+    failed(&first.execution).await;
+
+    // Each failed attempt's successor: twice the ranges, at most EQDV_MAX_RANGES (6).
+    for (attempt, ranges) in [(2, 4), (3, 6)] {
+        let next = starter.start(&job).await.expect("the next attempt");
+        assert!(
+            next.execution.ends_with(&format!(":{}-a{attempt}", job.id)),
+            "{}",
+            next.execution
+        );
+        assert_eq!(next.job.ranges, ranges, "attempt {attempt}");
+        assert_ne!(next.job.id, job.id);
+        assert_eq!(
+            ranges_of(&next.execution).await,
+            (Some(u64::from(ranges)), Some(ranges as usize))
+        );
+        failed(&next.execution).await;
+    }
+
+    let refused = starter.start(&job).await.expect_err("no fourth attempt");
+    assert!(refused.to_string().contains(&job.id), "{refused}");
 }
 
 /// The functions' variables with the split state machine: every shard is split into 4

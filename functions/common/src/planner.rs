@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::events::parse_planner_event;
 use crate::metrics::{MetricSet, Unit};
 use crate::queue::ShardQueue;
-use crate::split::SplitStarter;
+use crate::split::{SplitStarter, StartedSplit};
 use crate::{FunctionConfig, FunctionError, Result};
 use eqdv::convert::SplitJob;
 
@@ -61,7 +61,7 @@ pub struct SplitSent {
 /// What became of a split the planner made.
 enum SplitStart {
     /// Its execution, started now or before.
-    Started(String),
+    Started(Box<StartedSplit>),
     /// Not started: the running execution of another split of its partitions.
     Waiting(String),
 }
@@ -71,7 +71,7 @@ async fn start_split(splits: &dyn SplitStarter, job: &SplitJob) -> Result<SplitS
     if let Some(running) = splits.running_overlap(job).await? {
         return Ok(SplitStart::Waiting(running));
     }
-    splits.start(job).await.map(SplitStart::Started)
+    Ok(SplitStart::Started(Box::new(splits.start(job).await?)))
 }
 
 /// The planner with its catalog and queue, built once per Lambda instance.
@@ -131,7 +131,7 @@ impl Planner {
                 _ => None,
             };
             let (message_id, split) = match split {
-                Some(job) => {
+                Some(mut job) => {
                     let (mut execution, mut waiting_for) = (None, None);
                     if !summary.dry_run {
                         let Some(splits) = &self.splits else {
@@ -140,8 +140,14 @@ impl Planner {
                         match start_split(splits.as_ref(), &job).await {
                             Ok(SplitStart::Started(started)) => {
                                 splits_started += 1;
-                                tracing::info!(table = %shard.table, shard = %shard.id, split = %job.id, ranges = job.ranges, execution = %started, "split started");
+                                tracing::info!(table = %shard.table, shard = %shard.id, split = %started.job.id, ranges = started.job.ranges, execution = %started.execution, "split started");
+                                let StartedSplit {
+                                    execution: started,
+                                    job: started_job,
+                                } = *started;
                                 execution = Some(started);
+                                // A re-run of a failed split runs in more ranges.
+                                job = started_job;
                             }
                             Ok(SplitStart::Waiting(running)) => {
                                 splits_waiting += 1;

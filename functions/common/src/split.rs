@@ -227,8 +227,9 @@ pub fn parse_task(payload: &Value) -> std::result::Result<SplitTask, TaskError> 
 /// Starts the conversion of a split.
 #[async_trait]
 pub trait SplitStarter: Send + Sync {
-    /// Starts (or finds started) the split's execution; returns its id.
-    async fn start(&self, job: &SplitJob) -> Result<String>;
+    /// Starts (or finds started) the split's execution: its id, and the job it runs
+    /// (`job`, or after failed executions of it, `job` in more ranges: [`attempt_job`]).
+    async fn start(&self, job: &SplitJob) -> Result<StartedSplit>;
 
     /// The running execution of another split that `job` must wait for
     /// ([`must_wait_for`]), if one runs: its id.
@@ -282,6 +283,34 @@ pub fn execution_input(job: &SplitJob) -> Value {
 /// this many; a moved head makes a new split.
 pub const SPLIT_ATTEMPTS: u32 = 3;
 
+/// A split's execution, as started or found.
+#[derive(Clone, Debug)]
+pub struct StartedSplit {
+    pub execution: String,
+    /// The job it runs (its ranges, and the id its files and commit mark carry).
+    pub job: SplitJob,
+}
+
+/// The job `attempt` (1-based) of the split `job` runs: `job` itself first, then twice
+/// its ranges per attempt, at most `max_ranges` (never fewer than `job`'s). A range that
+/// timed out, or ran out of memory, gets half the data files the next time; the split's
+/// other failures cost the same attempts they cost before. A job in other ranges has
+/// its own id (the id counts the ranges), so its files and commit mark are its own.
+pub fn attempt_job(job: &SplitJob, attempt: u32, max_ranges: u32) -> Result<SplitJob> {
+    let factor = 1u32
+        .checked_shl(attempt.saturating_sub(1))
+        .unwrap_or(u32::MAX);
+    let ranges = job
+        .ranges
+        .saturating_mul(factor)
+        .min(max_ranges.min(eqdv::convert::MAX_RANGES))
+        .max(job.ranges);
+    if ranges == job.ranges {
+        return Ok(job.clone());
+    }
+    Ok(SplitJob::new(job.shard.clone(), ranges)?)
+}
+
 /// The execution name of a split's `attempt` (1-based): the split's id, then
 /// `<id>-a2`, `<id>-a3` (at most 74 characters of Step Functions' 80).
 pub fn execution_name(job: &SplitJob, attempt: u32) -> String {
@@ -298,14 +327,17 @@ pub fn execution_name(job: &SplitJob, attempt: u32) -> String {
 pub struct StepFunctions {
     client: aws_sdk_sfn::Client,
     state_machine_arn: String,
+    /// The most ranges a re-run of a failed split is given (`EQDV_MAX_RANGES`).
+    max_ranges: u32,
 }
 
 impl StepFunctions {
-    pub async fn connect(state_machine_arn: &str) -> Self {
+    pub async fn connect(state_machine_arn: &str, max_ranges: u32) -> Self {
         let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
         Self {
             client: aws_sdk_sfn::Client::new(&config),
             state_machine_arn: state_machine_arn.to_string(),
+            max_ranges,
         }
     }
 }
@@ -329,11 +361,14 @@ impl StepFunctions {
 
 #[async_trait]
 impl SplitStarter for StepFunctions {
-    async fn start(&self, job: &SplitJob) -> Result<String> {
-        let input = serde_json::to_string(&execution_input(job))
-            .map_err(|e| FunctionError::Engine(e.into()))?;
+    async fn start(&self, job: &SplitJob) -> Result<StartedSplit> {
         for attempt in 1..=SPLIT_ATTEMPTS {
+            // Named by the planned split's id, whatever ranges the attempt runs in, so
+            // that the next plan finds the attempts made.
             let name = execution_name(job, attempt);
+            let attempt_job = attempt_job(job, attempt, self.max_ranges)?;
+            let input = serde_json::to_string(&execution_input(&attempt_job))
+                .map_err(|e| FunctionError::Engine(e.into()))?;
             let started = self
                 .client
                 .start_execution()
@@ -343,7 +378,12 @@ impl SplitStarter for StepFunctions {
                 .send()
                 .await;
             let exists = match started {
-                Ok(out) => return Ok(out.execution_arn().to_string()),
+                Ok(out) => {
+                    return Ok(StartedSplit {
+                        execution: out.execution_arn().to_string(),
+                        job: attempt_job,
+                    });
+                }
                 Err(e) => {
                     if !e
                         .as_service_error()
@@ -367,7 +407,12 @@ impl SplitStarter for StepFunctions {
                 ExecutionStatus::Failed | ExecutionStatus::TimedOut | ExecutionStatus::Aborted => {
                     tracing::warn!(split = %job.id, execution = %exists, status = described.status().as_str(), error = described.error().unwrap_or(""), attempt, "the split's execution failed: starting it again");
                 }
-                _ => return Ok(exists),
+                _ => {
+                    return Ok(StartedSplit {
+                        execution: exists,
+                        job: attempt_job,
+                    });
+                }
             }
         }
         Err(FunctionError::StateMachine {
@@ -449,6 +494,35 @@ mod tests {
             "estimated_bytes": 10
         }))
         .unwrap()
+    }
+
+    /// A failed split runs again in twice the ranges per attempt, at most the allowed
+    /// ranges and never fewer than planned; a job in other ranges has its own id.
+    #[test]
+    fn a_failed_split_runs_again_in_more_ranges() {
+        let job = SplitJob::new(shard("db", "events", 7, ""), 4).unwrap();
+        let ranges = |attempt, max| attempt_job(&job, attempt, max).unwrap().ranges;
+        assert_eq!([ranges(1, 32), ranges(2, 32), ranges(3, 32)], [4, 8, 16]);
+        assert_eq!([ranges(2, 6), ranges(3, 6)], [6, 6]);
+        assert_eq!(
+            [ranges(2, 4), ranges(2, 2)],
+            [4, 4],
+            "never fewer than planned"
+        );
+        assert_eq!(
+            attempt_job(&job, 2, 4).unwrap(),
+            job,
+            "the same job when capped"
+        );
+        let second = attempt_job(&job, 2, 32).unwrap();
+        assert_ne!(second.id, job.id);
+        assert!(second.id.ends_with("-r8"), "{}", second.id);
+        assert_eq!(second.shard, job.shard);
+        assert_eq!(
+            ranges(40, u32::MAX),
+            eqdv::convert::MAX_RANGES,
+            "no overflow, at most the engine's"
+        );
     }
 
     /// A split waits for a running split of the same table and branch that shares its

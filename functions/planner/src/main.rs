@@ -51,7 +51,9 @@ async fn init() -> Result<Planner, FunctionError> {
     let catalog = config.catalog.connect().await?;
     let queue = Sqs::connect(&url).await;
     let splits: Option<Box<dyn SplitStarter>> = match &config.split_state_machine_arn {
-        Some(arn) => Some(Box::new(StepFunctions::connect(arn).await)),
+        Some(arn) => Some(Box::new(
+            StepFunctions::connect(arn, config.max_ranges).await,
+        )),
         None => None,
     };
     Ok(Planner {
