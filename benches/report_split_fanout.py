@@ -43,6 +43,8 @@ def conversions(results):
         elif run["mode"] == "range":
             c["range_walls"].append(run["wall_s"])
             c["files_opened"] += out_json.get("files_opened", 0)
+            if "phases" in out_json:
+                c.setdefault("range_phases", []).append(out_json["phases"])
         else:
             c["fan_in_s"] = run["wall_s"]
             c["report"] = out_json
@@ -125,13 +127,32 @@ def section(results):
               f"{len(by_n[ns[0]])} runs | " + " | ".join(header(c) for c in cols) + " |\n")
     md.append("|---|" + "---:|" * len(cols) + "\n")
 
+    def cell(values, fmt):
+        # NaN: not measured by that binary (an older baseline).
+        known = [v for v in values if v == v]
+        return spread(known, fmt) if known else "-"
+
     def row(label, f, fmt="{:.2f}"):
-        md.append(f"| {label} | " + " | ".join(spread([f(c) for c in by_col[col]], fmt) for col in cols) + " |\n")
+        md.append(f"| {label} | " + " | ".join(cell([f(c) for c in by_col[col]], fmt) for col in cols) + " |\n")
 
     row("wall on Lambda, s", lambda c: c["wall_s"])
     row("slowest range, s", lambda c: max(c["range_walls"]) if c["range_walls"] else c["wall_s"])
     row("median range, s", lambda c: statistics.median(c["range_walls"]) if c["range_walls"] else c["wall_s"])
     row("fan-in, s", lambda c: c.get("fan_in_s", 0.0))
+    # Where a range's time goes (results from before ranges reported it have none): the
+    # one invocation's own phases beside the median range's.
+    if any("range_phases" in c for cs in by_n.values() for c in cs):
+        def phase(single_key, range_keys):
+            def f(c):
+                if c["ranges"] == 1:
+                    return c["report"].get("phases", {}).get(single_key, 0.0) / 1000
+                if "range_phases" not in c:
+                    return float("nan")
+                return statistics.median(sum(p.get(k, 0.0) for k in range_keys) for p in c["range_phases"]) / 1000
+            return f
+        row("  table and manifests, s (median range)", phase("read_table_ms", ["load_ms", "read_table_ms"]))
+        row("  keys and resolve, s (median range)", phase("resolve_ms", ["resolve_ms"]))
+        row("  write, s (median range)", phase("write_commit_ms", ["write_ms"]))
     row("Lambda-seconds", lambda c: c["lambda_s"])
     row("CPU s (all processes)", lambda c: c["cpu_s"])
     row("peak RSS of one process, MB", lambda c: c["rss_mb"], "{:.0f}")

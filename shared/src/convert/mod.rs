@@ -39,8 +39,8 @@ pub use ranges::{
     convert_in_ranges, convert_range, convert_range_of, discard_ranges,
 };
 pub use split::{
-    MAX_RANGES, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task, run_commit_task,
-    run_range_task,
+    MAX_RANGES, RangePhases, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task,
+    run_commit_task, run_range_task,
 };
 
 // The summary properties a conversion records live with the snapshot code; kept here too

@@ -102,6 +102,12 @@ pub struct RangeResult {
     pub positions_added: u64,
     pub resolve: ResolveMetrics,
     pub resolve_ms: f64,
+    /// Reading the base's manifest list and manifests, and grouping the deletes.
+    #[serde(default)]
+    pub read_table_ms: f64,
+    /// Encoding and uploading the Puffin file.
+    #[serde(default)]
+    pub write_ms: f64,
 }
 
 /// A range's Puffin file and where each of its DVs lies.
@@ -151,7 +157,9 @@ pub async fn convert_range_of(
     // ranges' business, and counted as not read, so nothing below takes a file it does
     // not hold for a removed one.
     let in_range = |path: &str| range.holds(path);
+    let phase = Instant::now();
     let (files, groups) = read_base(table, options, base_snapshot_id, Some(&in_range)).await?;
+    let read_table_ms = ms_since(phase);
     let mut result = RangeResult {
         table: name.clone(),
         branch: options.branch.clone(),
@@ -167,6 +175,8 @@ pub async fn convert_range_of(
         positions_added: 0,
         resolve: ResolveMetrics::default(),
         resolve_ms: 0.0,
+        read_table_ms,
+        write_ms: 0.0,
     };
     if groups.is_empty() {
         return Ok(result);
@@ -189,6 +199,7 @@ pub async fn convert_range_of(
     }
 
     options.check_deadline(name, "writing deletion vectors")?;
+    let phase = Instant::now();
     let mut written_files = Vec::new();
     let encoded = encode_dvs(
         table,
@@ -217,6 +228,7 @@ pub async fn convert_range_of(
             })
             .collect(),
     });
+    result.write_ms = ms_since(phase);
     Ok(result)
 }
 

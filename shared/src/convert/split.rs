@@ -48,7 +48,7 @@ pub struct SplitJob {
 
 /// What a range task hands on: small, since the orchestration carries it (the result
 /// itself may list thousands of DVs, so it is stored beside the table).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RangeTaskOutput {
     pub split_id: String,
     pub range: u32,
@@ -61,6 +61,23 @@ pub struct RangeTaskOutput {
     /// nothing: a redrive must not overwrite a committed split's DVs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub committed_snapshot_id: Option<i64>,
+    /// Where the task's time went.
+    #[serde(default)]
+    pub phases: RangePhases,
+}
+
+/// Milliseconds a range task spent per phase: what a range repeats of the others' work
+/// (loading the table, its manifests) against what it divides (resolving).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RangePhases {
+    /// Loading the table from the catalog (its pointer and metadata).
+    pub load_ms: f64,
+    /// Reading the base's manifest list and manifests.
+    pub read_table_ms: f64,
+    /// Reading the deleted keys and resolving them to positions.
+    pub resolve_ms: f64,
+    /// Writing the Puffin file, then storing the result.
+    pub write_ms: f64,
 }
 
 /// What the cleanup of a split did.
@@ -175,7 +192,9 @@ pub async fn run_range_task(
     let range = job.range(index)?;
     // Its Puffin file's name is fixed: once the split committed, writing it again would
     // overwrite DVs the table references.
+    let started = std::time::Instant::now();
     let table = LoadedTable::load(catalog, &job.shard.table).await?;
+    let load_ms = started.elapsed().as_secs_f64() * 1000.0;
     if let Some(snapshot_id) = committed_snapshot(&table, job)? {
         tracing::info!(table = %job.shard.table, split = %job.id, %range, snapshot_id, "the split was committed already");
         return Ok(RangeTaskOutput {
@@ -186,12 +205,17 @@ pub async fn run_range_task(
             positions_added: 0,
             files_opened: 0,
             committed_snapshot_id: Some(snapshot_id),
+            phases: RangePhases {
+                load_ms,
+                ..Default::default()
+            },
         });
     }
     let mut options = job.options(options);
     options.dv_file_stem = Some(job.dv_file_stem(range));
     let result = convert_range_of(&table, &options, job.shard.base_snapshot_id, range).await?;
     let result_location = job.result_location(&result.table_location, range);
+    let storing = std::time::Instant::now();
     let stored = serde_json::to_vec(&result)
         .map_err(|e| Error::InvalidInput(format!("{range} of split {}: {e}", job.id)))?;
     let file_io = catalog.file_io();
@@ -220,6 +244,12 @@ pub async fn run_range_task(
         positions_added: result.positions_added,
         files_opened: result.resolve.files_opened,
         committed_snapshot_id: None,
+        phases: RangePhases {
+            load_ms,
+            read_table_ms: result.read_table_ms,
+            resolve_ms: result.resolve_ms,
+            write_ms: result.write_ms + storing.elapsed().as_secs_f64() * 1000.0,
+        },
     })
 }
 
