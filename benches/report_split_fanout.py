@@ -175,14 +175,16 @@ def section(results):
         ("Every conversion committed the same DVs and positions as the one invocation's.\n\n" if alike else
          "**The conversions did not all commit the same DVs and positions**: see the results file.\n\n"))
     # Every data file opened takes at least one request: fewer counted means MinIO's audit
-    # log lost records (seen at the one invocation's request rate), so say so.
+    # records came late (at the one invocation's request rate), after the run's window,
+    # and were counted in the next run's, so say so.
     short = sorted({header(col) for col in cols for c in by_col[col]
                     if c["by_kind"].get("data footer", 0) + c["by_kind"].get("data chunk", 0) < c["files_opened"]})
     if short:
         md.append(
             f"MinIO's audit log counted fewer data requests than data files opened (each takes at least "
-            f"one) for: {', '.join(short)}; it lost records there, so those request counts are lower "
-            "bounds. The other columns count at least one data request per file opened.\n\n")
+            f"one) for: {', '.join(short)}: at that request rate its records arrive after the run's "
+            "counting window, so those counts are lower bounds, and the run after it (the first split's "
+            "first range) may count some of them as its own.\n\n")
 
     if single:
         t = statistics.median(c["wall_s"] for c in single)
