@@ -34,13 +34,22 @@ pub fn new_data_file(
 /// Deletes files written by a failed attempt. Best effort: a file that cannot be removed
 /// is logged (it is an orphan that `cleanup` finds later), never an error that would
 /// hide the original failure.
+///
+/// The removals run at once (up to [`DELETES_IN_FLIGHT`]): each is a round trip to
+/// object storage, and a split's fan-in removes one result per range.
 pub async fn delete_files(file_io: &FileIO, paths: &[String]) {
-    for path in paths {
-        if let Err(e) = file_io.delete(path).await {
-            tracing::warn!(path = %path, error = %e, "could not delete a file written by a failed attempt");
-        }
-    }
+    use futures::StreamExt as _;
+    futures::stream::iter(paths)
+        .for_each_concurrent(DELETES_IN_FLIGHT, |path| async move {
+            if let Err(e) = file_io.delete(path).await {
+                tracing::warn!(path = %path, error = %e, "could not delete a file written by a failed attempt");
+            }
+        })
+        .await;
 }
+
+/// Removals [`delete_files`] has in flight at most.
+pub const DELETES_IN_FLIGHT: usize = 32;
 
 /// Reads a whole file, naming it in the error.
 pub async fn read_all(file_io: &FileIO, path: &str) -> Result<bytes::Bytes> {
