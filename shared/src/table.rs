@@ -367,6 +367,35 @@ impl TableFiles {
         Ok((files, extra))
     }
 
+    /// The manifest list and the delete manifests of `snapshot`, and no data manifest:
+    /// for a reader told by other means which data files it needs (a split's fan-in, by
+    /// its ranges, which read them at the same snapshot). Every live data file counts as
+    /// skipped and `data_paths_filtered` is set, so that a commit conflict reads the
+    /// snapshot again whole before it compares it with a new head.
+    pub async fn read_deletes_only<T>(
+        table: &LoadedTable,
+        snapshot: &SnapshotRef,
+        then: impl FnOnce(&TableFiles) -> Result<T>,
+    ) -> Result<(Self, T)> {
+        let manifests = read_manifest_list(table, snapshot).await?;
+        let mut files = Self::empty(snapshot, manifests.clone());
+        let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = with_live_files(&manifests)
+            .into_iter()
+            .partition(|m| m.content == ManifestContentType::Deletes);
+        files.add_manifests(table, &deletes).await?;
+        files.skipped_data.manifests = data.len();
+        files.skipped_data.files = data
+            .iter()
+            .map(|m| {
+                u64::from(m.added_files_count.unwrap_or(0))
+                    + u64::from(m.existing_files_count.unwrap_or(0))
+            })
+            .sum();
+        files.data_paths_filtered = true;
+        let extra = then(&files)?;
+        Ok((files, extra))
+    }
+
     /// Fetches `manifests` (data manifests) up to the reads in flight, and files the
     /// entries in the scope `scope` receives once it is known (those `paths` keeps).
     async fn add_data_manifests(

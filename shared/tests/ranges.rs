@@ -6,6 +6,7 @@
 //! on, and a removed data file makes the ranges stale.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use eqdv::Error;
@@ -15,11 +16,11 @@ use eqdv::convert::{
     convert_range, discard_ranges,
 };
 use eqdv::snapshot::{SnapshotChanges, build_snapshot};
-use eqdv_workload::generate::{WorkloadSpec, expected_rows_of};
+use eqdv_workload::generate::{PartitionKind, WorkloadSpec, expected_rows_of};
 use eqdv_workload::support::race::interfering;
 use eqdv_workload::support::state::{TableState, expected_conversion};
 use eqdv_workload::support::*;
-use iceberg::spec::Operation;
+use iceberg::spec::{ManifestContentType, Operation};
 
 /// Every range of a split into `count` at the head, converted one by one.
 async fn convert_every_range(w: &Warehouse, count: u32) -> Vec<RangeResult> {
@@ -213,6 +214,89 @@ async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
 
     // Nothing committed, and every range's Puffin file removed.
     before.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
+}
+
+/// The ranges say where each DV's data file lies, so the fan-in reads none of the data
+/// manifests (they are moved away while it runs, which a read of them would fail on);
+/// given results that do not say (an earlier version's), it reads them itself. Either
+/// way every DV sits in its data file's partition (date, string and bucket partitions),
+/// as eqdv's checks and PyIceberg find.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fan_in_files_dvs_where_the_ranges_say_without_the_data_manifests() {
+    for (seed, partition, ranges_say) in [
+        (62, PartitionKind::Day, true),
+        (63, PartitionKind::Identity, true),
+        (64, PartitionKind::Bucket(3), false),
+    ] {
+        let w = warehouse();
+        let s = WorkloadSpec {
+            partition,
+            ..global_deletes_spec(seed)
+        };
+        generate_table(&w.catalog, &s).await;
+        let before = TableState::read(&w.catalog, &table()).await;
+        let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
+        let mut results = convert_every_range(&w, 3).await;
+        let dvs = || {
+            results
+                .iter()
+                .flat_map(|r| r.puffin.iter().flat_map(|p| &p.dvs))
+        };
+        assert_eq!(dvs().count(), planned.dvs.len(), "{partition}");
+        assert!(
+            dvs().all(|dv| dv.data_file.is_some()),
+            "{partition}: a range did not say where a DV's data file lies"
+        );
+        let data_manifests: Vec<PathBuf> = files(&w.catalog)
+            .await
+            .manifests
+            .iter()
+            .filter(|m| m.content == ManifestContentType::Data)
+            .map(|m| PathBuf::from(normalize_location(&m.manifest_path)))
+            .collect();
+        assert!(!data_manifests.is_empty());
+        let hide = |hidden: bool| {
+            for m in &data_manifests {
+                let away = m.with_extension("away");
+                let (from, to) = if hidden { (m, &away) } else { (&away, m) };
+                std::fs::rename(from, to).unwrap();
+            }
+        };
+        if ranges_say {
+            hide(true);
+            let t = load(&w.catalog).await;
+            assert!(
+                eqdv::table::TableFiles::read(&t, t.head("main").unwrap().as_ref())
+                    .await
+                    .is_err(),
+                "the data manifests are not out of reach"
+            );
+        } else {
+            for dv in results
+                .iter_mut()
+                .flat_map(|r| r.puffin.iter_mut().flat_map(|p| &mut p.dvs))
+            {
+                dv.data_file = None;
+            }
+        }
+        let committed =
+            commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &results).await;
+        if ranges_say {
+            hide(false);
+        }
+        let report = committed.unwrap_or_else(|e| panic!("{partition}: the fan-in failed: {e}"));
+        assert_eq!(report.outcome, Outcome::Converted, "{partition}");
+        let after = TableState::read(&w.catalog, &table()).await;
+        assert_eq!(
+            after.dv_check,
+            Ok(planned.dvs.len()),
+            "{partition}: invalid DVs"
+        );
+        assert_eq!(dv_cardinalities(&after), planned.dvs, "{partition}");
+        assert!(after.equality_deletes.is_empty(), "{partition}");
+        assert!(after.rows == before.rows, "{partition}: live rows changed");
+        assert_converted(&w.catalog, &before.rows).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

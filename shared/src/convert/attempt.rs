@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use iceberg::spec::Operation;
+use iceberg::spec::{Operation, Struct};
 
 use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
@@ -408,18 +408,22 @@ pub(super) fn dv_added_file(
     dv: &WrittenDv,
     data_file: &LiveFile,
 ) -> Result<AddedFile> {
-    // The DV sits in its data file's partition, in the partition types the new manifest
-    // is written with (the current schema's: a data file written before a promotion
-    // carries the old types).
-    let spec = table.partition_spec(data_file.spec_id)?;
-    let partition = crate::plan::partition_as_type(
-        data_file.file.partition(),
-        &spec.partition_type(table.metadata.current_schema())?,
-    );
+    let partition = dv_partition(table, data_file)?;
     Ok(AddedFile {
         spec_id: data_file.spec_id,
         file: puffin.dv_entry(dv, data_file.spec_id, partition)?,
     })
+}
+
+/// The partition a DV for `data_file` is filed in: its data file's, in the partition
+/// types the new manifest is written with (the current schema's: a data file written
+/// before a promotion carries the old types).
+pub(super) fn dv_partition(table: &LoadedTable, data_file: &LiveFile) -> Result<Struct> {
+    let spec = table.partition_spec(data_file.spec_id)?;
+    Ok(crate::plan::partition_as_type(
+        data_file.file.partition(),
+        &spec.partition_type(table.metadata.current_schema())?,
+    ))
 }
 
 /// The snapshot changes of a conversion on `base_snapshot_id`: `added` DVs in, `removed`

@@ -16,11 +16,12 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::time::Instant;
 
+use iceberg::spec::{Literal, Struct, Type};
 use serde::{Deserialize, Serialize};
 use twox_hash::XxHash64;
 
 use super::attempt::{
-    Attempt, AttemptEnd, conversion_changes, data_scope, dv_added_file, encode_dvs,
+    Attempt, AttemptEnd, conversion_changes, data_scope, dv_partition, encode_dvs,
     resolve_and_merge, select_groups,
 };
 use super::validate::{AttemptFootprint, validate};
@@ -29,6 +30,7 @@ use crate::catalog::{Catalog, TableName};
 use crate::plan::DeleteGroup;
 use crate::puffin::{WrittenDv, WrittenPuffin};
 use crate::resolve::ResolveMetrics;
+use crate::snapshot::AddedFile;
 use crate::table::{LiveFile, LoadedTable, PathFilter, TableFiles};
 use crate::{Error, Result};
 
@@ -127,6 +129,68 @@ pub struct RangeDv {
     pub cardinality: u64,
     /// The DV it replaces (it carries that DV's positions too).
     pub replaced_dv: Option<String>,
+    /// Where its data file lies, so that the fan-in files the DV without reading the
+    /// data manifests again. Absent from results of earlier versions, and where the
+    /// partition does not survive its JSON form: the fan-in then reads them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_file: Option<DvTarget>,
+}
+
+/// The spec and partition of a DV's data file, as the range read them in the base.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DvTarget {
+    pub spec_id: i32,
+    /// The partition in the spec's JSON single-value form (an object keyed by partition
+    /// field id), typed as the table's current schema types it.
+    pub partition: serde_json::Value,
+}
+
+impl DvTarget {
+    /// The target of a DV for `data`; `None` when its partition does not read back from
+    /// JSON as the same values (a NaN, a type the form does not carry).
+    fn of(table: &LoadedTable, data: &LiveFile) -> Result<Option<Self>> {
+        let partition = dv_partition(table, data)?;
+        Ok(Self::partition_type(table, data.spec_id)
+            .ok()
+            .and_then(|partition_type| Self::encode(data.spec_id, &partition, &partition_type)))
+    }
+
+    /// The partition, typed by `table`'s current schema (see [`DvTarget::decode`]).
+    fn partition(&self, table: &LoadedTable) -> Option<Struct> {
+        self.decode(&Self::partition_type(table, self.spec_id).ok()?)
+    }
+
+    fn partition_type(table: &LoadedTable, spec_id: i32) -> Result<Type> {
+        let spec = table.partition_spec(spec_id)?;
+        Ok(Type::Struct(
+            spec.partition_type(table.metadata.current_schema())?,
+        ))
+    }
+
+    /// `partition` of type `partition_type` in its JSON form, when that decodes back to
+    /// the same values.
+    fn encode(spec_id: i32, partition: &Struct, partition_type: &Type) -> Option<Self> {
+        let json = Literal::Struct(partition.clone())
+            .try_into_json(partition_type)
+            .ok()?;
+        let target = Self {
+            spec_id,
+            partition: json,
+        };
+        (target.decode(partition_type).as_ref() == Some(partition)).then_some(target)
+    }
+
+    /// The partition read as `partition_type`; `None` unless it encodes to the same JSON
+    /// again (reading a struct from JSON turns a field it cannot read into a null, which
+    /// must never file a DV in another partition).
+    fn decode(&self, partition_type: &Type) -> Option<Struct> {
+        let read = Literal::try_from_json(self.partition.clone(), partition_type).ok()??;
+        let encoded_again = read.clone().try_into_json(partition_type).ok()?;
+        match read {
+            Literal::Struct(partition) if encoded_again == self.partition => Some(partition),
+            _ => None,
+        }
+    }
 }
 
 /// Converts `range` of the table at snapshot `base_snapshot_id` of the options' branch
@@ -158,7 +222,8 @@ pub async fn convert_range_of(
     // not hold for a removed one.
     let in_range = |path: &str| range.holds(path);
     let phase = Instant::now();
-    let (files, groups) = read_base(table, options, base_snapshot_id, Some(&in_range)).await?;
+    let (files, groups) =
+        read_base(table, options, base_snapshot_id, BaseData::Paths(&in_range)).await?;
     let read_table_ms = ms_since(phase);
     let mut result = RangeResult {
         table: name.clone(),
@@ -200,6 +265,10 @@ pub async fn convert_range_of(
 
     options.check_deadline(name, "writing deletion vectors")?;
     let phase = Instant::now();
+    let targets = dv_plans
+        .iter()
+        .map(|plan| DvTarget::of(table, &plan.data_file))
+        .collect::<Result<Vec<_>>>()?;
     let mut written_files = Vec::new();
     let encoded = encode_dvs(
         table,
@@ -219,12 +288,14 @@ pub async fn convert_range_of(
         dvs: dv_plans
             .iter()
             .zip(&written.dvs)
-            .map(|(plan, dv)| RangeDv {
+            .zip(targets)
+            .map(|((plan, dv), target)| RangeDv {
                 referenced_data_file: dv.referenced_data_file.clone(),
                 content_offset: dv.content_offset,
                 content_size_in_bytes: dv.content_size_in_bytes,
                 cardinality: dv.cardinality,
                 replaced_dv: plan.replaced.as_ref().map(|f| f.path().to_string()),
+                data_file: target,
             })
             .collect(),
     });
@@ -341,13 +412,23 @@ pub async fn discard_ranges(file_io: &iceberg::io::FileIO, results: &[RangeResul
     crate::storage::delete_files(file_io, &written).await;
 }
 
-/// The files of snapshot `base_snapshot_id` that the groups to convert may touch, and
-/// those groups (all, or the shard's).
+/// Which of the base's data files in scope [`read_base`] reads.
+#[derive(Clone, Copy)]
+enum BaseData<'a> {
+    Every,
+    /// Those whose path the filter keeps.
+    Paths(PathFilter<'a>),
+    /// None: no data manifest is fetched.
+    Nothing,
+}
+
+/// The files of snapshot `base_snapshot_id` that the groups to convert may touch (of
+/// the data files, those `data` says), and those groups (all, or the shard's).
 async fn read_base(
     table: &LoadedTable,
     options: &ConvertOptions,
     base_snapshot_id: i64,
-    paths: Option<PathFilter<'_>>,
+    data: BaseData<'_>,
 ) -> Result<(TableFiles, Vec<DeleteGroup>)> {
     table.require_v3()?;
     table.require_branch(&options.branch)?;
@@ -358,11 +439,19 @@ async fn read_base(
             reason: format!("snapshot {base_snapshot_id}, which the ranges read, is gone"),
         });
     };
+    let groups_of = |files: &TableFiles| select_groups(table, files, options.shard.as_ref());
+    let paths = match data {
+        BaseData::Every => None,
+        BaseData::Paths(filter) => Some(filter),
+        BaseData::Nothing => {
+            return TableFiles::read_deletes_only(table, &snapshot, groups_of).await;
+        }
+    };
     TableFiles::read_scoped_paths(
         table,
         Some(&snapshot),
         |files| {
-            let groups = select_groups(table, files, options.shard.as_ref())?;
+            let groups = groups_of(files)?;
             Ok((data_scope(&groups, options), groups))
         },
         paths,
@@ -450,16 +539,23 @@ async fn commit_loaded(
 ) -> Result<ConvertReport> {
     let (base_snapshot_id, delete_files) = check_split(name, options, results)?;
     let phase = Instant::now();
-    // Of the data, the fan-in needs only the files the ranges wrote DVs for (to check
-    // them and to file their DVs in their partitions): the rest of the data manifests
-    // is skipped as it is decoded. Compared with a moved head, the base is read whole.
+    // Of the data, the fan-in needs only where the files the ranges wrote DVs for lie (to
+    // file their DVs in their partitions). The ranges read that in the base and say it
+    // in their results; from results that do not, the fan-in reads those files' entries
+    // itself (the rest of the data manifests skipped as it is decoded). Compared with a
+    // moved head, the base is read whole.
+    let targets = ranges_targets(&table, results);
     let dv_targets: HashSet<&str> = results
         .iter()
         .flat_map(|r| r.puffin.iter().flat_map(|p| &p.dvs))
         .map(|dv| dv.referenced_data_file.as_str())
         .collect();
     let is_dv_target = |path: &str| dv_targets.contains(path);
-    let (base, groups) = read_base(&table, options, base_snapshot_id, Some(&is_dv_target)).await?;
+    let data = match targets {
+        Some(_) => BaseData::Nothing,
+        None => BaseData::Paths(&is_dv_target),
+    };
+    let (base, groups) = read_base(&table, options, base_snapshot_id, data).await?;
     if delete_file_paths(&groups) != delete_files {
         return Err(Error::InvalidInput(format!(
             "the ranges of table {name} applied other equality delete files than snapshot {base_snapshot_id} holds for them"
@@ -482,7 +578,11 @@ async fn commit_loaded(
         return Ok(report);
     }
 
-    let (added, removed, dv_targets) = range_changes(&table, &base, &groups, results)?;
+    let data_files = match targets {
+        Some(targets) => DvDataFiles::FromRanges(targets),
+        None => DvDataFiles::FromBase(base.data_files.iter().map(|f| (f.path(), f)).collect()),
+    };
+    let (added, removed, dv_targets) = range_changes(&table, &base, &data_files, &groups, results)?;
     report.equality_delete_files_removed = groups.iter().map(|g| g.delete_files.len()).sum();
     report.equality_deletes_removed = groups.iter().map(DeleteGroup::delete_rows).sum();
     report.position_delete_files_removed = results
@@ -514,7 +614,7 @@ async fn commit_loaded(
     let files = if head.as_ref().map(|s| s.snapshot_id()) == Some(base_snapshot_id) {
         base
     } else {
-        let (base, _) = read_base(&table, options, base_snapshot_id, None).await?;
+        let (base, _) = read_base(&table, options, base_snapshot_id, BaseData::Every).await?;
         let scope = data_scope(&footprint.groups, options);
         let (at_head, ()) =
             TableFiles::read_scoped(&table, head.as_ref(), |_| Ok((scope, ()))).await?;
@@ -566,22 +666,53 @@ async fn commit_loaded(
     }
 }
 
-/// The DVs the ranges add (checked against the base: each for a live data file of its
-/// own range, one per data file, replacing the DV the base holds for it) and the files
+/// Where the fan-in learns the spec and partition of each DV's data file.
+enum DvDataFiles<'a> {
+    /// The base's entries of those files.
+    FromBase(HashMap<&'a str, &'a LiveFile>),
+    /// The ranges' results, by data file path.
+    FromRanges(HashMap<&'a str, (i32, Struct)>),
+}
+
+/// The spec and partition of every DV's data file as the ranges' results give them, or
+/// `None` when a result does not give one (or gives one that does not read back): the
+/// fan-in then reads them from the base.
+fn ranges_targets<'a>(
+    table: &LoadedTable,
+    results: &'a [RangeResult],
+) -> Option<HashMap<&'a str, (i32, Struct)>> {
+    let mut targets = HashMap::new();
+    for dv in results
+        .iter()
+        .flat_map(|r| r.puffin.iter().flat_map(|p| &p.dvs))
+    {
+        let Some(target) = &dv.data_file else {
+            return None;
+        };
+        let Some(partition) = target.partition(table) else {
+            tracing::info!(table = %table.name, data_file = %dv.referenced_data_file, "a range result's partition does not read back; reading the data manifests");
+            return None;
+        };
+        targets.insert(
+            dv.referenced_data_file.as_str(),
+            (target.spec_id, partition),
+        );
+    }
+    Some(targets)
+}
+
+/// The DVs the ranges add (checked: each for a data file of its own range, one per data
+/// file, that the base holds in scope as `data_files` say, replacing the DV the base
+/// holds for it) and the files
 /// the snapshot removes: the groups' equality deletes, the replaced DVs and the position
 /// deletes the ranges made redundant. Also the data files given a DV.
 fn range_changes(
     table: &LoadedTable,
     base: &TableFiles,
+    data_files: &DvDataFiles<'_>,
     groups: &[DeleteGroup],
     results: &[RangeResult],
-) -> Result<(
-    Vec<crate::snapshot::AddedFile>,
-    Vec<LiveFile>,
-    HashSet<String>,
-)> {
-    let data_by_path: HashMap<&str, &LiveFile> =
-        base.data_files.iter().map(|f| (f.path(), f)).collect();
+) -> Result<(Vec<AddedFile>, Vec<LiveFile>, HashSet<String>)> {
     let mut added = Vec::new();
     let mut removed: Vec<LiveFile> = groups
         .iter()
@@ -601,7 +732,14 @@ fn range_changes(
         };
         for dv in &puffin.dvs {
             let path = dv.referenced_data_file.as_str();
-            let Some(data) = data_by_path.get(path) else {
+            let lies = match data_files {
+                DvDataFiles::FromBase(files) => match files.get(path) {
+                    Some(data) => Some((data.spec_id, dv_partition(table, data)?)),
+                    None => None,
+                },
+                DvDataFiles::FromRanges(targets) => targets.get(path).cloned(),
+            };
+            let Some((spec_id, partition)) = lies else {
                 return Err(invalid(format!(
                     "a DV for data file {path}, which snapshot {} does not hold in scope",
                     r.base_snapshot_id
@@ -630,7 +768,10 @@ fn range_changes(
                 content_size_in_bytes: dv.content_size_in_bytes,
                 cardinality: dv.cardinality,
             };
-            added.push(dv_added_file(table, &written, &entry, data)?);
+            added.push(AddedFile {
+                spec_id,
+                file: written.dv_entry(&entry, spec_id, partition)?,
+            });
         }
     }
     let position_deletes: HashMap<&str, &LiveFile> = base
@@ -653,4 +794,99 @@ fn range_changes(
         }
     }
     Ok((added, removed, dv_targets))
+}
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{Literal, NestedField, PrimitiveType, Struct, StructType, Type};
+
+    use super::DvTarget;
+
+    fn struct_type(fields: &[(i32, PrimitiveType)]) -> Type {
+        Type::Struct(StructType::new(
+            fields
+                .iter()
+                .map(|(id, t)| {
+                    NestedField::optional(*id, format!("p{id}"), Type::Primitive(t.clone())).into()
+                })
+                .collect(),
+        ))
+    }
+
+    #[test]
+    fn a_partition_round_trips_through_its_json_form() {
+        let partition_type = struct_type(&[
+            (1000, PrimitiveType::Int),
+            (1001, PrimitiveType::Long),
+            (1002, PrimitiveType::Date),
+            (1003, PrimitiveType::Timestamp),
+            (1004, PrimitiveType::Timestamptz),
+            (1005, PrimitiveType::String),
+            (
+                1006,
+                PrimitiveType::Decimal {
+                    precision: 10,
+                    scale: 2,
+                },
+            ),
+            (1007, PrimitiveType::Binary),
+            (1008, PrimitiveType::Boolean),
+            (1009, PrimitiveType::Double),
+            (1010, PrimitiveType::Int),
+        ]);
+        let partition = Struct::from_iter([
+            Some(Literal::int(-7)),
+            Some(Literal::long(1_i64 << 40)),
+            Some(Literal::date(19_000)),
+            Some(Literal::timestamp(1_700_000_000_123_456)),
+            Some(Literal::timestamptz(1_700_000_000_000_001)),
+            Some(Literal::string("a/b=c é")),
+            Some(Literal::decimal(-12_345)),
+            Some(Literal::binary(vec![0, 1, 254, 255])),
+            Some(Literal::bool(true)),
+            Some(Literal::double(0.1)),
+            None,
+        ]);
+        let target = DvTarget::encode(3, &partition, &partition_type).expect("encodable");
+        assert_eq!(target.spec_id, 3);
+        let stored = serde_json::to_string(&target).unwrap();
+        let read: DvTarget = serde_json::from_str(&stored).unwrap();
+        assert_eq!(read.decode(&partition_type), Some(partition));
+        // Unpartitioned: an empty tuple.
+        let empty = DvTarget::encode(0, &Struct::empty(), &struct_type(&[])).expect("empty");
+        assert_eq!(empty.decode(&struct_type(&[])), Some(Struct::empty()));
+    }
+
+    #[test]
+    fn a_partition_that_does_not_read_back_is_not_given() {
+        // NaN has no JSON number.
+        let floats = struct_type(&[(1000, PrimitiveType::Float)]);
+        let nan = Struct::from_iter([Some(Literal::float(f32::NAN))]);
+        assert_eq!(DvTarget::encode(0, &nan, &floats), None);
+        // A value the type cannot read is refused, not read as a null.
+        let ints = struct_type(&[(1000, PrimitiveType::Int)]);
+        let target = DvTarget {
+            spec_id: 0,
+            partition: serde_json::json!({"1000": "not a number"}),
+        };
+        assert_eq!(target.decode(&ints), None);
+        // Nor is a field it does not know (another spec's tuple).
+        let target = DvTarget {
+            spec_id: 0,
+            partition: serde_json::json!({"1001": 4}),
+        };
+        assert_eq!(target.decode(&ints), None);
+    }
+
+    #[test]
+    fn a_partition_written_before_a_promotion_reads_in_the_promoted_type() {
+        let before = struct_type(&[(1000, PrimitiveType::Int)]);
+        let after = struct_type(&[(1000, PrimitiveType::Long)]);
+        let target = DvTarget::encode(0, &Struct::from_iter([Some(Literal::int(42))]), &before)
+            .expect("encodable");
+        assert_eq!(
+            target.decode(&after),
+            Some(Struct::from_iter([Some(Literal::long(42))]))
+        );
+    }
 }
