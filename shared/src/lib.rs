@@ -20,7 +20,8 @@
 //! - `snapshot`: a new snapshot on a base (manifests, list, summary); `commit`: the
 //!   metadata write, the pointer swap and reading an unknown outcome back.
 //! - `convert`: the conversion job: attempts, merging with existing deletes,
-//!   validation and retries, and one conversion split into data ranges committed once.
+//!   validation and retries, and one conversion split into data ranges committed once;
+//!   `data_range` says which range of a split a data file belongs to.
 //! - `inspect`: what a table holds, for operators; `verify`: DV checks as readers make
 //!   them; `cleanup`: orphan files.
 //! - `storage`: file names and I/O helpers; `error`: the typed error;
@@ -33,6 +34,7 @@ pub mod catalog;
 pub mod cleanup;
 pub mod commit;
 pub mod convert;
+pub mod data_range;
 pub mod dv;
 pub mod error;
 pub mod inspect;

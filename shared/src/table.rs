@@ -17,6 +17,7 @@ use iceberg::spec::{
 };
 
 use crate::catalog::{Catalog, TableName, TablePointer};
+use crate::data_range::{DataRange, RangeLayout};
 use crate::manifest_decode::{EntryHead, KeptEntries};
 use crate::plan::DataScope;
 use crate::{Error, Result};
@@ -280,6 +281,16 @@ pub struct TableFiles {
 /// Which data files to keep, by path (on top of a scope).
 pub type PathFilter<'a> = &'a (dyn Fn(&str) -> bool + Sync);
 
+/// Which of the data files in scope a read keeps ([`TableFiles::read_scoped_paths`]).
+#[derive(Clone, Copy)]
+pub enum DataSelection<'a> {
+    /// Those whose path the filter keeps.
+    Paths(PathFilter<'a>),
+    /// Those of one range of a split, by the snapshot's [`RangeLayout`]: the data
+    /// manifests the range's part does not cover are not fetched.
+    Range(DataRange),
+}
+
 /// Data a scoped read did not read or keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SkippedData {
@@ -329,14 +340,15 @@ impl TableFiles {
         Self::read_scoped_paths(table, snapshot, scope, None).await
     }
 
-    /// [`TableFiles::read_scoped`] keeping, of the data files in scope, only those whose
-    /// path `paths` keeps: a range of a split decodes in full only its own share of a
-    /// table's data manifests, and a fan-in only the files its ranges wrote DVs for.
+    /// [`TableFiles::read_scoped`] keeping, of the data files in scope, only those
+    /// `selection` selects: a range of a split fetches only the data manifests that hold
+    /// its files and decodes in full only those, and a fan-in only the files its ranges
+    /// wrote DVs for.
     pub async fn read_scoped_paths<T>(
         table: &LoadedTable,
         snapshot: Option<&SnapshotRef>,
         scope: impl FnOnce(&TableFiles) -> Result<(DataScope, T)>,
-        paths: Option<PathFilter<'_>>,
+        selection: Option<DataSelection<'_>>,
     ) -> Result<(Self, T)> {
         let Some(snapshot) = snapshot else {
             let files = Self::default();
@@ -359,12 +371,34 @@ impl TableFiles {
             Ok::<_, Error>(extra)
         };
         let mut data_part = TableFiles::default();
-        let data_read = data_part.add_data_manifests(table, &data, scope_rx, paths);
+        let layout = match selection {
+            Some(DataSelection::Range(range)) => {
+                Some((range, RangeLayout::new(range.count, &manifests)))
+            }
+            _ => None,
+        };
+        let keeps_path = |manifest: &ManifestFile, path: &str| match (&selection, &layout) {
+            (Some(DataSelection::Paths(keep)), _) => keep(path),
+            (_, Some((range, layout))) => layout.holds(*range, &manifest.manifest_path, path),
+            _ => true,
+        };
+        let fetches = |manifest: &ManifestFile| {
+            layout
+                .as_ref()
+                .is_none_or(|(range, layout)| layout.may_hold(*range, manifest))
+        };
+        let data_read = data_part.add_data_manifests(table, &data, scope_rx, &fetches, &keeps_path);
         let (extra, ()) = futures::try_join!(deletes_then_scope, data_read)?;
         files.data_files = data_part.data_files;
         files.skipped_data = data_part.skipped_data;
-        files.data_paths_filtered = paths.is_some();
+        files.data_paths_filtered = selection.is_some();
         Ok((files, extra))
+    }
+
+    /// How this snapshot's data files are dealt to the ranges of a split into `count`:
+    /// the same for every task that reads the snapshot's manifest list.
+    pub fn range_layout(&self, count: u32) -> RangeLayout {
+        RangeLayout::new(count, &self.manifests)
     }
 
     /// The manifest list and the delete manifests of `snapshot`, and no data manifest:
@@ -396,14 +430,16 @@ impl TableFiles {
         Ok((files, extra))
     }
 
-    /// Fetches `manifests` (data manifests) up to the reads in flight, and files the
-    /// entries in the scope `scope` receives once it is known (those `paths` keeps).
+    /// Fetches `manifests` (data manifests) up to the reads in flight, those `fetches`
+    /// fetches, and files the entries in the scope `scope` receives once it is known
+    /// (those `keeps` keeps).
     async fn add_data_manifests(
         &mut self,
         table: &LoadedTable,
         manifests: &[ManifestFile],
         scope: tokio::sync::watch::Receiver<Option<Arc<DataScope>>>,
-        paths: Option<PathFilter<'_>>,
+        fetches: &(dyn Fn(&ManifestFile) -> bool + Sync),
+        keeps: &(dyn Fn(&ManifestFile, &str) -> bool + Sync),
     ) -> Result<()> {
         type Read = Option<(Vec<ManifestEntry>, usize)>;
         let reads: Vec<futures::future::BoxFuture<'_, Result<(&ManifestFile, Read)>>> = manifests
@@ -413,7 +449,7 @@ impl TableFiles {
                 let file_io = &table.file_io;
                 async move {
                     let known = scope.borrow().clone();
-                    if known.is_some_and(|s| !s.may_hold(m)) {
+                    if !fetches(m) || known.is_some_and(|s| !s.may_hold(m)) {
                         return Ok((m, None));
                     }
                     // Encrypted manifests are left to iceberg-rust, which decrypts.
@@ -439,8 +475,7 @@ impl TableFiles {
                     // Out of scope, dropped as they are decoded: the reads in flight
                     // then hold only their files in scope while they wait their turn.
                     let keep = |head: &EntryHead<'_>| {
-                        scope.may_hold_head(m.partition_spec_id, head)
-                            && paths.is_none_or(|keep_path| keep_path(head.path))
+                        scope.may_hold_head(m.partition_spec_id, head) && keeps(m, head.path)
                     };
                     let kept = match bytes {
                         Some(bytes) => {

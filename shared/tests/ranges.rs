@@ -12,15 +12,16 @@ use std::sync::atomic::Ordering;
 use eqdv::Error;
 use eqdv::cleanup::normalize_location;
 use eqdv::convert::{
-    ConvertOptions, DataRange, Outcome, RangeResult, commit_ranges, convert, convert_in_ranges,
-    convert_range, discard_ranges,
+    ConvertOptions, DataRange, Membership, Outcome, RangeResult, commit_ranges, convert,
+    convert_in_ranges, convert_range, discard_ranges,
 };
 use eqdv::snapshot::{SnapshotChanges, build_snapshot};
+use eqdv::table::TableFiles;
 use eqdv_workload::generate::{PartitionKind, WorkloadSpec, expected_rows_of};
 use eqdv_workload::support::race::interfering;
 use eqdv_workload::support::state::{TableState, expected_conversion};
 use eqdv_workload::support::*;
-use iceberg::spec::{ManifestContentType, Operation};
+use iceberg::spec::{ManifestContentType, ManifestFile, Operation};
 
 /// Every range of a split into `count` at the head, converted one by one.
 async fn convert_every_range(w: &Warehouse, count: u32) -> Vec<RangeResult> {
@@ -75,10 +76,17 @@ fn puffins(results: &[RangeResult]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The range of a split into `count` that holds `path`.
-fn range_of(path: &str, count: u32) -> u32 {
+/// The range of a split of `base` into `count` that holds the data file at `path`.
+fn range_of(base: &TableFiles, path: &str, count: u32) -> u32 {
+    let layout = base.range_layout(count);
+    assert_eq!(layout.membership(), Membership::ManifestLayout);
+    let data = base
+        .data_files
+        .iter()
+        .find(|f| f.path() == path)
+        .unwrap_or_else(|| panic!("{path} is not a data file of the base"));
     let ranges: Vec<u32> = DataRange::all(count)
-        .filter(|r| r.holds(path))
+        .filter(|r| layout.holds(*r, &data.manifest_path, path))
         .map(|r| r.index)
         .collect();
     assert_eq!(ranges.len(), 1, "{path} is in ranges {ranges:?}");
@@ -138,7 +146,7 @@ async fn a_global_group_split_into_four_ranges_commits_once() {
         ranges_by_puffin
             .entry(normalize_location(&dv.puffin))
             .or_default()
-            .insert(range_of(data, 4));
+            .insert(range_of(&f, data, 4));
     }
     assert!(
         ranges_by_puffin.len() > 1,
@@ -297,6 +305,97 @@ async fn the_fan_in_files_dvs_where_the_ranges_say_without_the_data_manifests() 
         assert!(after.rows == before.rows, "{partition}: live rows changed");
         assert_converted(&w.catalog, &before.rows).await;
     }
+}
+
+/// Each range fetches only the data manifests its part of the base's layout covers: the
+/// others are moved out of reach while it runs. Together the ranges still hold every data
+/// file once and convert the table as a full scan does (PyIceberg reads the rows, every
+/// DV checked); a range dealt another way (by path hash, as an earlier version did) is
+/// refused by the fan-in, committing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_range_fetches_only_the_data_manifests_of_its_part() {
+    let w = warehouse();
+    let s = WorkloadSpec {
+        commits: 6,
+        ..global_deletes_spec(65)
+    };
+    generate_table(&w.catalog, &s).await;
+    let before = TableState::read(&w.catalog, &table()).await;
+    let planned = expected_conversion(&w.catalog, &table(), &before.rows).await;
+    let base = files(&w.catalog).await;
+    let head = base.snapshot_id.expect("a head");
+
+    // Another version's range among them.
+    let mut mixed = convert_every_range(&w, 3).await;
+    assert!(
+        mixed
+            .iter()
+            .all(|r| r.membership == Membership::ManifestLayout)
+    );
+    mixed[1].membership = Membership::PathHash;
+    let e = commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &mixed)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidInput(_))
+            && e.to_string().contains("data range 1 of 3")
+            && e.to_string().contains("must be of one version"),
+        "{e}"
+    );
+    before.assert_unchanged(&TableState::read(&w.catalog, &table()).await);
+
+    let layout = base.range_layout(3);
+    assert_eq!(layout.membership(), Membership::ManifestLayout);
+    let data_manifests: Vec<&ManifestFile> = base
+        .manifests
+        .iter()
+        .filter(|m| m.content == ManifestContentType::Data)
+        .collect();
+    let mut results = Vec::new();
+    let mut unfetched = 0;
+    for range in DataRange::all(3) {
+        let away: Vec<PathBuf> = data_manifests
+            .iter()
+            .filter(|m| !layout.may_hold(range, m))
+            .map(|m| PathBuf::from(normalize_location(&m.manifest_path)))
+            .collect();
+        unfetched += away.len();
+        for m in &away {
+            std::fs::rename(m, m.with_extension("away")).unwrap();
+        }
+        let converted = convert_range(
+            &w.catalog,
+            &table(),
+            &ConvertOptions::default(),
+            head,
+            range,
+        )
+        .await;
+        for m in &away {
+            std::fs::rename(m.with_extension("away"), m).unwrap();
+        }
+        let result = converted.unwrap_or_else(|e| panic!("{range}: {e}"));
+        assert_eq!(result.membership, Membership::ManifestLayout);
+        results.push(result);
+    }
+    assert!(
+        unfetched >= data_manifests.len(),
+        "the ranges left only {unfetched} of {} data manifests unfetched",
+        data_manifests.len()
+    );
+    let held: u64 = results.iter().map(|r| r.resolve.live_data_files).sum();
+    assert_eq!(held, base.data_files.len() as u64, "not every file once");
+
+    let report = commit_ranges(&w.catalog, &table(), &ConvertOptions::default(), &results)
+        .await
+        .expect("the fan-in");
+    assert_eq!(report.outcome, Outcome::Converted);
+    let after = TableState::read(&w.catalog, &table()).await;
+    assert_eq!(after.dv_check, Ok(planned.dvs.len()), "invalid DVs");
+    assert_eq!(dv_cardinalities(&after), planned.dvs);
+    assert!(after.equality_deletes.is_empty());
+    assert!(after.rows == before.rows, "live rows changed");
+    assert_converted(&w.catalog, &before.rows).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

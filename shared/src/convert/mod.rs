@@ -35,8 +35,8 @@ use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
 pub use ranges::{
-    DataRange, RangeDv, RangePuffin, RangeResult, commit_ranges, commit_ranges_of,
-    convert_in_ranges, convert_range, convert_range_of, discard_ranges,
+    DataRange, DvTarget, Membership, RangeDv, RangeLayout, RangePuffin, RangeResult, commit_ranges,
+    commit_ranges_of, convert_in_ranges, convert_range, convert_range_of, discard_ranges,
 };
 pub use split::{
     MAX_RANGES, RangePhases, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task,

@@ -9,8 +9,9 @@
 //! equality deletes go only when every range of the split came back: a missing, failed or
 //! mismatched range commits nothing, and the ranges' Puffin files are removed.
 //!
-//! A data file's range is a stable hash of its path, so every range task, and the
-//! fan-in, agree on it from the path alone: nothing lists the files of a range.
+//! A data file's range follows from the base's manifest list and the file's entry alone
+//! (`crate::data_range`), so every range task and the fan-in agree on it: nothing lists
+//! the files of a range, and a range fetches only the data manifests that hold its files.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
@@ -18,7 +19,6 @@ use std::time::Instant;
 
 use iceberg::spec::{Literal, Struct, Type};
 use serde::{Deserialize, Serialize};
-use twox_hash::XxHash64;
 
 use super::attempt::{
     Attempt, AttemptEnd, conversion_changes, data_scope, dv_partition, encode_dvs,
@@ -27,54 +27,17 @@ use super::attempt::{
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
+pub use crate::data_range::{DataRange, Membership, RangeLayout};
 use crate::plan::DeleteGroup;
 use crate::puffin::{WrittenDv, WrittenPuffin};
 use crate::resolve::ResolveMetrics;
 use crate::snapshot::AddedFile;
-use crate::table::{LiveFile, LoadedTable, PathFilter, TableFiles};
+use crate::table::{DataSelection, LiveFile, LoadedTable, PathFilter, TableFiles};
 use crate::{Error, Result};
 
 /// Times an in-process split is converted again from a new head when the head moved in a
 /// way that invalidates the ranges' work (as a conversion plans again).
 const MAX_RANGE_REPLANS: u32 = 4;
-
-/// One range of a split into `count`: the data files whose path hashes to `index`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DataRange {
-    /// 0-based.
-    pub index: u32,
-    pub count: u32,
-}
-
-impl DataRange {
-    /// Range `index` of `count`; refuses an empty split or an index outside it.
-    pub fn new(index: u32, count: u32) -> Result<Self> {
-        if count == 0 || index >= count {
-            return Err(Error::InvalidInput(format!(
-                "data range {index} of {count} does not exist: a split has at least one range, numbered from 0"
-            )));
-        }
-        Ok(Self { index, count })
-    }
-
-    /// Every range of a split into `count` (none for 0).
-    pub fn all(count: u32) -> impl Iterator<Item = DataRange> {
-        (0..count).map(move |index| DataRange { index, count })
-    }
-
-    /// Whether the data file at `path` is this range's. XXH64 (seed 0) of the path's
-    /// bytes, modulo the count: fixed by the format of a range, so that tasks of
-    /// different builds split a table alike.
-    pub fn holds(&self, path: &str) -> bool {
-        XxHash64::oneshot(0, path.as_bytes()) % u64::from(self.count) == u64::from(self.index)
-    }
-}
-
-impl fmt::Display for DataRange {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "data range {} of {}", self.index, self.count)
-    }
-}
 
 /// What one range converted: the DVs it wrote, uncommitted, and what it relied on. It is
 /// all the fan-in needs besides the table (it is meant to be stored as JSON between the
@@ -86,6 +49,10 @@ pub struct RangeResult {
     /// The shard converted, when the conversion was of one shard.
     pub shard_id: Option<String>,
     pub range: DataRange,
+    /// How the split's data files were dealt to its ranges (a result of a version
+    /// before the manifest layout says nothing: by path hash).
+    #[serde(default)]
+    pub membership: Membership,
     /// The table's location when the range read it (where a split stores its results).
     #[serde(default)]
     pub table_location: String,
@@ -139,6 +106,9 @@ pub struct RangeDv {
 /// The spec and partition of a DV's data file, as the range read them in the base.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvTarget {
+    /// The manifest that lists the data file in the base (which range holds a file
+    /// depends on it: `crate::data_range`).
+    pub manifest_path: String,
     pub spec_id: i32,
     /// The partition in the spec's JSON single-value form (an object keyed by partition
     /// field id), typed as the table's current schema types it.
@@ -152,7 +122,14 @@ impl DvTarget {
         let partition = dv_partition(table, data)?;
         Ok(Self::partition_type(table, data.spec_id)
             .ok()
-            .and_then(|partition_type| Self::encode(data.spec_id, &partition, &partition_type)))
+            .and_then(|partition_type| {
+                Self::encode(
+                    &data.manifest_path,
+                    data.spec_id,
+                    &partition,
+                    &partition_type,
+                )
+            }))
     }
 
     /// The partition, typed by `table`'s current schema (see [`DvTarget::decode`]).
@@ -169,11 +146,17 @@ impl DvTarget {
 
     /// `partition` of type `partition_type` in its JSON form, when that decodes back to
     /// the same values.
-    fn encode(spec_id: i32, partition: &Struct, partition_type: &Type) -> Option<Self> {
+    fn encode(
+        manifest_path: &str,
+        spec_id: i32,
+        partition: &Struct,
+        partition_type: &Type,
+    ) -> Option<Self> {
         let json = Literal::Struct(partition.clone())
             .try_into_json(partition_type)
             .ok()?;
         let target = Self {
+            manifest_path: manifest_path.to_string(),
             spec_id,
             partition: json,
         };
@@ -220,16 +203,16 @@ pub async fn convert_range_of(
     // Only this range's data files are decoded in full and kept: the others are other
     // ranges' business, and counted as not read, so nothing below takes a file it does
     // not hold for a removed one.
-    let in_range = |path: &str| range.holds(path);
     let phase = Instant::now();
     let (files, groups) =
-        read_base(table, options, base_snapshot_id, BaseData::Paths(&in_range)).await?;
+        read_base(table, options, base_snapshot_id, BaseData::Range(range)).await?;
     let read_table_ms = ms_since(phase);
     let mut result = RangeResult {
         table: name.clone(),
         branch: options.branch.clone(),
         shard_id: options.shard.as_ref().map(|s| s.id.clone()),
         range,
+        membership: files.range_layout(range.count).membership(),
         table_location: table.location().to_string(),
         base_snapshot_id,
         equality_delete_files: delete_file_paths(&groups),
@@ -418,6 +401,8 @@ enum BaseData<'a> {
     Every,
     /// Those whose path the filter keeps.
     Paths(PathFilter<'a>),
+    /// Those of one range of a split.
+    Range(DataRange),
     /// None: no data manifest is fetched.
     Nothing,
 }
@@ -440,9 +425,10 @@ async fn read_base(
         });
     };
     let groups_of = |files: &TableFiles| select_groups(table, files, options.shard.as_ref());
-    let paths = match data {
+    let selection = match data {
         BaseData::Every => None,
-        BaseData::Paths(filter) => Some(filter),
+        BaseData::Paths(filter) => Some(DataSelection::Paths(filter)),
+        BaseData::Range(range) => Some(DataSelection::Range(range)),
         BaseData::Nothing => {
             return TableFiles::read_deletes_only(table, &snapshot, groups_of).await;
         }
@@ -454,7 +440,7 @@ async fn read_base(
             let groups = groups_of(files)?;
             Ok((data_scope(&groups, options), groups))
         },
-        paths,
+        selection,
     )
     .await
 }
@@ -556,6 +542,18 @@ async fn commit_loaded(
         None => BaseData::Paths(&is_dv_target),
     };
     let (base, groups) = read_base(&table, options, base_snapshot_id, data).await?;
+    // The ranges must have dealt the files as the base's manifest list says every task
+    // of this version does: a range of an earlier version (by path hash, where this one
+    // lays the manifests out) may have left files to no range.
+    let layout = base.range_layout(results[0].range.count);
+    if let Some(r) = results.iter().find(|r| r.membership != layout.membership()) {
+        return Err(Error::InvalidInput(format!(
+            "{} of table {name} dealt its data files by {}, where every range of snapshot {base_snapshot_id} deals them by {}: the ranges of a split must be of one version of eqdv",
+            r.range,
+            r.membership,
+            layout.membership()
+        )));
+    }
     if delete_file_paths(&groups) != delete_files {
         return Err(Error::InvalidInput(format!(
             "the ranges of table {name} applied other equality delete files than snapshot {base_snapshot_id} holds for them"
@@ -582,7 +580,8 @@ async fn commit_loaded(
         Some(targets) => DvDataFiles::FromRanges(targets),
         None => DvDataFiles::FromBase(base.data_files.iter().map(|f| (f.path(), f)).collect()),
     };
-    let (added, removed, dv_targets) = range_changes(&table, &base, &data_files, &groups, results)?;
+    let (added, removed, dv_targets) =
+        range_changes(&table, &base, &layout, &data_files, &groups, results)?;
     report.equality_delete_files_removed = groups.iter().map(|g| g.delete_files.len()).sum();
     report.equality_deletes_removed = groups.iter().map(DeleteGroup::delete_rows).sum();
     report.position_delete_files_removed = results
@@ -670,8 +669,8 @@ async fn commit_loaded(
 enum DvDataFiles<'a> {
     /// The base's entries of those files.
     FromBase(HashMap<&'a str, &'a LiveFile>),
-    /// The ranges' results, by data file path.
-    FromRanges(HashMap<&'a str, (i32, Struct)>),
+    /// The ranges' results, by data file path: its manifest, spec and partition.
+    FromRanges(HashMap<&'a str, (&'a str, i32, Struct)>),
 }
 
 /// The spec and partition of every DV's data file as the ranges' results give them, or
@@ -680,7 +679,7 @@ enum DvDataFiles<'a> {
 fn ranges_targets<'a>(
     table: &LoadedTable,
     results: &'a [RangeResult],
-) -> Option<HashMap<&'a str, (i32, Struct)>> {
+) -> Option<HashMap<&'a str, (&'a str, i32, Struct)>> {
     let mut targets = HashMap::new();
     for dv in results
         .iter()
@@ -695,7 +694,7 @@ fn ranges_targets<'a>(
         };
         targets.insert(
             dv.referenced_data_file.as_str(),
-            (target.spec_id, partition),
+            (target.manifest_path.as_str(), target.spec_id, partition),
         );
     }
     Some(targets)
@@ -709,6 +708,7 @@ fn ranges_targets<'a>(
 fn range_changes(
     table: &LoadedTable,
     base: &TableFiles,
+    layout: &RangeLayout,
     data_files: &DvDataFiles<'_>,
     groups: &[DeleteGroup],
     results: &[RangeResult],
@@ -734,18 +734,22 @@ fn range_changes(
             let path = dv.referenced_data_file.as_str();
             let lies = match data_files {
                 DvDataFiles::FromBase(files) => match files.get(path) {
-                    Some(data) => Some((data.spec_id, dv_partition(table, data)?)),
+                    Some(data) => Some((
+                        data.manifest_path.as_str(),
+                        data.spec_id,
+                        dv_partition(table, data)?,
+                    )),
                     None => None,
                 },
                 DvDataFiles::FromRanges(targets) => targets.get(path).cloned(),
             };
-            let Some((spec_id, partition)) = lies else {
+            let Some((manifest_path, spec_id, partition)) = lies else {
                 return Err(invalid(format!(
                     "a DV for data file {path}, which snapshot {} does not hold in scope",
                     r.base_snapshot_id
                 )));
             };
-            if !r.range.holds(path) {
+            if !layout.holds(r.range, manifest_path, path) {
                 return Err(invalid(format!(
                     "a DV for data file {path}, which is not in this range"
                 )));
@@ -847,13 +851,14 @@ mod tests {
             Some(Literal::double(0.1)),
             None,
         ]);
-        let target = DvTarget::encode(3, &partition, &partition_type).expect("encodable");
+        let target = DvTarget::encode("m.avro", 3, &partition, &partition_type).expect("encodable");
         assert_eq!(target.spec_id, 3);
         let stored = serde_json::to_string(&target).unwrap();
         let read: DvTarget = serde_json::from_str(&stored).unwrap();
         assert_eq!(read.decode(&partition_type), Some(partition));
         // Unpartitioned: an empty tuple.
-        let empty = DvTarget::encode(0, &Struct::empty(), &struct_type(&[])).expect("empty");
+        let empty =
+            DvTarget::encode("m.avro", 0, &Struct::empty(), &struct_type(&[])).expect("empty");
         assert_eq!(empty.decode(&struct_type(&[])), Some(Struct::empty()));
     }
 
@@ -862,16 +867,18 @@ mod tests {
         // NaN has no JSON number.
         let floats = struct_type(&[(1000, PrimitiveType::Float)]);
         let nan = Struct::from_iter([Some(Literal::float(f32::NAN))]);
-        assert_eq!(DvTarget::encode(0, &nan, &floats), None);
+        assert_eq!(DvTarget::encode("m.avro", 0, &nan, &floats), None);
         // A value the type cannot read is refused, not read as a null.
         let ints = struct_type(&[(1000, PrimitiveType::Int)]);
         let target = DvTarget {
+            manifest_path: "m.avro".into(),
             spec_id: 0,
             partition: serde_json::json!({"1000": "not a number"}),
         };
         assert_eq!(target.decode(&ints), None);
         // Nor is a field it does not know (another spec's tuple).
         let target = DvTarget {
+            manifest_path: "m.avro".into(),
             spec_id: 0,
             partition: serde_json::json!({"1001": 4}),
         };
@@ -882,8 +889,13 @@ mod tests {
     fn a_partition_written_before_a_promotion_reads_in_the_promoted_type() {
         let before = struct_type(&[(1000, PrimitiveType::Int)]);
         let after = struct_type(&[(1000, PrimitiveType::Long)]);
-        let target = DvTarget::encode(0, &Struct::from_iter([Some(Literal::int(42))]), &before)
-            .expect("encodable");
+        let target = DvTarget::encode(
+            "m.avro",
+            0,
+            &Struct::from_iter([Some(Literal::int(42))]),
+            &before,
+        )
+        .expect("encodable");
         assert_eq!(
             target.decode(&after),
             Some(Struct::from_iter([Some(Literal::long(42))]))
