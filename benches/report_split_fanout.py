@@ -220,8 +220,9 @@ def section(results):
             for n in per_range
         }
         md.append(
-            "What a range repeats: every range loads the table, fetches the manifests that list its data "
-            "files (decoding in full only the entries of its own files, skipping the rest as they are read) "
+            "What a range repeats: every range loads the table, fetches the delete manifests and the data "
+            "manifests that list its files (decoding in full only the entries of its own files, skipping the "
+            "rest as they are read) "
             "and reads all of the group's equality delete files (the one invocation makes "
             f"{single_deletes:.0f} delete-file requests and {single_manifests:.0f} manifest requests; a "
             "range "
@@ -240,7 +241,8 @@ def section(results):
                 f" Fitted over every range run (least squares of wall on data files opened), a range costs "
                 f"{fixed:.2f} s fixed plus {per_file * 1000:.2f} ms per data file it opens; the fan-in takes "
                 f"{f_wall:.2f} s (median; it fetches {f_manifests:.0f} of the table's {single_manifests:.0f} "
-                "manifests and commits).")
+                "manifests, the delete manifests where its ranges say where their DVs' data files lie, and "
+                "commits).")
             base_fit = range_cost_fit(results, "baseline") if base else None
             base_fan_in = [r for r in results["runs"]
                            if r["mode"] == "commit" and r.get("binary") == "baseline"]
