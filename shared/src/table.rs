@@ -454,7 +454,9 @@ impl TableFiles {
                     }
                     // Encrypted manifests are left to iceberg-rust, which decrypts.
                     let bytes = match m.key_metadata {
-                        None => Some(crate::storage::read_all(file_io, &m.manifest_path).await?),
+                        None => {
+                            Some(crate::manifest_decode::read_manifest_bytes(file_io, m).await?)
+                        }
                         Some(_) => None,
                     };
                     let scope = scope

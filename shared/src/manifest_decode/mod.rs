@@ -59,8 +59,22 @@ pub async fn load_manifest(
             .map(owned_parts)
             .map_err(|e| Error::file(path, "cannot read manifest", e));
     }
-    let bytes = crate::storage::read_all(file_io, path).await?;
+    let bytes = read_manifest_bytes(file_io, manifest).await?;
     parse_manifest(manifest, &bytes)
+}
+
+/// An unencrypted manifest's whole file, a large one in parallel ranged reads.
+pub async fn read_manifest_bytes(
+    file_io: &FileIO,
+    manifest: &ManifestFile,
+) -> Result<bytes::Bytes> {
+    crate::storage::read_all_sized(
+        file_io,
+        &manifest.manifest_path,
+        u64::try_from(manifest.manifest_length).unwrap_or(0),
+        crate::storage::PARALLEL_READ_CHUNK,
+    )
+    .await
 }
 
 /// [`load_manifest`] of bytes already read (an unencrypted manifest's whole file).
