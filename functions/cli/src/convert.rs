@@ -50,10 +50,10 @@ pub struct ConvertArgs {
         env = "EQDV_KEY_MEMORY_MB"
     )]
     key_memory_mb: u64,
-    /// Split the data files into N ranges (by a hash of their paths), converted at once
-    /// in this process, each with its share of --parallelism and of the memory budgets,
-    /// and committed together in one snapshot: the split a fan-out across invocations
-    /// runs. 1 does not split.
+    /// Split the data files into N ranges (by their place in the data manifests),
+    /// converted at once in this process, each with its share of --parallelism and of the
+    /// memory budgets, and committed together in one snapshot: the split a fan-out across
+    /// invocations runs. 1 does not split.
     #[arg(
         long,
         value_name = "N",
