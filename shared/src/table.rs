@@ -418,13 +418,7 @@ impl TableFiles {
             .partition(|m| m.content == ManifestContentType::Deletes);
         files.add_manifests(table, &deletes).await?;
         files.skipped_data.manifests = data.len();
-        files.skipped_data.files = data
-            .iter()
-            .map(|m| {
-                u64::from(m.added_files_count.unwrap_or(0))
-                    + u64::from(m.existing_files_count.unwrap_or(0))
-            })
-            .sum();
+        files.skipped_data.files = data.iter().map(listed_live_files).sum();
         files.data_paths_filtered = true;
         let extra = then(&files)?;
         Ok((files, extra))
@@ -499,8 +493,7 @@ impl TableFiles {
             match read? {
                 (m, None) => {
                     self.skipped_data.manifests += 1;
-                    self.skipped_data.files += u64::from(m.added_files_count.unwrap_or(0))
-                        + u64::from(m.existing_files_count.unwrap_or(0));
+                    self.skipped_data.files += listed_live_files(m);
                 }
                 (m, Some((entries, read))) => {
                     self.skipped_data.files += (read - entries.len()) as u64;
@@ -627,6 +620,13 @@ pub fn has_no_live_files(manifest: &ManifestFile) -> bool {
 }
 
 /// The manifests that may list a live file (see [`has_no_live_files`]).
+/// The live files the manifest list says `manifest` lists (a missing count as none):
+/// what skipping it leaves unread.
+fn listed_live_files(manifest: &ManifestFile) -> u64 {
+    u64::from(manifest.added_files_count.unwrap_or(0))
+        + u64::from(manifest.existing_files_count.unwrap_or(0))
+}
+
 fn with_live_files(manifests: &[ManifestFile]) -> Vec<ManifestFile> {
     manifests
         .iter()

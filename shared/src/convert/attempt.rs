@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use iceberg::spec::{Operation, Struct};
+use iceberg::spec::{Operation, Struct, StructType};
 
 use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
@@ -419,11 +419,17 @@ pub(super) fn dv_added_file(
 /// types the new manifest is written with (the current schema's: a data file written
 /// before a promotion carries the old types).
 pub(super) fn dv_partition(table: &LoadedTable, data_file: &LiveFile) -> Result<Struct> {
-    let spec = table.partition_spec(data_file.spec_id)?;
     Ok(crate::plan::partition_as_type(
         data_file.file.partition(),
-        &spec.partition_type(table.metadata.current_schema())?,
+        &dv_partition_type(table, data_file.spec_id)?,
     ))
+}
+
+/// The partition type of spec `spec_id` as a new manifest is written with it (in the
+/// current schema's types).
+pub(super) fn dv_partition_type(table: &LoadedTable, spec_id: i32) -> Result<StructType> {
+    let spec = table.partition_spec(spec_id)?;
+    Ok(spec.partition_type(table.metadata.current_schema())?)
 }
 
 /// The snapshot changes of a conversion on `base_snapshot_id`: `added` DVs in, `removed`

@@ -21,14 +21,14 @@ use iceberg::spec::{Literal, Struct, Type};
 use serde::{Deserialize, Serialize};
 
 use super::attempt::{
-    Attempt, AttemptEnd, conversion_changes, data_scope, dv_partition, encode_dvs,
-    resolve_and_merge, select_groups,
+    Attempt, AttemptEnd, conversion_changes, data_scope, dv_partition, dv_partition_type,
+    encode_dvs, resolve_and_merge, select_groups,
 };
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
 pub use crate::data_range::{DataRange, Membership, RangeLayout};
-use crate::plan::DeleteGroup;
+use crate::plan::{DeleteGroup, partition_as_type};
 use crate::puffin::{WrittenDv, WrittenPuffin};
 use crate::resolve::ResolveMetrics;
 use crate::snapshot::AddedFile;
@@ -119,29 +119,20 @@ impl DvTarget {
     /// The target of a DV for `data`; `None` when its partition does not read back from
     /// JSON as the same values (a NaN, a type the form does not carry).
     fn of(table: &LoadedTable, data: &LiveFile) -> Result<Option<Self>> {
-        let partition = dv_partition(table, data)?;
-        Ok(Self::partition_type(table, data.spec_id)
-            .ok()
-            .and_then(|partition_type| {
-                Self::encode(
-                    &data.manifest_path,
-                    data.spec_id,
-                    &partition,
-                    &partition_type,
-                )
-            }))
+        let partition_type = dv_partition_type(table, data.spec_id)?;
+        let partition = partition_as_type(data.file.partition(), &partition_type);
+        Ok(Self::encode(
+            &data.manifest_path,
+            data.spec_id,
+            &partition,
+            &Type::Struct(partition_type),
+        ))
     }
 
     /// The partition, typed by `table`'s current schema (see [`DvTarget::decode`]).
     fn partition(&self, table: &LoadedTable) -> Option<Struct> {
-        self.decode(&Self::partition_type(table, self.spec_id).ok()?)
-    }
-
-    fn partition_type(table: &LoadedTable, spec_id: i32) -> Result<Type> {
-        let spec = table.partition_spec(spec_id)?;
-        Ok(Type::Struct(
-            spec.partition_type(table.metadata.current_schema())?,
-        ))
+        let partition_type = dv_partition_type(table, self.spec_id).ok()?;
+        self.decode(&Type::Struct(partition_type))
     }
 
     /// `partition` of type `partition_type` in its JSON form, when that decodes back to
