@@ -342,6 +342,18 @@ pub async fn validate_dv_entries(
     checks: &[DvEntryCheck<'_>],
     parallelism: usize,
 ) -> Result<Vec<RoaringTreemap>, DvError> {
+    validate_dv_entries_prefetched(file_io, checks, parallelism, None).await
+}
+
+/// [`validate_dv_entries`], taking the footers `prefetched` already read (or is
+/// reading) instead of reading them again; a footer it failed to read is read here, so
+/// its error is this call's.
+pub async fn validate_dv_entries_prefetched(
+    file_io: &FileIO,
+    checks: &[DvEntryCheck<'_>],
+    parallelism: usize,
+    prefetched: Option<&FooterPrefetch>,
+) -> Result<Vec<RoaringTreemap>, DvError> {
     let parallelism = parallelism.max(1);
     // Puffin files in the order of their first entry, each with the size the first of
     // its entries expects (a later entry that expects another size fails below).
@@ -356,7 +368,18 @@ pub async fn validate_dv_entries(
     // every lifetime of its references, and the conversion stops being `Send`.
     let reads: Vec<BoxFuture<'_, Result<PuffinFooter, DvError>>> = locations
         .iter()
-        .map(|&(location, size)| read_footer(file_io, location, Some(size)).boxed())
+        .map(|&(location, size)| {
+            let early = prefetched.and_then(|p| p.take(location));
+            async move {
+                if let Some(early) = early
+                    && let Some(footer) = early.await
+                {
+                    return Ok(footer);
+                }
+                read_footer(file_io, location, Some(size)).await
+            }
+            .boxed()
+        })
         .collect();
     let footers: Vec<PuffinFooter> = futures::stream::iter(reads)
         .buffered(parallelism)
@@ -388,6 +411,69 @@ pub async fn validate_dv_entries(
         .buffered(parallelism)
         .try_collect()
         .await
+}
+
+/// Footers of Puffin files read ahead, while other work runs: a conversion starts the
+/// footer of a data file's existing DV as soon as its scan finds a newly deleted row,
+/// so that merging with the old DVs does not wait for another round of reads after the
+/// scans. Each file's footer is read once, with at most `parallelism` reads in flight;
+/// what is read ahead is checked as any footer is ([`validate_dv_entries_prefetched`]).
+pub struct FooterPrefetch {
+    file_io: FileIO,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    started: std::sync::Mutex<HashMap<String, tokio::task::JoinHandle<Option<PuffinFooter>>>>,
+}
+
+impl FooterPrefetch {
+    pub fn new(file_io: FileIO, parallelism: usize) -> Self {
+        Self {
+            file_io,
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(parallelism.max(1))),
+            started: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Starts reading the footer of the Puffin file at `location`, expected to be
+    /// `size` bytes long, unless it was started before. Must run inside a Tokio runtime.
+    pub fn start(&self, location: &str, size: u64) {
+        let Ok(mut started) = self.started.lock() else {
+            return;
+        };
+        if started.contains_key(location) {
+            return;
+        }
+        let (file_io, permits) = (self.file_io.clone(), self.permits.clone());
+        let owned = location.to_string();
+        let read = tokio::spawn(async move {
+            let _permit = permits.acquire_owned().await.ok()?;
+            // A failed read is read again by the caller, whose error it then reports.
+            read_footer(&file_io, &owned, Some(size)).await.ok()
+        });
+        started.insert(location.to_string(), read);
+    }
+
+    /// The read started for `location`, if any: it yields the footer, or `None` when
+    /// the read failed.
+    fn take(&self, location: &str) -> Option<BoxFuture<'static, Option<PuffinFooter>>> {
+        let read = self.started.lock().ok()?.remove(location)?;
+        Some(async move { read.await.ok().flatten() }.boxed())
+    }
+
+    /// Footer reads started and not taken (a file whose new DV came to nothing).
+    pub fn pending(&self) -> usize {
+        self.started.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+impl Drop for FooterPrefetch {
+    fn drop(&mut self) {
+        // Reads nobody will take stop with the conversion that started them.
+        if let Ok(started) = self.started.get_mut() {
+            for read in started.values() {
+                read.abort();
+            }
+        }
+    }
 }
 
 /// The checks of [`validate_dv_entry`] against a footer already read (with
@@ -679,4 +765,94 @@ async fn read_range(
 /// Offsets and lengths of files we write fit i64 (files are far below 8 EiB).
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod prefetch_tests {
+    use super::*;
+
+    fn dvs() -> Vec<DvBlobInput> {
+        ["a", "b"]
+            .iter()
+            .enumerate()
+            .map(|(i, name)| DvBlobInput {
+                referenced_data_file: format!("s3://bucket/t/data/{name}.parquet"),
+                positions: (0..100 * (i as u64 + 1)).step_by(3).collect(),
+            })
+            .collect()
+    }
+
+    fn checks(written: &WrittenPuffin) -> Vec<DvEntryCheck<'_>> {
+        written
+            .dvs
+            .iter()
+            .map(|dv| DvEntryCheck {
+                puffin_location: &written.location,
+                referenced_data_file: &dv.referenced_data_file,
+                content_offset: dv.content_offset,
+                content_size_in_bytes: dv.content_size_in_bytes,
+                record_count: dv.cardinality,
+                file_size_in_bytes: written.file_size_in_bytes,
+            })
+            .collect()
+    }
+
+    /// Waits for the read started for `location` to end, without taking it.
+    async fn settle(prefetch: &FooterPrefetch, location: &str) {
+        loop {
+            let done = prefetch.started.lock().unwrap()[location].is_finished();
+            if done {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A footer read ahead is the one the check uses: the file may be gone by then (its
+    /// small blobs came with the footer). A read ahead that failed is read again, and a
+    /// file that cannot be read is the check's error, naming it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn footers_read_ahead_are_used_and_failed_ones_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0001-dv.puffin");
+        let location = format!("file://{}", path.display());
+        let file_io = FileIO::new_with_fs();
+        let dvs = dvs();
+        let written = write_dv_puffin(&file_io, &location, &dvs).await.unwrap();
+        let expected: Vec<RoaringTreemap> = dvs.iter().map(|d| d.positions.clone()).collect();
+
+        let prefetch = FooterPrefetch::new(file_io.clone(), 4);
+        prefetch.start(&location, written.file_size_in_bytes);
+        prefetch.start(&location, written.file_size_in_bytes);
+        assert_eq!(prefetch.pending(), 1, "a file's footer is read once");
+        settle(&prefetch, &location).await;
+        std::fs::rename(&path, dir.path().join("moved")).unwrap();
+        let read = validate_dv_entries_prefetched(&file_io, &checks(&written), 4, Some(&prefetch))
+            .await
+            .unwrap();
+        assert_eq!(read, expected);
+        assert_eq!(prefetch.pending(), 0);
+
+        // Read ahead while the file is away: that read fails, the check reads it again.
+        let prefetch = FooterPrefetch::new(file_io.clone(), 4);
+        prefetch.start(&location, written.file_size_in_bytes);
+        settle(&prefetch, &location).await;
+        std::fs::rename(dir.path().join("moved"), &path).unwrap();
+        let read = validate_dv_entries_prefetched(&file_io, &checks(&written), 4, Some(&prefetch))
+            .await
+            .unwrap();
+        assert_eq!(read, expected);
+
+        // Away for good: the error is the check's own, naming the file.
+        std::fs::remove_file(&path).unwrap();
+        let prefetch = FooterPrefetch::new(file_io.clone(), 4);
+        prefetch.start(&location, written.file_size_in_bytes);
+        let err = validate_dv_entries_prefetched(&file_io, &checks(&written), 4, Some(&prefetch))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, DvError::Io { location: l, .. } if *l == location),
+            "{err:?}"
+        );
+    }
 }

@@ -12,8 +12,10 @@ use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
-use crate::puffin::{DvBlobInput, EncodedPuffin, WrittenDv, WrittenPuffin, encode_dv_puffin};
-use crate::resolve::{ResolveMetrics, resolve};
+use crate::puffin::{
+    DvBlobInput, EncodedPuffin, FooterPrefetch, WrittenDv, WrittenPuffin, encode_dv_puffin,
+};
+use crate::resolve::{ResolveMetrics, resolve_observed};
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
     SnapshotChanges, build_snapshot,
@@ -486,7 +488,15 @@ pub(super) async fn resolve_and_merge(
     options: &ConvertOptions,
 ) -> Result<(ResolveMetrics, Vec<DvPlan>, Vec<LiveFile>)> {
     options.check_deadline(&table.name, "resolving keys to positions")?;
-    let resolving = resolve(table, files, groups, &options.resolve);
+    // A file with a new deleted row merges with its old DV: its Puffin footer is read
+    // while the other files are scanned, not in a round of its own after them.
+    let old_dvs = FooterPrefetch::new(table.file_io.clone(), options.resolve.parallelism);
+    let on_match = |path: &str| {
+        if let Some(dv) = files.dvs.get(path) {
+            old_dvs.start(dv.path(), dv.file.file_size_in_bytes());
+        }
+    };
+    let resolving = resolve_observed(table, files, groups, &options.resolve, &on_match);
     let resolved = match options.deadline {
         Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
             .await
@@ -498,6 +508,7 @@ pub(super) async fn resolve_and_merge(
         files,
         resolved.positions,
         options.resolve.parallelism,
+        Some(&old_dvs),
     )
     .await?;
     Ok((resolved.metrics, dv_plans, removed_position_deletes))

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use roaring::RoaringTreemap;
 
+use crate::puffin::FooterPrefetch;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -25,6 +26,7 @@ pub(super) async fn with_existing_deletes(
     files: &TableFiles,
     new_positions: BTreeMap<String, RoaringTreemap>,
     parallelism: usize,
+    old_dvs: Option<&FooterPrefetch>,
 ) -> Result<(Vec<DvPlan>, Vec<LiveFile>)> {
     // Each v2 position delete file that may reference a file we write a DV for is
     // read once, for merging and for removal; the others (other partitions, other
@@ -45,6 +47,7 @@ pub(super) async fn with_existing_deletes(
         (&scoped_position_deletes, &position_deletes),
         new_positions,
         parallelism,
+        old_dvs,
     )
     .await?;
     let removed_position_deletes = covered_position_deletes(
@@ -67,6 +70,7 @@ async fn merge_with_existing(
     ),
     new_positions: BTreeMap<String, RoaringTreemap>,
     parallelism: usize,
+    old_dvs: Option<&FooterPrefetch>,
 ) -> Result<Vec<DvPlan>> {
     let data_by_path: HashMap<&str, &LiveFile> =
         files.data_files.iter().map(|f| (f.path(), f)).collect();
@@ -79,7 +83,7 @@ async fn merge_with_existing(
             Some((path, positions, data))
         })
         .collect();
-    let existing = read_existing_dvs(table, files, &live, parallelism).await?;
+    let existing = read_existing_dvs(table, files, &live, parallelism, old_dvs).await?;
 
     let mut plans = Vec::new();
     for ((path, positions, data), existing) in live.into_iter().zip(existing) {
@@ -117,6 +121,7 @@ async fn read_existing_dvs(
     files: &TableFiles,
     live: &[(String, RoaringTreemap, &LiveFile)],
     parallelism: usize,
+    prefetched: Option<&FooterPrefetch>,
 ) -> Result<Vec<Option<RoaringTreemap>>> {
     let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
     let mut checks = Vec::new();
@@ -147,7 +152,13 @@ async fn read_existing_dvs(
         });
         with_dv.push(i);
     }
-    let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
+    let read = crate::puffin::validate_dv_entries_prefetched(
+        &table.file_io,
+        &checks,
+        parallelism,
+        prefetched,
+    )
+    .await?;
     for (i, positions) in with_dv.into_iter().zip(read) {
         existing[i] = Some(positions);
     }

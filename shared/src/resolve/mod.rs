@@ -167,6 +167,18 @@ pub async fn resolve(
     groups: &[DeleteGroup],
     options: &ResolveOptions,
 ) -> Result<Resolved> {
+    resolve_observed(table, files, groups, options, &|_| {}).await
+}
+
+/// [`resolve`], calling `on_match` with the path of each data file as soon as its scan
+/// finds a deleted row (in a later key pass, a file may be named again).
+pub async fn resolve_observed(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    options: &ResolveOptions,
+    on_match: &(dyn Fn(&str) + Sync),
+) -> Result<Resolved> {
     // Delete rows bound the distinct keys from above, so this never underestimates.
     let schema = table.metadata.current_schema();
     let needed: u64 = groups
@@ -183,8 +195,15 @@ pub async fn resolve(
     table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
     for index in 0..passes {
-        let pass =
-            scan::resolve_pass(table, files, groups, KeyPass { index, passes }, options).await?;
+        let pass = scan::resolve_pass(
+            table,
+            files,
+            groups,
+            KeyPass { index, passes },
+            options,
+            on_match,
+        )
+        .await?;
         // Passes hold disjoint keys, so a position is found by at most one pass.
         for (path, positions) in pass.positions {
             *resolved.positions.entry(path).or_default() |= positions;

@@ -31,6 +31,7 @@ pub(super) async fn resolve_pass(
     groups: &[DeleteGroup],
     pass: KeyPass,
     options: &ResolveOptions,
+    on_match: &(dyn Fn(&str) + Sync),
 ) -> Result<Resolved> {
     let mut resolved = Resolved::default();
     let metrics = &mut resolved.metrics;
@@ -141,7 +142,7 @@ pub(super) async fn resolve_pass(
     work.sort_by_key(|(.., open)| open.is_none());
     metrics.footers_opened_early = work.iter().filter(|(.., open)| open.is_some()).count() as u64;
 
-    let scans: Vec<FileScan> =
+    let mut scans =
         futures::stream::iter(work.into_iter().map(|(data, group_ids, projection, open)| {
             let table = table.clone();
             let loaded = loaded.clone();
@@ -170,9 +171,16 @@ pub(super) async fn resolve_pass(
                 })?
             }
         }))
-        .buffer_unordered(options.parallelism.max(1))
-        .try_collect()
-        .await?;
+        .buffer_unordered(options.parallelism.max(1));
+    let mut scanned = Vec::new();
+    while let Some(scan) = scans.try_next().await? {
+        // What follows a match (reading the file's old DV) can start before the rest.
+        if !scan.positions.is_empty() {
+            on_match(&scan.path);
+        }
+        scanned.push(scan);
+    }
+    drop(scans);
 
     // Every footer opened early belongs to a file bound pruning kept (it is monotone in
     // the keys), so the scans took them all: an open left over was a wasted request.
@@ -181,7 +189,7 @@ pub(super) async fn resolve_pass(
         0,
         "a footer opened early was not scanned"
     );
-    for scan in scans {
+    for scan in scanned {
         metrics.files_opened += 1;
         metrics.footer_bytes_read += scan.footer.bytes;
         metrics.footers_read_twice += u64::from(scan.footer.requests > 1);
