@@ -17,6 +17,7 @@ pub use merge::{
 use std::collections::{HashMap, HashSet};
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
 use iceberg::spec::{
     DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestStatus,
     ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpec, SchemaRef, Snapshot, Summary,
@@ -118,8 +119,12 @@ async fn build_inner(
     let schema = metadata.current_schema().clone();
     let location = table.location().to_string();
 
-    // Every manifest this snapshot writes, finished together at the end (their writes
-    // go out at once): the new ones first, then those rewritten or merged from the base.
+    // Every manifest this snapshot writes, finished together at the end: the new ones
+    // first, then those rewritten or merged from the base. They and the manifest list
+    // are written to memory first (the list needs each manifest's length), then
+    // uploaded together: one round trip to object storage, not one for the manifests
+    // and one more for the list.
+    let staging = FileIO::new_with_memory();
     let mut pending: Vec<(String, ManifestWriter)> = Vec::new();
 
     // New manifests: one per (content, spec).
@@ -138,6 +143,7 @@ async fn build_inner(
             let spec = table.partition_spec(spec_id)?;
             let (path, mut writer) = manifest_writer(
                 table,
+                &staging,
                 written,
                 snapshot_id,
                 content,
@@ -236,6 +242,7 @@ async fn build_inner(
             let spec = table.partition_spec(spec_id)?;
             let (path, mut writer) = manifest_writer(
                 table,
+                &staging,
                 written,
                 snapshot_id,
                 ManifestContentType::Deletes,
@@ -284,6 +291,7 @@ async fn build_inner(
         let removed = &removed_by_manifest[manifest_file.manifest_path.as_str()];
         let (path, mut writer) = manifest_writer(
             table,
+            &staging,
             written,
             snapshot_id,
             manifest_file.content,
@@ -331,7 +339,7 @@ async fn build_inner(
 
     // Manifest list: new and rewritten manifests first, then the untouched ones.
     let list_path = new_metadata_file(&location, &format!("snap-{snapshot_id}-1"), "avro");
-    let list_output = table.file_io.new_output(&list_path)?;
+    let list_output = staging.new_output(&list_path)?;
     written.push(list_path.clone());
     let first_row_id = metadata.next_row_id();
     let list_error = |e| Error::file(&list_path, "cannot write manifest list", e);
@@ -348,6 +356,7 @@ async fn build_inner(
         .map(|next| next.saturating_sub(first_row_id))
         .unwrap_or(0);
     list_writer.close().await.map_err(list_error)?;
+    upload_staged(&staging, &table.file_io, written).await?;
 
     let parent_summary = base
         .snapshot_id
@@ -416,6 +425,7 @@ fn carry(
 /// recorded in `written` first so that a build that fails later deletes it.
 fn manifest_writer(
     table: &LoadedTable,
+    staging: &FileIO,
     written: &mut Vec<String>,
     snapshot_id: i64,
     content: ManifestContentType,
@@ -423,7 +433,7 @@ fn manifest_writer(
     spec: PartitionSpec,
 ) -> Result<(String, ManifestWriter)> {
     let path = new_metadata_file(table.location(), "eqdv", "avro");
-    let output = table.file_io.new_output(&path)?;
+    let output = staging.new_output(&path)?;
     written.push(path.clone());
     let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec);
     let writer = match content {
@@ -431,6 +441,25 @@ fn manifest_writer(
         ManifestContentType::Deletes => builder.build_v3_deletes(),
     };
     Ok((path, writer))
+}
+
+/// Uploads the files `staging` holds at the paths of `written` to `file_io`, all at
+/// once. Every upload runs to its end before an error is returned, so that the files
+/// the caller then removes are not still being written.
+async fn upload_staged(staging: &FileIO, file_io: &FileIO, written: &[String]) -> Result<()> {
+    let uploads = written.iter().map(|path| async move {
+        let bytes = staging.new_input(path)?.read().await?;
+        file_io
+            .new_output(path)?
+            .write(bytes)
+            .await
+            .map_err(|e| Error::file(path, "cannot write snapshot file", e))
+    });
+    futures::future::join_all(uploads)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>>>()?;
+    Ok(())
 }
 
 async fn finish_manifest(path: &str, writer: ManifestWriter) -> Result<ManifestFile> {
