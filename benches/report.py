@@ -733,10 +733,13 @@ def main():
     import report_split_fanout
     import report_streaming_day
 
+    # Runs of benches/streaming_day kept apart with --results=NAME follow its day's.
+    days = ["streaming-day.json", "streaming-day-zipf.json"]
+    days += sorted(n for n in os.listdir(os.path.join(HERE, "results"))
+                   if n.startswith("streaming-day-") and n.endswith(".json") and n not in days)
     for results_name, module in [("s3-latency.json", report_s3_latency),
                                  ("random-keys.json", report_random_keys),
-                                 ("streaming-day.json", report_streaming_day),
-                                 ("streaming-day-zipf.json", report_streaming_day),
+                                 *[(n, report_streaming_day) for n in days],
                                  ("key-memory.json", report_key_memory),
                                  ("big-table.json", report_big_table),
                                  ("split-fanout.json", report_split_fanout)]:

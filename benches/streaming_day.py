@@ -71,7 +71,10 @@ def main():
     create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
     if args.zipf_keys:
         create.append("--zipf-keys")
+    # The section of BENCHMARKS.md these results go to is named after their file.
+    name = os.path.splitext(os.path.basename(args.out))[0]
     results = {
+        "name": name,
         "machine": machine(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "binary": json.loads(args.bin_info),
