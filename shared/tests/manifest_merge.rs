@@ -1,7 +1,8 @@
 //! A streaming table's manifests stay few: eqdv's commits drop manifests with no live
 //! file left and merge a spec's delete manifests once there are
-//! `commit.manifest.min-count-to-merge` of them, carrying every live entry with the
-//! sequence numbers and snapshot it had. Judged by PyIceberg (`assert_converted`) after
+//! `commit.manifest.min-count-to-merge` of them (below it, pack the ones a conversion
+//! writes again anyway), carrying every live entry with the sequence numbers and
+//! snapshot it had. Judged by PyIceberg (`assert_converted`) after
 //! every conversion, and by the entries themselves.
 
 use eqdv_workload::support;
@@ -156,6 +157,96 @@ async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
     }
     assert!(conversions > MIN_COUNT, "too few conversions to merge");
     assert!(merged, "no delete manifest was ever merged");
+    assert_no_orphans(&w.catalog).await;
+    assert_manifests_decode_alike(&w.catalog).await;
+}
+
+/// Below the minimum count, a conversion that replaces DVs listed in several manifests
+/// (one per earlier conversion) writes them again as one manifest, not one each: what
+/// it adds is its new DV manifest and that one. Every entry keeps what readers inherit,
+/// and the table reads the same (PyIceberg).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifests_written_again_by_a_conversion_are_packed_into_one() {
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        seed: 92,
+        rows: 1_200,
+        commits: 2,
+        keys: vec![KeyType::Long],
+        partition: PartitionKind::Bucket(4),
+        changes_per_commit: 150,
+        rows_per_file: 300,
+        rows_per_row_group: 100,
+        ..Default::default()
+    };
+    let mut report = generate_table(&w.catalog, &spec).await;
+    // One shard per partition: a DV manifest per partition's conversion.
+    let t = load(&w.catalog).await;
+    let plan = eqdv::plan::plan(
+        &t,
+        "main",
+        &files(&w.catalog).await,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(plan.shards.len() > 1, "one shard only");
+    for shard in &plan.shards {
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            ..Default::default()
+        };
+        let converted = convert(&w.catalog, &table(), &options).await.unwrap();
+        assert_eq!(converted.outcome, Outcome::Converted);
+    }
+    assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+
+    // More updates of the same keys, converted at once: the DVs it replaces are listed
+    // by the several manifests of the shards' conversions.
+    report = generate_table(&w.catalog, &spec).await;
+    let before = files(&w.catalog).await;
+    let converted = convert(&w.catalog, &table(), &ConvertOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(converted.outcome, Outcome::Converted);
+    let after = files(&w.catalog).await;
+    let now = inherited(&after);
+    let replaced_from: HashSet<&str> = before
+        .dvs
+        .values()
+        .filter(|dv| !now.contains_key(&dv.entry_key()))
+        .map(|dv| dv.manifest_path.as_str())
+        .collect();
+    assert!(
+        converted.dvs_replaced > 0 && replaced_from.len() > 1,
+        "the conversion replaced {} DVs from {} manifests: too few to pack",
+        converted.dvs_replaced,
+        replaced_from.len()
+    );
+    let head = after.snapshot_id.expect("a snapshot");
+    let written: Vec<_> = after
+        .manifests
+        .iter()
+        .filter(|m| m.added_snapshot_id == head && m.content == ManifestContentType::Deletes)
+        .collect();
+    assert_eq!(
+        written.len(),
+        2,
+        "a DV manifest and one for the {} manifests written again: {written:#?}",
+        replaced_from.len()
+    );
+    for (key, values) in &inherited(&before) {
+        if let Some(new) = now.get(key) {
+            assert_eq!(
+                values, new,
+                "{key:?} changed its sequence numbers or snapshot"
+            );
+        }
+    }
+    check_manifests(&after);
+    assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
     assert_no_orphans(&w.catalog).await;
     assert_manifests_decode_alike(&w.catalog).await;
 }

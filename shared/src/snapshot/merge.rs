@@ -5,7 +5,10 @@
 //! fixed cost grows with every commit of the day. So, as Java's snapshot producers do,
 //! manifests with no live entry left are dropped, and once a partition spec has
 //! `commit.manifest.min-count-to-merge` delete manifests, the base's are merged into
-//! manifests of up to `commit.manifest.target-size-bytes`.
+//! manifests of up to `commit.manifest.target-size-bytes`. Below that count, the delete
+//! manifests a snapshot writes again anyway (they list an entry it removes: the DVs a
+//! conversion replaces, listed by the conversions before it) are packed together the
+//! same way, not each written again alone.
 //!
 //! Only delete manifests are merged, and only from entries already in memory (a
 //! conversion reads every delete manifest in full, so merging costs no read). Data
@@ -71,10 +74,44 @@ impl MergePolicy {
         if !self.enabled || total < self.min_count.max(2) {
             return (0..manifests.len()).map(|i| vec![i]).collect();
         }
+        self.pack(manifests, 0..manifests.len())
+    }
+
+    /// [`Self::bins`], except that below the minimum count the manifests that are
+    /// written again anyway (`rewritten[i]`: they hold an entry the snapshot removes)
+    /// are packed together up to the target size rather than each written again alone;
+    /// the others stay as they are. A conversion replaces old DVs listed in many
+    /// manifests (one per earlier conversion): it then writes one manifest for them,
+    /// not one per manifest it touched, and the next conversion reads fewer.
+    pub fn bins_rewriting(
+        &self,
+        manifests: &[&ManifestFile],
+        total: usize,
+        rewritten: &[bool],
+    ) -> Vec<Vec<usize>> {
+        if !self.enabled || total >= self.min_count.max(2) {
+            return self.bins(manifests, total);
+        }
+        let is_rewritten = |i: &usize| rewritten.get(*i).copied().unwrap_or(false);
+        let mut bins = self.pack(manifests, (0..manifests.len()).filter(is_rewritten));
+        bins.extend(
+            (0..manifests.len())
+                .filter(|i| !is_rewritten(i))
+                .map(|i| vec![i]),
+        );
+        bins
+    }
+
+    /// `indices` of `manifests`, in their order, packed into bins of up to the target size.
+    fn pack(
+        &self,
+        manifests: &[&ManifestFile],
+        indices: impl IntoIterator<Item = usize>,
+    ) -> Vec<Vec<usize>> {
         let mut bins: Vec<Vec<usize>> = Vec::new();
         let mut bin_size = 0u64;
-        for (i, m) in manifests.iter().enumerate() {
-            let size = u64::try_from(m.manifest_length).unwrap_or(0);
+        for i in indices {
+            let size = u64::try_from(manifests[i].manifest_length).unwrap_or(0);
             match bins.last_mut() {
                 Some(bin) if bin_size + size <= self.target_size_bytes => {
                     bin.push(i);
@@ -152,6 +189,46 @@ mod tests {
             ..policy
         };
         assert_eq!(off.bins(&refs, 400), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn below_the_minimum_count_only_manifests_written_again_are_packed() {
+        let policy = MergePolicy {
+            enabled: true,
+            min_count: 10,
+            target_size_bytes: 100,
+        };
+        let ms = [
+            manifest(60),
+            manifest(40),
+            manifest(30),
+            manifest(70),
+            manifest(20),
+        ];
+        let refs: Vec<&ManifestFile> = ms.iter().collect();
+        let rewritten = [true, false, true, true, true];
+        assert_eq!(
+            policy.bins_rewriting(&refs, ms.len(), &rewritten),
+            vec![vec![0, 2], vec![3, 4], vec![1]]
+        );
+        // At the minimum count every manifest is packed, as without rewrites.
+        assert_eq!(
+            policy.bins_rewriting(&refs, 10, &rewritten),
+            policy.bins(&refs, 10)
+        );
+        // Merging turned off: each is written again alone, or kept.
+        let off = MergePolicy {
+            enabled: false,
+            ..policy
+        };
+        assert_eq!(
+            off.bins_rewriting(&refs, ms.len(), &rewritten),
+            vec![vec![0], vec![1], vec![2], vec![3], vec![4]]
+        );
+        assert_eq!(
+            policy.bins_rewriting(&refs, ms.len(), &[false; 5]),
+            vec![vec![0], vec![1], vec![2], vec![3], vec![4]]
+        );
     }
 
     #[test]

@@ -228,7 +228,11 @@ async fn build_inner(
     for spec_id in spec_ids {
         let candidates = &from_memory_by_spec[&spec_id];
         let total = delete_manifests_by_spec.get(&spec_id).copied().unwrap_or(0);
-        for bin in policy.bins(candidates, total) {
+        let rewritten: Vec<bool> = candidates
+            .iter()
+            .map(|m| removed_by_manifest.contains_key(m.manifest_path.as_str()))
+            .collect();
+        for bin in policy.bins_rewriting(candidates, total, &rewritten) {
             let sources: Vec<&ManifestFile> = bin.iter().map(|&i| candidates[i]).collect();
             let removes = sources
                 .iter()
