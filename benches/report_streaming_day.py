@@ -332,18 +332,38 @@ def section(results):
                 "`eqdv.queue-groups` = 1 on the table, which packs a commit's partitions into one shard.\n\n"
             )
         else:
+            # Per commit, the converter's resolve phase against the floor, and what the
+            # floor does not do at all: the planner, the table read, the write and commit.
+            per_commit = [(e, [r for r in e["converters"] if "out" in r]) for e in results["commits"]]
+            per_commit = [(e, runs) for e, runs in per_commit
+                          if runs and "out" in e.get("floor", {}) and e["floor"]["out"].get("runs")]
+            resolve_ratio = statistics.median(
+                sum(r["out"]["phases"].get("resolve_ms", 0) for r in runs)
+                / statistics.median(run["total_ms"] for run in e["floor"]["out"]["runs"])
+                for e, runs in per_commit) if per_commit else None
+            fixed_share = statistics.median(
+                (c.planner_s + sum((r["out"]["phases"].get("read_table_ms", 0)
+                                    + r["out"]["phases"].get("write_commit_ms", 0)) / 1000 for r in runs))
+                / c.lambda_s
+                for c, (_, runs) in zip(commits, per_commit) if c.lambda_s) if per_commit else None
             md.append(
                 f"Why the floor target is missed: with `eqdv.queue-groups` = {groups} a commit's "
                 f"{statistics.median(touched):.0f} partitions (median) pack into one shard, so each commit is one "
-                f"planner and one converter invocation; but both read the table, and the converter also writes and "
-                f"commits {fixed}, where the floor is one resolve's reads alone. The planner is "
-                f"{planner_share:.0%} of a commit's Lambda-seconds (median). What would close more of it: the "
-                "planner's reading of the table handed to the converter instead of done twice"
-                + (", and the existing DVs read while the data files are scanned rather than after (the "
-                   "converters already fetch footers while the delete files load: "
-                   f"{early:,} of {opened:,} footers over the day).\n\n" if early else
-                   ", the existing DVs read while the data files are scanned rather than after, and the data "
-                   "files' footers fetched while the delete files load.\n\n")
+                "planner and one converter invocation. "
+                + (f"The converter's resolve (keys loaded, footers and key columns read, old DVs merged) takes "
+                   f"{resolve_ratio:.2f}x the floor's time (median per commit), " if resolve_ratio else "")
+                + "but the floor is one resolve's reads alone, and a conversion also plans, reads the table, "
+                f"writes and commits {fixed}; with the planner "
+                f"({planner_share:.0%} of a commit's Lambda-seconds, median), those are "
+                + (f"{fixed_share:.0%} of them. " if fixed_share is not None else "most of the rest. ")
+                + "They are round trips one after another, each at least the proxy's latency: the planner's "
+                "metadata, manifest list and manifests, the converter's same three, and after the scans the Puffin "
+                "file, the manifests and the manifest list, the metadata file and the Glue swap. What would close more "
+                "of it: one "
+                "invocation that plans and converts a commit that needs one shard, so that the table is read "
+                "once and the planner's invocation is gone"
+                + (" (the converters already fetch footers while the delete files load: "
+                   f"{early:,} of {opened:,} footers over the day).\n\n" if early else ".\n\n")
             )
     md.extend(baseline_section(results, commits, lam))
     backfill = results.get("backfill")
