@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, TableName};
-use crate::plan::{PlanOptions, Shard, plan};
+use crate::plan::{PlanOptions, Shard};
 use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
 use crate::table::LoadedTable;
 use crate::{Error, Result};
@@ -197,8 +197,7 @@ async fn plan_table(
             ));
         }
     }
-    let files = crate::plan::read_for_plan(&table, head.as_ref()).await?;
-    let planned = plan(&table, branch, &files, options)?;
+    let planned = crate::plan::plan_head(&table, branch, options).await?;
     if planned.shards.is_empty() {
         return Ok((
             TableDecision::NothingToDo {

@@ -110,3 +110,102 @@ async fn triggers_become_shards_and_reasons() {
     ));
     assert!(w.catalog.list_tables(None).await.unwrap().len() == 3);
 }
+
+/// A table that fits one shard by its head's summary is planned from its delete
+/// manifests alone: the same shards (ids, partitions, delete files, queue groups) as
+/// from all it would read, each estimated at the table's size, and none of its data
+/// manifests read. A bound below the table's size, or a shard target below it, reads
+/// them as before. The shards so planned convert the table (PyIceberg reads it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_fits_one_shard_is_planned_from_its_delete_manifests() {
+    use eqdv::plan::{PlanOptions, plan_head};
+    let w = warehouse();
+    let workload = WorkloadSpec {
+        partition: PartitionKind::Bucket(8),
+        commits: 3,
+        ..spec(86)
+    };
+    let report = generate_table(&w.catalog, &workload).await;
+    let t = load(&w.catalog).await;
+    let head = t.head("main").unwrap().expect("a head");
+    let total: u64 = head.summary().additional_properties["total-files-size"]
+        .parse()
+        .unwrap();
+    let all = files(&w.catalog).await;
+    let with = |small_table_bytes: u64, target_shard_bytes: u64| PlanOptions {
+        small_table_bytes,
+        target_shard_bytes,
+        default_queue_groups: 4,
+        ..Default::default()
+    };
+    let full = plan_head(&t, "main", &with(0, 1 << 30)).await.unwrap();
+    let small = plan_head(&t, "main", &with(u64::MAX, 1 << 30))
+        .await
+        .unwrap();
+
+    let data_manifests = all
+        .manifests
+        .iter()
+        .filter(|m| m.content == iceberg::spec::ManifestContentType::Data)
+        .count();
+    assert_eq!(small.skipped_data.manifests, data_manifests);
+    assert_eq!(small.skipped_data.files, all.data_files.len() as u64);
+    assert!(
+        full.skipped_data.files < all.data_files.len() as u64,
+        "the full plan read no data file: {:?}",
+        full.skipped_data
+    );
+    let shape = |p: &eqdv::plan::Plan| {
+        let mut shards: Vec<_> = p
+            .shards
+            .iter()
+            .map(|s| {
+                (
+                    s.id.clone(),
+                    s.partitions.clone(),
+                    s.groups.clone(),
+                    s.queue_group.clone(),
+                )
+            })
+            .collect();
+        shards.sort_by(|a, b| a.0.cmp(&b.0));
+        shards
+    };
+    assert!(full.shards.len() > 1, "one queue group only: {full:?}");
+    assert_eq!(shape(&small), shape(&full));
+    for (s, f) in small.shards.iter().zip(&full.shards) {
+        assert_eq!(s.estimated_bytes, total);
+        assert!(f.estimated_bytes <= total);
+    }
+    assert_eq!(
+        (
+            small.equality_delete_files,
+            small.equality_delete_rows,
+            small.groups
+        ),
+        (
+            full.equality_delete_files,
+            full.equality_delete_rows,
+            full.groups
+        )
+    );
+
+    // Just too small a bound, or a shard target under the table's size: read as before.
+    for options in [with(total - 1, 1 << 30), with(u64::MAX, total - 1)] {
+        let plan = plan_head(&t, "main", &options).await.unwrap();
+        assert_eq!(
+            plan.skipped_data.files, full.skipped_data.files,
+            "{options:?}"
+        );
+    }
+
+    for shard in &small.shards {
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            ..Default::default()
+        };
+        convert(&w.catalog, &table(), &options).await.unwrap();
+    }
+    let expected = eqdv_workload::generate::expected_rows(&report.state).unwrap();
+    assert_converted(&w.catalog, &expected).await;
+}

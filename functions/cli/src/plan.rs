@@ -55,15 +55,16 @@ async fn make_plan(
     let table = LoadedTable::load(catalog, name).await?;
     table.require_v3()?;
     table.require_branch(branch)?;
-    let head = table.head(branch)?;
-    let files = eqdv::plan::read_for_plan(&table, head.as_ref()).await?;
-    Ok(eqdv::plan::plan(
+    // As the planner function plans: a table that fits one shard by its summary is
+    // planned from its delete manifests alone.
+    Ok(eqdv::plan::plan_head(
         &table,
         branch,
-        &files,
         &PlanOptions {
             target_shard_bytes,
+            small_table_bytes: u64::MAX,
             ..Default::default()
         },
-    )?)
+    )
+    .await?)
 }

@@ -222,6 +222,14 @@ impl FunctionConfig {
             }
         };
 
+        // A table that fits one shard by its summary is planned from its delete
+        // manifests alone, unless that shard could be split: then its data decides.
+        let split_state_machine_arn = get(ENV_SPLIT_STATE_MACHINE_ARN);
+        plan.small_table_bytes = match (&split_state_machine_arn, split_above_bytes) {
+            (Some(_), share) if share > 0 => share,
+            _ => u64::MAX,
+        };
+
         Ok(Self {
             catalog,
             allowlist: Allowlist { databases, tables },
@@ -238,7 +246,7 @@ impl FunctionConfig {
                 .map_or(DEFAULT_DEADLINE_MARGIN, Duration::from_secs),
             dead_letter_queue_url: get(ENV_DEAD_LETTER_QUEUE_URL),
             max_receives,
-            split_state_machine_arn: get(ENV_SPLIT_STATE_MACHINE_ARN),
+            split_state_machine_arn,
             split_above_bytes,
             max_ranges,
         })
@@ -470,6 +478,14 @@ mod tests {
         let defaults = config(&[machine]).unwrap();
         assert_eq!(defaults.split_above_bytes, DEFAULT_SPLIT_ABOVE_MB * mb);
         assert_eq!(defaults.max_ranges, DEFAULT_MAX_RANGES);
+
+        // A table is planned from its delete manifests alone only where its size by
+        // its summary could not split its shard: at most the threshold, when a split
+        // can run and the threshold is not 0 (which splits any shard, whatever its size).
+        assert_eq!(c.plan.small_table_bytes, 100 * mb);
+        assert_eq!(no_machine.plan.small_table_bytes, u64::MAX);
+        assert_eq!(always.plan.small_table_bytes, u64::MAX);
+        assert_eq!(defaults.plan.small_table_bytes, DEFAULT_SPLIT_ABOVE_MB * mb);
     }
 
     #[test]

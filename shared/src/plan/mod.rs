@@ -42,6 +42,14 @@ pub struct PlanOptions {
     /// The queue groups of a table without the `eqdv.queue-groups` property (1 to
     /// [`QUEUE_GROUPS`]; see [`queue_groups_of`]).
     pub default_queue_groups: u64,
+    /// A table whose head's snapshot summary puts all its files (`total-files-size`) at
+    /// no more than this many bytes, and no more than `target_shard_bytes`, is planned by
+    /// [`plan_head`] from its delete manifests alone: whatever its data, every plan of it
+    /// packs each queue group's partitions into one shard, so its data manifests (most
+    /// of a streaming table's) need not be read. Each shard is then estimated at the
+    /// table's size, an upper bound. 0 (the default) always reads them; the planner
+    /// sets the size under which it does not split a shard.
+    pub small_table_bytes: u64,
 }
 
 /// SQS's limit is 256 KiB per message; this leaves room for the message attributes.
@@ -53,6 +61,7 @@ impl Default for PlanOptions {
             target_shard_bytes: 512 * 1024 * 1024,
             max_shard_json_bytes: DEFAULT_MAX_SHARD_JSON_BYTES,
             default_queue_groups: QUEUE_GROUPS,
+            small_table_bytes: 0,
         }
     }
 }
@@ -86,6 +95,47 @@ pub async fn read_for_plan(
     })
     .await?;
     Ok(files)
+}
+
+/// The summary property a snapshot's total file size is in (Iceberg's name).
+const TOTAL_FILES_SIZE_PROPERTY: &str = "total-files-size";
+
+/// The size of `snapshot`'s files by its summary, when that is at most what
+/// [`PlanOptions::small_table_bytes`] plans from the delete manifests alone.
+fn small_table_size(snapshot: &iceberg::spec::SnapshotRef, options: &PlanOptions) -> Option<u64> {
+    let limit = options.small_table_bytes.min(options.target_shard_bytes);
+    let total = snapshot
+        .summary()
+        .additional_properties
+        .get(TOTAL_FILES_SIZE_PROPERTY)?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    (limit > 0 && total <= limit).then_some(total)
+}
+
+/// Plans the head of `branch`: what [`read_for_plan`] reads, then [`plan`]. A table
+/// small enough by its summary (see [`PlanOptions::small_table_bytes`]) is read without
+/// its data manifests; a summary that understates the size costs only the balance of
+/// the shards, never what they convert (a converter reads the table itself).
+pub async fn plan_head(table: &LoadedTable, branch: &str, options: &PlanOptions) -> Result<Plan> {
+    let head = table.head(branch)?;
+    let small = head.as_ref().and_then(|h| small_table_size(h, options));
+    let files = match (&head, small) {
+        (Some(head), Some(_)) => {
+            TableFiles::read_deletes_only(table, head, |_| Ok(()))
+                .await?
+                .0
+        }
+        _ => read_for_plan(table, head.as_ref()).await?,
+    };
+    let mut plan = plan(table, branch, &files, options)?;
+    if let Some(size) = small {
+        for shard in &mut plan.shards {
+            shard.estimated_bytes = size;
+        }
+    }
+    Ok(plan)
 }
 
 /// Plans the conversion of `files` (the head of `branch`, all of it or as
