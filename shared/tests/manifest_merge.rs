@@ -74,20 +74,41 @@ fn check_manifests(files: &TableFiles) -> bool {
     snapshots_by_manifest.values().any(|s| s.len() > 1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
-    let w = warehouse();
-    let spec = WorkloadSpec {
-        seed: 91,
+/// A bucketed table of long keys whose commits update `changes` rows.
+fn streaming(seed: u64, buckets: u32, changes: u32) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
         rows: 1_200,
         commits: 2,
         keys: vec![KeyType::Long],
-        partition: PartitionKind::Bucket(8),
-        changes_per_commit: 120,
+        partition: PartitionKind::Bucket(buckets),
+        changes_per_commit: changes,
         rows_per_file: 300,
         rows_per_row_group: 100,
         ..Default::default()
-    };
+    }
+}
+
+/// A plan of the head with a shard per partition, as the converter Lambdas of a table
+/// with many queue groups convert it.
+async fn shard_per_partition(catalog: &dyn eqdv::catalog::Catalog) -> eqdv::plan::Plan {
+    let t = load(catalog).await;
+    eqdv::plan::plan(
+        &t,
+        "main",
+        &files(catalog).await,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
+    let w = warehouse();
+    let spec = streaming(91, 8, 120);
     let mut report = generate_table(&w.catalog, &spec).await;
     commit_metadata_change(&w.catalog, |m| {
         m.set_properties(HashMap::from([(
@@ -107,17 +128,7 @@ async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
         // One shard per partition, converted one after another as the converter
         // Lambdas would: a DV manifest per shard, and the writer's delete manifest
         // rewritten by each.
-        let t = load(&w.catalog).await;
-        let plan = eqdv::plan::plan(
-            &t,
-            "main",
-            &files(&w.catalog).await,
-            &eqdv::plan::PlanOptions {
-                target_shard_bytes: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let plan = shard_per_partition(&w.catalog).await;
         assert!(plan.shards.len() > 1, "round {round}: one shard only");
         for shard in &plan.shards {
             let before = files(&w.catalog).await;
@@ -168,30 +179,10 @@ async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifests_written_again_by_a_conversion_are_packed_into_one() {
     let w = warehouse();
-    let spec = WorkloadSpec {
-        seed: 92,
-        rows: 1_200,
-        commits: 2,
-        keys: vec![KeyType::Long],
-        partition: PartitionKind::Bucket(4),
-        changes_per_commit: 150,
-        rows_per_file: 300,
-        rows_per_row_group: 100,
-        ..Default::default()
-    };
+    let spec = streaming(92, 4, 150);
     let mut report = generate_table(&w.catalog, &spec).await;
     // One shard per partition: a DV manifest per partition's conversion.
-    let t = load(&w.catalog).await;
-    let plan = eqdv::plan::plan(
-        &t,
-        "main",
-        &files(&w.catalog).await,
-        &eqdv::plan::PlanOptions {
-            target_shard_bytes: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let plan = shard_per_partition(&w.catalog).await;
     assert!(plan.shards.len() > 1, "one shard only");
     for shard in &plan.shards {
         let options = ConvertOptions {
