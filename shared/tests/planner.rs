@@ -128,7 +128,8 @@ async fn a_table_that_fits_one_shard_is_planned_from_its_delete_manifests() {
     let report = generate_table(&w.catalog, &workload).await;
     let t = load(&w.catalog).await;
     let head = t.head("main").unwrap().expect("a head");
-    let total: u64 = head.summary().additional_properties["total-files-size"]
+    let total: u64 = head.summary().additional_properties
+        [eqdv::snapshot::TOTAL_FILES_SIZE_PROPERTY]
         .parse()
         .unwrap();
     let all = files(&w.catalog).await;

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::catalog::TableName;
+use crate::snapshot::TOTAL_FILES_SIZE_PROPERTY;
 use crate::table::{LoadedTable, SkippedData, TableFiles};
 
 pub use group::{DeleteGroup, group_equality_deletes};
@@ -96,9 +97,6 @@ pub async fn read_for_plan(
     .await?;
     Ok(files)
 }
-
-/// The summary property a snapshot's total file size is in (Iceberg's name).
-const TOTAL_FILES_SIZE_PROPERTY: &str = "total-files-size";
 
 /// The size of `snapshot`'s files by its summary, when that is at most what
 /// [`PlanOptions::small_table_bytes`] plans from the delete manifests alone.

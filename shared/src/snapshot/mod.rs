@@ -39,6 +39,9 @@ pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
 pub const SPLIT_PROPERTY: &str = "eqdv.split-id";
 /// Summary property counting the equality deletes live after a snapshot.
 pub const TOTAL_EQUALITY_DELETES_PROPERTY: &str = "total-equality-deletes";
+/// Summary property holding the size of a snapshot's files (Iceberg's name); the
+/// planner reads it to tell a table that fits one shard.
+pub const TOTAL_FILES_SIZE_PROPERTY: &str = "total-files-size";
 
 /// A file to add, with the partition spec it was written for.
 #[derive(Clone, Debug)]

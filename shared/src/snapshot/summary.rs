@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use iceberg::spec::{DataContentType, DataFile, DataFileFormat};
 
-use super::{SnapshotChanges, TOTAL_EQUALITY_DELETES_PROPERTY};
+use super::{SnapshotChanges, TOTAL_EQUALITY_DELETES_PROPERTY, TOTAL_FILES_SIZE_PROPERTY};
 use crate::table::{FileEntryKey, TableFiles};
 
 #[derive(Default)]
@@ -155,7 +155,7 @@ pub(super) fn summarize(
             [total.records, added.records, removed.records],
         ),
         (
-            "total-files-size",
+            TOTAL_FILES_SIZE_PROPERTY,
             [total.files_size, added.files_size, removed.files_size],
         ),
         (
