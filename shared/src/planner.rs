@@ -62,6 +62,9 @@ pub struct PlannerConfig {
     /// The branch when a trigger names none.
     pub branch: String,
     pub plan: PlanOptions,
+    /// Keep the table a plan of one shard was made from ([`PlannerSummary::single_shard`]),
+    /// for a caller that converts that shard in the same process.
+    pub keep_single_shard_table: bool,
 }
 
 impl Default for PlannerConfig {
@@ -70,6 +73,7 @@ impl Default for PlannerConfig {
             allowlist: Allowlist::default(),
             branch: "main".into(),
             plan: PlanOptions::default(),
+            keep_single_shard_table: false,
         }
     }
 }
@@ -90,6 +94,21 @@ pub struct PlannerSummary {
     pub dry_run: bool,
     pub tables: BTreeMap<String, TableDecision>,
     pub shards: Vec<Shard>,
+    /// With [`PlannerConfig::keep_single_shard_table`], when the plan is one shard: the
+    /// table it was planned on.
+    #[serde(skip)]
+    pub single_shard_table: Option<LoadedTable>,
+}
+
+impl PlannerSummary {
+    /// The plan's shard and the table it was planned on, when the whole plan is that one
+    /// shard and the planner kept the table.
+    pub fn single_shard(&self) -> Option<(&Shard, &LoadedTable)> {
+        match (self.shards.as_slice(), &self.single_shard_table) {
+            ([shard], Some(table)) if table.name == shard.table => Some((shard, table)),
+            _ => None,
+        }
+    }
 }
 
 /// Plans every table the triggers name. A table that fails is reported, not fatal:
@@ -141,8 +160,15 @@ pub async fn plan_triggers(
             }
         } else {
             match plan_table(catalog, &table, &branch, &config.plan).await {
-                Ok((decision, shards)) => {
-                    summary.shards.extend(shards);
+                Ok((decision, shards, loaded)) => {
+                    if !shards.is_empty() {
+                        summary.shards.extend(shards);
+                        // Only a plan of one shard keeps its table: at most one is held.
+                        summary.single_shard_table = (config.keep_single_shard_table
+                            && summary.shards.len() == 1)
+                            .then_some(loaded)
+                            .flatten();
+                    }
                     decision
                 }
                 Err(e @ (Error::UnsupportedTable { .. } | Error::TableNotFound { .. })) => {
@@ -169,12 +195,13 @@ pub async fn plan_triggers(
     Ok(summary)
 }
 
+/// The decision for one table, its shards and the table they were planned on.
 async fn plan_table(
     catalog: &dyn Catalog,
     name: &TableName,
     branch: &str,
     options: &PlanOptions,
-) -> Result<(TableDecision, Vec<Shard>)> {
+) -> Result<(TableDecision, Vec<Shard>, Option<LoadedTable>)> {
     let table = LoadedTable::load(catalog, name).await?;
     table.require_v3()?;
     table.require_branch(branch)?;
@@ -194,6 +221,7 @@ async fn plan_table(
                         .into(),
                 },
                 Vec::new(),
+                None,
             ));
         }
     }
@@ -204,6 +232,7 @@ async fn plan_table(
                 reason: "no live equality deletes".into(),
             },
             Vec::new(),
+            None,
         ));
     }
     Ok((
@@ -211,5 +240,6 @@ async fn plan_table(
             shards: planned.shards.len(),
         },
         planned.shards,
+        Some(table),
     ))
 }

@@ -210,3 +210,65 @@ async fn a_table_that_fits_one_shard_is_planned_from_its_delete_manifests() {
     let expected = eqdv_workload::generate::expected_rows(&report.state).unwrap();
     assert_converted(&w.catalog, &expected).await;
 }
+
+/// A caller that converts a plan's only shard in the same process (the planner
+/// function) gets the table it was planned on: only when asked, only while the whole
+/// plan is that one shard (a table after it with nothing to do does not drop it, one
+/// with shards does), and converting the shard on it converts the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_of_one_shard_keeps_the_table_it_was_planned_on() {
+    let w = warehouse();
+    let orders = TableName::new("cdc", "orders");
+    let users = TableName::new("cdc", "users");
+    for (i, t) in [&orders, &users].into_iter().enumerate() {
+        generate(&w.catalog, t, &spec(90 + i as u64)).await.unwrap();
+    }
+    let mut config = PlannerConfig::default();
+    config.plan.default_queue_groups = 1;
+    let sweep = [Trigger::Sweep];
+
+    // Two tables with deletes: two shards, no table kept.
+    config.keep_single_shard_table = true;
+    let both = plan_triggers(&w.catalog, &sweep, &config).await.unwrap();
+    assert_eq!(both.shards.len(), 2, "{both:?}");
+    assert!(both.single_shard().is_none());
+
+    // users converted: orders is the only shard, and users (after it) has nothing to do.
+    convert(&w.catalog, &users, &ConvertOptions::default())
+        .await
+        .unwrap();
+    config.keep_single_shard_table = false;
+    let not_asked = plan_triggers(&w.catalog, &sweep, &config).await.unwrap();
+    assert_eq!(not_asked.shards.len(), 1);
+    assert!(
+        not_asked.single_shard().is_none(),
+        "kept without being asked"
+    );
+    config.keep_single_shard_table = true;
+    let one = plan_triggers(&w.catalog, &sweep, &config).await.unwrap();
+    assert!(matches!(
+        one.tables.get("cdc.users"),
+        Some(TableDecision::NothingToDo { .. })
+    ));
+    let (shard, table) = one
+        .single_shard()
+        .expect("the plan's one shard and its table");
+    assert_eq!(shard.table, orders);
+    assert_eq!(
+        table.head("main").unwrap().map(|s| s.snapshot_id()),
+        Some(shard.base_snapshot_id)
+    );
+
+    let options = ConvertOptions {
+        shard: Some(shard.clone()),
+        loaded_table: Some(table.clone()),
+        ..Default::default()
+    };
+    let report = convert(&w.catalog, &orders, &options).await.unwrap();
+    assert_eq!(report.outcome, eqdv::convert::Outcome::Converted);
+    assert_eq!(report.base_snapshot_id, Some(shard.base_snapshot_id));
+    assert_eq!(report.commit_attempts, 1);
+    let again = plan_triggers(&w.catalog, &sweep, &config).await.unwrap();
+    assert!(again.shards.is_empty(), "{again:?}");
+    assert!(again.single_shard().is_none());
+}

@@ -40,18 +40,22 @@ pub(super) struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
-    /// One attempt on the current head. `policy` is settled on the first attempt, from
-    /// the table's properties unless the options set it.
+    /// One attempt on the current head (`loaded`, or loaded now). `policy` is settled on
+    /// the first attempt, from the table's properties unless the options set it.
     pub(super) async fn run(
         &self,
         policy: &mut Option<RetryPolicy>,
+        loaded: Option<LoadedTable>,
         report: &mut ConvertReport,
     ) -> Result<AttemptEnd> {
         let (catalog, name, options, started) =
             (self.catalog, self.name, self.options, self.started);
         options.check_deadline(name, "planning")?;
         let phase = Instant::now();
-        let table = LoadedTable::load(catalog, name).await?;
+        let table = match loaded {
+            Some(table) => table,
+            None => LoadedTable::load(catalog, name).await?,
+        };
         table.require_v3()?;
         table.require_branch(&options.branch)?;
         check_shard_branch(options)?;

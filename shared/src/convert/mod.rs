@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::catalog::{Catalog, TableName};
 use crate::plan::Shard;
 use crate::resolve::{ResolveMetrics, ResolveOptions};
-use crate::table::SkippedData;
+use crate::table::{LoadedTable, SkippedData};
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
@@ -75,6 +75,11 @@ pub struct ConvertOptions {
     /// instead of a fresh unique one: a split's range task names its own, so that a
     /// retry overwrites it and cleaning up needs no listing.
     pub dv_file_stem: Option<String>,
+    /// The table as its caller loaded it moments ago (the planner that converts the
+    /// shard it planned, in the same invocation): the first attempt starts from it
+    /// instead of loading the pointer and metadata again. A head that moved since is
+    /// met at the commit, as with a table loaded here. Ignored if it names another table.
+    pub loaded_table: Option<LoadedTable>,
 }
 
 impl Default for ConvertOptions {
@@ -90,6 +95,7 @@ impl Default for ConvertOptions {
             source: "eqdv".into(),
             split_id: None,
             dv_file_stem: None,
+            loaded_table: None,
         }
     }
 }
@@ -276,6 +282,10 @@ pub async fn convert(
     let started = Instant::now();
     let mut report = ConvertReport::new(name, options, Outcome::NothingToDo);
     let mut policy: Option<RetryPolicy> = options.retry.clone();
+    let mut loaded = options
+        .loaded_table
+        .clone()
+        .filter(|table| &table.name == name);
     let attempt = Attempt {
         catalog,
         name,
@@ -283,7 +293,7 @@ pub async fn convert(
         started,
     };
     loop {
-        match attempt.run(&mut policy, &mut report).await? {
+        match attempt.run(&mut policy, loaded.take(), &mut report).await? {
             AttemptEnd::Done => return Ok(report),
             // The attempt's files are deleted and the report forgotten: plan again.
             AttemptEnd::Replan => continue,
