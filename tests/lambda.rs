@@ -249,6 +249,20 @@ impl Queues {
         out
     }
 
+    /// The messages of `queue` visible now (one receive), deleting none.
+    async fn receive_now(&self, queue: &str) -> Vec<aws_sdk_sqs::types::Message> {
+        self.client
+            .receive_message()
+            .queue_url(queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .expect("receive")
+            .messages
+            .unwrap_or_default()
+    }
+
     async fn delete(&self, queue: &str, message: &aws_sdk_sqs::types::Message) {
         self.client
             .delete_message()
@@ -593,6 +607,107 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
         planner.init_duration_ms().is_some(),
         "no INIT REPORT from the emulator"
     );
+}
+
+/// With EQDV_CONVERT_IN_PLANNER_MAX_MB (the stacks set it), a plan of one small shard is
+/// converted by the planner in the same invocation and nothing is queued; a conversion
+/// that cannot finish (here: no time left before the deadline's margin) commits nothing
+/// and queues the shard instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_of_one_small_shard_is_converted_by_the_planner() {
+    let t = JavaTable::new("lambda_in_planner");
+    write_cdc(&t, "33");
+    let before = t.dump();
+    let catalog = t.catalog().await;
+    let name = t.name();
+    assert!(live_equality_deletes(&catalog, &name).await > 0);
+    let (head_before, _) = head_snapshot(&catalog, &name).await;
+
+    let queues = Queues::create(&services::unique_name("e2e-in-planner")).await;
+    let mut env = function_env(&t, &queues);
+    env.push(("EQDV_QUEUE_GROUPS", "1".into()));
+    env.push(("EQDV_CONVERT_IN_PLANNER_MAX_MB", "256".into()));
+
+    // 1. The margin takes the whole invocation: the conversion stops before it starts,
+    // and the shard goes to the queue. The table is untouched.
+    let mut no_time = env.clone();
+    no_time.retain(|(k, _)| *k != "EQDV_DEADLINE_MARGIN_SECONDS");
+    no_time.push(("EQDV_DEADLINE_MARGIN_SECONDS", "60".into()));
+    let hurried = Function::start("eqdv-planner", &no_time, 30);
+    let queued = hurried.invoke(&glue_table_change(&name)).await;
+    let shards = queued["shards"].as_array().expect("shards").clone();
+    assert_eq!(shards.len(), 1, "{queued}");
+    assert_eq!(shards[0]["in_planner"]["result"], "queued", "{queued}");
+    let error = shards[0]["in_planner"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(error.contains("deadline"), "{error}");
+    assert!(shards[0]["message_id"].is_string(), "{queued}");
+    let messages = queues.receive_all(&queues.shards, 1).await;
+    assert_eq!(messages.len(), 1, "the shard is queued");
+    queues.delete(&queues.shards, &messages[0]).await;
+    assert_eq!(head_snapshot(&catalog, &name).await.0, head_before);
+    // The conversion's own metrics say why (as the converter's would), the planner's
+    // count the shard queued after it.
+    let metrics = hurried.metrics();
+    let of = |function: &str| {
+        metrics
+            .iter()
+            .find(|m| m["Function"] == function)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {function} metrics: {metrics:?}"))
+    };
+    assert_eq!(of("converter")["DeadlineStops"], 1.0);
+    assert_eq!(of("planner")["ShardsQueuedAfterPlannerFailed"], 1.0);
+    assert_eq!(of("planner")["ShardsSent"], 1.0);
+    drop(hurried);
+
+    // 2. With time: converted in the planner's invocation, nothing queued.
+    let planner = Function::start("eqdv-planner", &env, 60);
+    let planned = planner.invoke(&glue_table_change(&name)).await;
+    let shards = planned["shards"].as_array().expect("shards").clone();
+    assert_eq!(shards.len(), 1, "{planned}");
+    let done = &shards[0]["in_planner"];
+    assert_eq!(done["result"], "converted", "{planned}\n{}", planner.logs());
+    assert_eq!(done["outcome"], "converted", "{planned}");
+    assert!(done["dvs_written"].as_u64().unwrap_or(0) > 0, "{planned}");
+    assert!(shards[0]["message_id"].is_null(), "{planned}");
+    assert!(
+        queues.receive_now(&queues.shards).await.is_empty(),
+        "a shard converted in the planner was queued too"
+    );
+    let (head, summary) = head_snapshot(&catalog, &name).await;
+    assert_eq!(head, done["new_snapshot_id"].as_i64(), "{planned}");
+    assert_eq!(
+        summary.get("eqdv.source").map(String::as_str),
+        Some("eqdv-planner (AWS Lambda)")
+    );
+    let planner_metrics: Vec<Value> = planner
+        .metrics()
+        .into_iter()
+        .filter(|m| m["Function"] == "planner")
+        .collect();
+    assert_eq!(planner_metrics[0]["ShardsConvertedInPlanner"], 1.0);
+    assert_eq!(planner_metrics[0]["ShardsSent"], 0.0);
+    assert_eq!(planner_metrics[0]["ShardSendFailures"], 0.0);
+
+    // 3. Judged by Java: the same rows, the DVs accepted, no equality delete live.
+    assert!(
+        t.dump() == before,
+        "Java reads different rows after the planner's conversion"
+    );
+    let check = t.java_json("check-dvs", &[]);
+    assert_eq!(check["equality_delete_files"], 0, "{check}");
+    assert!(check["dvs"].as_u64().unwrap_or(0) > 0, "{check}");
+
+    // 4. The next event finds nothing to do and converts nothing.
+    let again = planner.invoke(&glue_table_change(&name)).await;
+    assert_eq!(
+        again["tables"][name.to_string()]["outcome"],
+        "nothing-to-do",
+        "{again}"
+    );
+    assert_eq!(head_snapshot(&catalog, &name).await.0, head);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -34,6 +34,9 @@ pub struct BackfillArgs {
     dry_run: bool,
 }
 
+/// Recorded as `eqdv.source` in the summaries of the snapshots a backfill commits.
+const SOURCE: &str = "eqdv backfill (CLI)";
+
 /// The planner's shards go to a queue in memory, and each is converted as the
 /// converter would.
 pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
@@ -68,6 +71,17 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         (None, _) => Trigger::Sweep,
     };
     let queue = Arc::new(InProcessQueue::default());
+    // As on Lambda, a plan's only shard within EQDV_CONVERT_IN_PLANNER_MAX_MB is
+    // converted by the planner itself.
+    let in_planner = match config.convert_in_planner_bytes {
+        0 => None,
+        _ => Some(Converter {
+            catalog: catalog.connect().await?,
+            config: config.clone(),
+            dead_letters: None,
+            source: SOURCE.into(),
+        }),
+    };
     let planner = Planner {
         catalog: catalog.connect().await?,
         config: config.clone(),
@@ -75,13 +89,14 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         // Nothing starts executions in-process: the shards are queued, and the big ones
         // split below, in this process.
         splits: None,
+        converter: in_planner,
     };
-    let run = planner.run_triggers(&[trigger]).await?;
+    let run = planner.run_triggers(&[trigger], None).await?;
     let converter = Converter {
         catalog: catalog.connect().await?,
         config,
         dead_letters: None,
-        source: "eqdv backfill (CLI)".into(),
+        source: SOURCE.into(),
     };
     let mut reports = Vec::new();
     let mut failed = 0usize;

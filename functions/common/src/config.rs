@@ -73,6 +73,10 @@ pub struct FunctionConfig {
     pub split_above_bytes: u64,
     /// The most data ranges one split has.
     pub max_ranges: u32,
+    /// A plan whose only shard is estimated at no more than this (and is not split) is
+    /// converted by the planner itself, in the same invocation, instead of queued: one
+    /// invocation and one table read instead of two. 0: every shard is queued.
+    pub convert_in_planner_bytes: u64,
 }
 
 pub const ENV_CATALOG: &str = "EQDV_CATALOG";
@@ -99,6 +103,7 @@ pub const ENV_MAX_RECEIVES: &str = "EQDV_MAX_RECEIVES";
 pub const ENV_SPLIT_STATE_MACHINE_ARN: &str = "EQDV_SPLIT_STATE_MACHINE_ARN";
 pub const ENV_SPLIT_ABOVE_MB: &str = "EQDV_SPLIT_ABOVE_MB";
 pub const ENV_MAX_RANGES: &str = "EQDV_MAX_RANGES";
+pub const ENV_CONVERT_IN_PLANNER_MAX_MB: &str = "EQDV_CONVERT_IN_PLANNER_MAX_MB";
 
 /// Defaults that are not the engine's own.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
@@ -249,6 +254,9 @@ impl FunctionConfig {
             split_state_machine_arn,
             split_above_bytes,
             max_ranges,
+            convert_in_planner_bytes: number(ENV_CONVERT_IN_PLANNER_MAX_MB)?
+                .unwrap_or(0)
+                .saturating_mul(1 << 20),
         })
     }
 
@@ -281,7 +289,16 @@ impl FunctionConfig {
             allowlist: self.allowlist.clone(),
             branch: self.branch.clone(),
             plan: self.plan.clone(),
+            keep_single_shard_table: self.convert_in_planner_bytes > 0,
         }
+    }
+
+    /// Whether the planner converts a plan's only shard, of `estimated_bytes`, itself
+    /// (see [`FunctionConfig::convert_in_planner_bytes`]); a shard it splits never is.
+    pub fn converts_in_planner(&self, estimated_bytes: u64) -> bool {
+        self.convert_in_planner_bytes > 0
+            && estimated_bytes <= self.convert_in_planner_bytes
+            && self.ranges_for(estimated_bytes) < 2
     }
 }
 
@@ -417,6 +434,7 @@ mod tests {
             ENV_SPLIT_STATE_MACHINE_ARN,
             ENV_SPLIT_ABOVE_MB,
             ENV_MAX_RANGES,
+            ENV_CONVERT_IN_PLANNER_MAX_MB,
         ];
         // Only for local runs and tests: endpoints, a SQLite warehouse, the region
         // (Lambda sets AWS_REGION), Glue's SkipArchive (default true).
@@ -488,6 +506,37 @@ mod tests {
         assert_eq!(defaults.plan.small_table_bytes, DEFAULT_SPLIT_ABOVE_MB * mb);
     }
 
+    /// The planner converts a plan's only shard up to the bound, unless it would split
+    /// it; without the variable (or at 0) it converts none and keeps no table.
+    #[test]
+    fn the_planner_converts_shards_up_to_its_bound_that_it_would_not_split() {
+        let mb = 1u64 << 20;
+        let off = config(&[]).unwrap();
+        assert!(!off.converts_in_planner(1));
+        assert!(!off.planner().keep_single_shard_table);
+        let zero = config(&[(ENV_CONVERT_IN_PLANNER_MAX_MB, "0")]).unwrap();
+        assert!(!zero.converts_in_planner(1));
+        let on = config(&[(ENV_CONVERT_IN_PLANNER_MAX_MB, "256")]).unwrap();
+        assert!(on.planner().keep_single_shard_table);
+        assert!(on.converts_in_planner(0));
+        assert!(on.converts_in_planner(256 * mb));
+        assert!(!on.converts_in_planner(256 * mb + 1));
+        let splitting = config(&[
+            (ENV_CONVERT_IN_PLANNER_MAX_MB, "256"),
+            (
+                ENV_SPLIT_STATE_MACHINE_ARN,
+                "arn:aws:states:us-east-1:1:stateMachine:s",
+            ),
+            (ENV_SPLIT_ABOVE_MB, "100"),
+        ])
+        .unwrap();
+        assert!(splitting.converts_in_planner(100 * mb));
+        assert!(
+            !splitting.converts_in_planner(100 * mb + 1),
+            "a shard it splits runs on the state machine"
+        );
+    }
+
     #[test]
     fn bad_values_name_the_variable() {
         for (var, value) in [
@@ -503,6 +552,7 @@ mod tests {
             (ENV_SPLIT_ABOVE_MB, "-1"),
             (ENV_MAX_RANGES, "1"),
             (ENV_MAX_RANGES, "1025"),
+            (ENV_CONVERT_IN_PLANNER_MAX_MB, "some"),
         ] {
             let err = config(&[(var, value)]).unwrap_err().to_string();
             assert!(err.contains(var), "{var}={value}: {err}");

@@ -18,6 +18,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
 use eqdv::plan::Shard;
+use eqdv::table::LoadedTable;
 use tracing::Instrument;
 
 use crate::metrics::{MetricSet, Unit};
@@ -171,13 +172,39 @@ impl Converter {
         deadline: Option<Instant>,
         ranges: u32,
     ) -> Result<ConvertReport> {
+        self.convert_shard_measured(shard, deadline, ranges, None)
+            .await
+    }
+
+    /// [`Converter::convert_shard`] of a shard just planned on `table` in this process
+    /// (the planner converting its plan's only shard): the table is not loaded again.
+    pub async fn convert_planned_shard(
+        &self,
+        shard: &Shard,
+        deadline: Option<Instant>,
+        table: LoadedTable,
+    ) -> Result<ConvertReport> {
+        self.convert_shard_measured(shard, deadline, 0, Some(table))
+            .await
+    }
+
+    /// Converts; emits the metrics and logs whatever the outcome.
+    async fn convert_shard_measured(
+        &self,
+        shard: &Shard,
+        deadline: Option<Instant>,
+        ranges: u32,
+        loaded_table: Option<LoadedTable>,
+    ) -> Result<ConvertReport> {
         let started = Instant::now();
         let mut metrics = MetricSet::new(&self.config.metrics_namespace, "converter")
             .database(&shard.table.namespace);
         metrics
             .property("Table", shard.table.to_string())
             .property("Shard", shard.id.clone());
-        let result = self.convert_allowed_shard(shard, deadline, ranges).await;
+        let result = self
+            .convert_allowed_shard(shard, deadline, ranges, loaded_table)
+            .await;
         match &result {
             Ok(report) => {
                 let r = &report.resolve;
@@ -268,6 +295,7 @@ impl Converter {
         shard: &Shard,
         deadline: Option<Instant>,
         ranges: u32,
+        loaded_table: Option<LoadedTable>,
     ) -> Result<ConvertReport> {
         // The queue is not a trust boundary to skip: check the allowlist again.
         if !self.config.allowlist.allows(&shard.table) {
@@ -283,6 +311,7 @@ impl Converter {
             commit_retries: self.config.commit_retries,
             deadline,
             source: self.source.clone(),
+            loaded_table,
             ..Default::default()
         };
         if ranges >= 2 {

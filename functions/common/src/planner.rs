@@ -2,6 +2,11 @@
 //! for one converter and a split state machine is configured, split into data ranges and
 //! started on Step Functions), a summary back.
 //!
+//! A plan of one shard small enough (`EQDV_CONVERT_IN_PLANNER_MAX_MB`) is converted
+//! here, in the same invocation, on the table the plan was made on: a streaming commit
+//! then costs one invocation and one table read instead of two. If that conversion fails
+//! or would run past the deadline, the shard goes to the queue as any other.
+//!
 //! One table failing to plan does not stop the others, but the invocation then ends
 //! in an error naming the failures, so that Lambda's retries of asynchronous
 //! invocations (EventBridge) try again; shards already sent are deduplicated by SQS.
@@ -9,11 +14,16 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use eqdv::convert::Outcome;
+use eqdv::plan::Shard;
+use eqdv::table::LoadedTable;
+
 use eqdv::catalog::Catalog;
 use eqdv::planner::{TableDecision, Trigger, plan_triggers};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::converter::Converter;
 use crate::events::parse_planner_event;
 use crate::metrics::{MetricSet, Unit};
 use crate::queue::ShardQueue;
@@ -43,6 +53,23 @@ pub struct ShardSent {
     /// The split, when the shard was too big for one converter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitSent>,
+    /// The planner's own conversion of the shard, when it tried one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_planner: Option<InPlanner>,
+}
+
+/// How the planner's conversion of its plan's only shard ended.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum InPlanner {
+    /// Converted (or found converted already): nothing was queued.
+    Converted {
+        outcome: Outcome,
+        new_snapshot_id: Option<i64>,
+        dvs_written: usize,
+    },
+    /// It failed; the shard was sent to the queue instead.
+    Queued { error: String },
 }
 
 /// A shard split into data ranges, converted by a Step Functions execution.
@@ -56,6 +83,61 @@ pub struct SplitSent {
     /// waits for (it is not started; its deletes are planned again once that one ends).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting_for: Option<String>,
+}
+
+impl ShardSent {
+    fn of(
+        shard: &Shard,
+        message_id: Option<String>,
+        split: Option<SplitSent>,
+        in_planner: Option<InPlanner>,
+    ) -> Self {
+        Self {
+            id: shard.id.clone(),
+            table: shard.table.to_string(),
+            partitions: shard.partitions.clone(),
+            delete_files: shard.delete_files().count(),
+            estimated_bytes: shard.estimated_bytes,
+            message_id,
+            split,
+            in_planner,
+        }
+    }
+}
+
+/// Converts the plan's only shard on the table it was planned on, stopping cleanly (no
+/// commit, its files removed) by the converter's margin before `deadline`. Any error is
+/// the queue's to retry: the converter reads the table again and applies its own
+/// retries and dead-lettering.
+async fn convert_in_planner(
+    converter: &Converter,
+    shard: &Shard,
+    table: &LoadedTable,
+    deadline: Option<Instant>,
+) -> InPlanner {
+    let deadline = deadline.map(|d| {
+        d.checked_sub(converter.config.deadline_margin)
+            .unwrap_or_else(Instant::now)
+    });
+    match converter
+        .convert_planned_shard(shard, deadline, table.clone())
+        .await
+    {
+        Ok(report) => {
+            tracing::info!(table = %shard.table, shard = %shard.id, outcome = ?report.outcome, new_snapshot_id = report.new_snapshot_id, "shard converted in the planner");
+            InPlanner::Converted {
+                outcome: report.outcome,
+                new_snapshot_id: report.new_snapshot_id,
+                dvs_written: report.dvs_written,
+            }
+        }
+        Err(e) => {
+            tracing::warn!(table = %shard.table, shard = %shard.id, error = %e, kind = e.kind(), "converting in the planner failed: the shard goes to the queue");
+            InPlanner::Queued {
+                error: e.to_string(),
+            }
+        }
+    }
 }
 
 /// What became of a split the planner made.
@@ -81,6 +163,9 @@ pub struct Planner {
     pub queue: Box<dyn ShardQueue>,
     /// Where shards over `config.split_above_bytes` go; without it, to the queue.
     pub splits: Option<Box<dyn SplitStarter>>,
+    /// Converts a plan's only shard here when `config.converts_in_planner` allows;
+    /// without it every shard is sent.
+    pub converter: Option<Converter>,
 }
 
 /// A planning run: the response, and what failed (tables, shard sends).
@@ -93,8 +178,13 @@ pub struct PlannerRun {
 impl Planner {
     /// Handles one invocation's payload: the response, or an error naming every table
     /// or shard that failed (after the rest was planned and sent).
-    pub async fn handle(&self, event: &Value) -> Result<PlannerResponse> {
-        let run = self.run(event).await?;
+    /// `deadline` is when the invocation ends (Lambda's hard stop).
+    pub async fn handle(
+        &self,
+        event: &Value,
+        deadline: Option<Instant>,
+    ) -> Result<PlannerResponse> {
+        let run = self.run(event, deadline).await?;
         if !run.failures.is_empty() {
             return Err(FunctionError::PlanningIncomplete(run.failures.join("; ")));
         }
@@ -102,13 +192,17 @@ impl Planner {
     }
 
     /// Plans and sends; failures of single tables or shards are collected, not raised.
-    pub async fn run(&self, event: &Value) -> Result<PlannerRun> {
+    pub async fn run(&self, event: &Value, deadline: Option<Instant>) -> Result<PlannerRun> {
         let triggers = parse_planner_event(event)?;
-        self.run_triggers(&triggers).await
+        self.run_triggers(&triggers, deadline).await
     }
 
     /// [`Planner::run`] for triggers already parsed (`eqdv backfill` builds its own).
-    pub async fn run_triggers(&self, triggers: &[Trigger]) -> Result<PlannerRun> {
+    pub async fn run_triggers(
+        &self,
+        triggers: &[Trigger],
+        deadline: Option<Instant>,
+    ) -> Result<PlannerRun> {
         let started = Instant::now();
         let summary =
             plan_triggers(self.catalog.as_ref(), triggers, &self.config.planner()).await?;
@@ -125,12 +219,22 @@ impl Planner {
         let mut sent = 0u64;
         let mut splits_started = 0u64;
         let mut splits_waiting = 0u64;
+        let (mut converted_here, mut queued_after_failing) = (0u64, 0u64);
+        // The shard this invocation converts itself, with the table it was planned on.
+        let convert_here = match (&self.converter, summary.single_shard()) {
+            (Some(converter), Some((shard, table)))
+                if !summary.dry_run && self.config.converts_in_planner(shard.estimated_bytes) =>
+            {
+                Some((converter, table))
+            }
+            _ => None,
+        };
         for shard in &summary.shards {
             let split = match (&self.splits, self.config.ranges_for(shard.estimated_bytes)) {
                 (Some(_), ranges) if ranges >= 2 => Some(SplitJob::new(shard.clone(), ranges)?),
                 _ => None,
             };
-            let (message_id, split) = match split {
+            let (message_id, split, in_planner) = match split {
                 Some(mut job) => {
                     let (mut execution, mut waiting_for) = (None, None);
                     if !summary.dry_run {
@@ -167,31 +271,37 @@ impl Planner {
                         execution,
                         waiting_for,
                     };
-                    (None, Some(sent))
+                    (None, Some(sent), None)
                 }
-                None if summary.dry_run => (None, None),
-                None => match self.queue.send(shard).await {
-                    Ok(id) => {
-                        sent += 1;
-                        tracing::info!(table = %shard.table, shard = %shard.id, message_id = %id, "shard sent");
-                        (Some(id), None)
-                    }
-                    Err(e) => {
-                        tracing::error!(table = %shard.table, shard = %shard.id, error = %e, "sending a shard failed");
-                        failures.push(format!("{}: shard {}: {e}", shard.table, shard.id));
+                None if summary.dry_run => (None, None, None),
+                None => {
+                    let in_planner = match convert_here {
+                        Some((converter, table)) => {
+                            Some(convert_in_planner(converter, shard, table, deadline).await)
+                        }
+                        None => None,
+                    };
+                    if let Some(done @ InPlanner::Converted { .. }) = &in_planner {
+                        converted_here += 1;
+                        shards.push(ShardSent::of(shard, None, None, Some(done.clone())));
                         continue;
                     }
-                },
+                    queued_after_failing += u64::from(in_planner.is_some());
+                    match self.queue.send(shard).await {
+                        Ok(id) => {
+                            sent += 1;
+                            tracing::info!(table = %shard.table, shard = %shard.id, message_id = %id, "shard sent");
+                            (Some(id), None, in_planner)
+                        }
+                        Err(e) => {
+                            tracing::error!(table = %shard.table, shard = %shard.id, error = %e, "sending a shard failed");
+                            failures.push(format!("{}: shard {}: {e}", shard.table, shard.id));
+                            continue;
+                        }
+                    }
+                }
             };
-            shards.push(ShardSent {
-                id: shard.id.clone(),
-                table: shard.table.to_string(),
-                partitions: shard.partitions.clone(),
-                delete_files: shard.delete_files().count(),
-                estimated_bytes: shard.estimated_bytes,
-                message_id,
-                split,
-            });
+            shards.push(ShardSent::of(shard, message_id, split, in_planner));
         }
 
         let count = |pred: fn(&TableDecision) -> bool| {
@@ -200,7 +310,7 @@ impl Planner {
         let send_failures = if summary.dry_run {
             0
         } else {
-            summary.shards.len() as u64 - sent - splits_started - splits_waiting
+            summary.shards.len() as u64 - sent - splits_started - splits_waiting - converted_here
         };
         let mut metrics = MetricSet::new(&self.config.metrics_namespace, "planner");
         metrics
@@ -224,6 +334,8 @@ impl Planner {
             .count("SplitsStarted", splits_started)
             .count("SplitsWaiting", splits_waiting)
             .count("ShardSendFailures", send_failures)
+            .count("ShardsConvertedInPlanner", converted_here)
+            .count("ShardsQueuedAfterPlannerFailed", queued_after_failing)
             .put(
                 "Duration",
                 Unit::Milliseconds,

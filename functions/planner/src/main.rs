@@ -2,6 +2,7 @@
 //! shards out to the SQS FIFO shard queue, a summary back. The logic lives in
 //! `eqdv_functions::planner`; this is the runtime wiring.
 
+use eqdv_functions::converter::{Converter, deadline_from_epoch_ms};
 use eqdv_functions::planner::Planner;
 use eqdv_functions::queue::Sqs;
 use eqdv_functions::split::{SplitStarter, StepFunctions};
@@ -24,8 +25,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let planner = &planner;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         let span = tracing::info_span!("invocation", request_id = %event.context.request_id);
+        let deadline = Some(deadline_from_epoch_ms(event.context.deadline));
         planner
-            .handle(&event.payload)
+            .handle(&event.payload, deadline)
             .instrument(span)
             .await
             .map_err(|e| {
@@ -38,6 +40,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }))
     .await
 }
+
+/// Recorded as `eqdv.source` in the summaries of the snapshots the planner commits.
+const PLANNER_SOURCE: &str = "eqdv-planner (AWS Lambda)";
 
 async fn init() -> Result<Planner, FunctionError> {
     let config = FunctionConfig::from_env()?;
@@ -56,10 +61,22 @@ async fn init() -> Result<Planner, FunctionError> {
         )),
         None => None,
     };
+    // A plan's only shard, when small enough, is converted here (see eqdv_functions::planner).
+    let converter = match config.convert_in_planner_bytes {
+        0 => None,
+        _ => Some(Converter {
+            catalog: config.catalog.connect().await?,
+            config: config.clone(),
+            // A failure is not dead-lettered here: the shard goes to the queue instead.
+            dead_letters: None,
+            source: PLANNER_SOURCE.into(),
+        }),
+    };
     Ok(Planner {
         catalog,
         config,
         queue: Box::new(queue),
         splits,
+        converter,
     })
 }
