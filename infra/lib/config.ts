@@ -30,7 +30,15 @@ export interface EqdvConfig {
   readonly splitAboveMb: number;
   readonly maxRanges: number;
   readonly plannerTimeout: number;
+  /** Also sets the planner's share of vCPUs, which its own conversions use. */
   readonly plannerMemorySize: number;
+  /**
+   * A commit planned as one shard of at most this many MB of work (not split) is
+   * converted by the planner in the same invocation instead of going to the shard
+   * queue (which it still does on failure or when time runs short); 0 sends every
+   * shard to the queue.
+   */
+  readonly convertInPlannerMaxMb: number;
   readonly converterTimeout: number;
   readonly converterMemorySize: number;
   readonly keyMemoryMb: number;
@@ -65,7 +73,8 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   splitAboveMb: '1024',
   maxRanges: '32',
   plannerTimeout: '300',
-  plannerMemorySize: '512',
+  plannerMemorySize: '2048',
+  convertInPlannerMaxMb: '256',
   converterTimeout: '900',
   converterMemorySize: '2048',
   keyMemoryMb: '512',
@@ -187,6 +196,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     maxRanges: int('maxRanges', 2, 1024),
     plannerTimeout: int('plannerTimeout', 10, 900),
     plannerMemorySize: int('plannerMemorySize', 128, 10240),
+    convertInPlannerMaxMb: int('convertInPlannerMaxMb', 0, 1_000_000),
     converterTimeout,
     converterMemorySize: int('converterMemorySize', 128, 10240),
     keyMemoryMb: int('keyMemoryMb', 1, 1_000_000),

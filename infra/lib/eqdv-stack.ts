@@ -108,15 +108,24 @@ export class EqdvStack extends Stack {
     plannerLogs.grantWrite(this.plannerRole);
     this.shardQueue.grantSendMessages(this.plannerRole);
     // Step Functions on the split state machine: granted once it exists, below.
+    // The planner commits and writes like the converter: it converts a commit's one
+    // small shard itself (convertInPlannerMaxMb).
     this.plannerRole.addToPolicy(
       new iam.PolicyStatement({
-        sid: 'GlueRead',
-        actions: ['glue:GetDatabase', 'glue:GetTable', 'glue:GetTables'],
+        sid: 'GlueReadAndCommit',
+        actions: ['glue:GetDatabase', 'glue:GetTable', 'glue:GetTables', 'glue:UpdateTable'],
         resources: glueResources,
       }),
     );
     this.plannerRole.addToPolicy(
       new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+    );
+    this.plannerRole.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'WriteMetadataAndDeleteVectors',
+        actions: ['s3:PutObject', 's3:DeleteObject'],
+        resources: tableWrites,
+      }),
     );
 
     this.converterRole = new iam.Role(this, 'ConverterRole', {
@@ -153,6 +162,14 @@ export class EqdvStack extends Stack {
       RUST_LOG: c.logLevel,
       EQDV_METRICS_NAMESPACE: c.metricsNamespace,
     };
+    // The engine's settings: the converter's, and the planner's for its own conversions.
+    const engine: Record<string, string> = {
+      EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
+      EQDV_PARALLELISM: String(c.parallelism),
+      EQDV_READ_MEMORY_MB: String(c.readMemoryMb),
+      EQDV_COMMIT_RETRIES: c.commitRetries,
+      EQDV_DEADLINE_MARGIN_SECONDS: String(c.deadlineMarginSeconds),
+    };
     const rust = {
       runtime: lambda.Runtime.PROVIDED_AL2023,
       architecture: lambda.Architecture.ARM_64,
@@ -169,11 +186,7 @@ export class EqdvStack extends Stack {
       logGroup: converterLogs,
       environment: {
         ...common,
-        EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
-        EQDV_PARALLELISM: String(c.parallelism),
-        EQDV_READ_MEMORY_MB: String(c.readMemoryMb),
-        EQDV_COMMIT_RETRIES: c.commitRetries,
-        EQDV_DEADLINE_MARGIN_SECONDS: String(c.deadlineMarginSeconds),
+        ...engine,
         EQDV_DEAD_LETTER_QUEUE_URL: this.shardDeadLetterQueue.queueUrl,
         EQDV_MAX_RECEIVES: String(c.maxReceiveCount),
       },
@@ -250,6 +263,8 @@ export class EqdvStack extends Stack {
         EQDV_SPLIT_STATE_MACHINE_ARN: this.splitStateMachine.stateMachineArn,
         EQDV_SPLIT_ABOVE_MB: String(c.splitAboveMb),
         EQDV_MAX_RANGES: String(c.maxRanges),
+        EQDV_CONVERT_IN_PLANNER_MAX_MB: String(c.convertInPlannerMaxMb),
+        ...engine,
       },
       // EventBridge invokes the planner asynchronously: after two retries a failed
       // event goes to this queue with the error.

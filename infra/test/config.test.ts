@@ -23,7 +23,8 @@ describe('loadConfig', () => {
       splitAboveMb: 1024,
       maxRanges: 32,
       plannerTimeout: 300,
-      plannerMemorySize: 512,
+      plannerMemorySize: 2048,
+      convertInPlannerMaxMb: 256,
       converterTimeout: 900,
       converterMemorySize: 2048,
       keyMemoryMb: 512,
@@ -49,6 +50,16 @@ describe('loadConfig', () => {
     expect(shardVisibilitySeconds(load({ ...required, converterTimeout: '60' }))).toBe(360);
   });
 
+  test('convertInPlannerMaxMb from -c (a string) or cdk.json (a number); 0 turns it off', () => {
+    expect(load({ ...required, convertInPlannerMaxMb: '64' }).convertInPlannerMaxMb).toBe(64);
+    expect(load({ ...required, convertInPlannerMaxMb: 1024 }).convertInPlannerMaxMb).toBe(1024);
+    // 0: every shard goes to the queue, and the planner can go back to 512 MB.
+    expect(load({ ...required, convertInPlannerMaxMb: 0, plannerMemorySize: '512' })).toMatchObject({
+      convertInPlannerMaxMb: 0,
+      plannerMemorySize: 512,
+    });
+  });
+
   test.each([
     [{ tableLocations: 'x/y' }, /databases is required/],
     [{ databases: 'sales' }, /tableLocations is required/],
@@ -68,6 +79,8 @@ describe('loadConfig', () => {
     [{ ...required, converterBatchSize: '11' }, /between 1 and 10/],
     [{ ...required, queueGroups: '17' }, /between 1 and 16/],
     [{ ...required, splitAboveMb: '1000001' }, /splitAboveMb: 1000001 is not between 0 and 1000000/],
+    [{ ...required, convertInPlannerMaxMb: '-1' }, /convertInPlannerMaxMb: '-1' is not a whole number/],
+    [{ ...required, convertInPlannerMaxMb: '1000001' }, /convertInPlannerMaxMb: 1000001 is not between 0 and 1000000/],
     [{ ...required, maxRanges: '1' }, /maxRanges: 1 is not between 2 and 1024/],
     [{ ...required, maxRanges: '1025' }, /maxRanges: 1025 is not between 2 and 1024/],
     [{ ...required, maxReceiveCount: 'five' }, /not a whole number/],

@@ -125,7 +125,7 @@ describe('EqdvStack with the default settings', () => {
       expect(f.Architectures).toEqual(['arm64']);
       expect(f.Handler).toBe('bootstrap');
     }
-    expect([planner.Timeout, planner.MemorySize]).toEqual([300, 512]);
+    expect([planner.Timeout, planner.MemorySize]).toEqual([300, 2048]);
     expect([converter.Timeout, converter.MemorySize]).toEqual([900, 2048]);
     expect(planner.Role).toEqual({ 'Fn::GetAtt': [id(stack.plannerRole), 'Arn'] });
     expect(converter.Role).toEqual({ 'Fn::GetAtt': [id(stack.converterRole), 'Arn'] });
@@ -145,6 +145,14 @@ describe('EqdvStack with the default settings', () => {
       RUST_LOG: 'info',
       EQDV_METRICS_NAMESPACE: 'eqdv',
     };
+    // The converter's engine settings; the planner converts small shards with them too.
+    const engine = {
+      EQDV_KEY_MEMORY_MB: '512',
+      EQDV_PARALLELISM: '0',
+      EQDV_READ_MEMORY_MB: '64',
+      EQDV_COMMIT_RETRIES: '',
+      EQDV_DEADLINE_MARGIN_SECONDS: '30',
+    };
     expect(planner).toEqual({
       ...common,
       EQDV_SHARD_QUEUE_URL: { Ref: id(stack.shardQueue) },
@@ -153,14 +161,12 @@ describe('EqdvStack with the default settings', () => {
       EQDV_SPLIT_STATE_MACHINE_ARN: { Ref: id(stack.splitStateMachine) },
       EQDV_SPLIT_ABOVE_MB: '1024',
       EQDV_MAX_RANGES: '32',
+      EQDV_CONVERT_IN_PLANNER_MAX_MB: '256',
+      ...engine,
     });
     expect(converter).toEqual({
       ...common,
-      EQDV_KEY_MEMORY_MB: '512',
-      EQDV_PARALLELISM: '0',
-      EQDV_READ_MEMORY_MB: '64',
-      EQDV_COMMIT_RETRIES: '',
-      EQDV_DEADLINE_MARGIN_SECONDS: '30',
+      ...engine,
       EQDV_DEAD_LETTER_QUEUE_URL: { Ref: id(stack.shardDeadLetterQueue) },
       EQDV_MAX_RECEIVES: '5',
     });
@@ -282,6 +288,13 @@ describe('EqdvStack with the default settings', () => {
         allow(a.plannerDeadLetterQueue, [`\${${id(stack.plannerDeadLetterQueue)}.Arn}`]),
         allow(a.glue, glueResources(ACCOUNT, ['sales', 'cdc_db'])),
         allow(a.s3Read, [s3('my-lake/warehouse/*'), s3('other-bucket/*')]),
+        // As the converter's: the planner converts a commit's one small shard itself.
+        allow(a.s3Write, [
+          s3('my-lake/warehouse/*/metadata/*'),
+          s3('my-lake/warehouse/*/data/*'),
+          s3('other-bucket/*/metadata/*'),
+          s3('other-bucket/*/data/*'),
+        ]),
         allow(a.splitStateMachine, [`\${${id(stack.splitStateMachine)}}`]),
         allow(a.splitExecutions, [
           `arn:\${AWS::Partition}:states:\${AWS::Region}:\${AWS::AccountId}:execution:\${${id(stack.splitStateMachine)}.Name}:*`,
@@ -390,6 +403,8 @@ describe('EqdvStack with custom settings', () => {
     commitRetries: '8',
     splitAboveMb: '4096',
     maxRanges: '8',
+    plannerMemorySize: '512',
+    convertInPlannerMaxMb: '0',
     sweepSchedule: 'cron(0 3 * * ? *)',
     alarmTopicArn: topic,
   });
@@ -411,6 +426,12 @@ describe('EqdvStack with custom settings', () => {
     expect([env.EQDV_SPLIT_ABOVE_MB, env.EQDV_MAX_RANGES]).toEqual(['4096', '8']);
   });
 
+  test('convertInPlannerMaxMb 0 with a smaller planner; the planner converts with the converter settings', () => {
+    const planner = functionProps(template, id(stack.planner));
+    expect([planner.Environment.Variables.EQDV_CONVERT_IN_PLANNER_MAX_MB, planner.MemorySize]).toEqual(['0', 512]);
+    expect(planner.Environment.Variables.EQDV_COMMIT_RETRIES).toBe('8');
+  });
+
   test('event source mapping uses the batch size and concurrency', () => {
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       BatchSize: 5,
@@ -419,8 +440,10 @@ describe('EqdvStack with custom settings', () => {
   });
 
   test('Glue ARNs name the other account catalog', () => {
-    const glue = statementsOf(template, id(stack.converterRole)).find((s) => s.actions.includes('glue:UpdateTable'));
-    expect(glue?.resources).toEqual(glueResources('210987654321', ['lake']).sort());
+    for (const role of [stack.converterRole, stack.plannerRole]) {
+      const glue = statementsOf(template, id(role)).find((s) => s.actions.includes('glue:UpdateTable'));
+      expect(glue?.resources).toEqual(glueResources('210987654321', ['lake']).sort());
+    }
   });
 
   test('the rules filter on the one database and run the custom schedule', () => {

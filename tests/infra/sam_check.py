@@ -159,6 +159,9 @@ def checks(template_path, contract):
         "MaxReceiveCount": "3",
         "SplitAboveMb": "4096",
         "MaxRanges": "8",
+        "PlannerMemorySize": "512",
+        "ConvertInPlannerMaxMb": "0",
+        "CommitRetries": "8",
         "AlarmTopicArn": TOPIC,
     }
     custom = translate(template_path, custom_params)["Resources"]
@@ -173,7 +176,7 @@ def checks(template_path, contract):
         for props in (planner, converter):
             expect_equal([props["Runtime"], props["Architectures"], props["Handler"]],
                          ["provided.al2023", ["arm64"], "bootstrap"], "runtime, architectures, handler")
-        expect_equal([int(planner["Timeout"]), int(planner["MemorySize"])], [300, 512], "planner size")
+        expect_equal([int(planner["Timeout"]), int(planner["MemorySize"])], [300, 2048], "planner size")
         expect_equal([int(converter["Timeout"]), int(converter["MemorySize"])], [900, 2048], "converter size")
         expect_equal(render(planner["Role"]), "${PlannerRole.Arn}", "planner role")
         expect_equal(render(converter["Role"]), "${ConverterRole.Arn}", "converter role")
@@ -194,12 +197,23 @@ def checks(template_path, contract):
                      "EQDV_SPLIT_STATE_MACHINE_ARN")
         expect_equal([render(env_p["EQDV_SPLIT_ABOVE_MB"]), render(env_p["EQDV_MAX_RANGES"])], ["1024", "32"],
                      "EQDV_SPLIT_ABOVE_MB, EQDV_MAX_RANGES defaults")
+        expect_equal(render(env_p["EQDV_CONVERT_IN_PLANNER_MAX_MB"]), "256", "EQDV_CONVERT_IN_PLANNER_MAX_MB default")
+        # The planner converts with the converter's engine settings.
+        engine = sorted(set(contract["env"]["planner"]) & set(contract["env"]["converter"]))
+        expect_equal(engine, sorted(["EQDV_KEY_MEMORY_MB", "EQDV_PARALLELISM", "EQDV_READ_MEMORY_MB",
+                                     "EQDV_COMMIT_RETRIES", "EQDV_DEADLINE_MARGIN_SECONDS"]),
+                     "the engine variables both functions get")
+        expect_equal({k: render(env_p[k]) for k in engine}, {k: render(env_c[k]) for k in engine},
+                     "planner engine variables (as the converter's)")
         planner, converter = functions(custom)
-        env = converter["Environment"]["Variables"]
-        expect_equal(render(env["EQDV_MAX_RECEIVES"]), "3", "EQDV_MAX_RECEIVES follows MaxReceiveCount")
-        env = planner["Environment"]["Variables"]
-        expect_equal([render(env["EQDV_SPLIT_ABOVE_MB"]), render(env["EQDV_MAX_RANGES"])], ["4096", "8"],
+        env_p, env_c = planner["Environment"]["Variables"], converter["Environment"]["Variables"]
+        expect_equal(render(env_c["EQDV_MAX_RECEIVES"]), "3", "EQDV_MAX_RECEIVES follows MaxReceiveCount")
+        expect_equal([render(env_p["EQDV_SPLIT_ABOVE_MB"]), render(env_p["EQDV_MAX_RANGES"])], ["4096", "8"],
                      "EQDV_SPLIT_ABOVE_MB, EQDV_MAX_RANGES follow SplitAboveMb, MaxRanges")
+        expect_equal([render(env_p["EQDV_CONVERT_IN_PLANNER_MAX_MB"]), int(planner["MemorySize"])], ["0", 512],
+                     "EQDV_CONVERT_IN_PLANNER_MAX_MB, planner memory follow ConvertInPlannerMaxMb, PlannerMemorySize")
+        expect_equal([render(env_p["EQDV_COMMIT_RETRIES"]), render(env_c["EQDV_COMMIT_RETRIES"])], ["8", "8"],
+                     "EQDV_COMMIT_RETRIES follows CommitRetries in both functions")
 
     def check_queues():
         for resources, timeout, receives in ((default, 900, 5), (custom, 120, 3)):
@@ -264,6 +278,8 @@ def checks(template_path, contract):
             tuple(a["logs"]): [logs],
             tuple(a["glue"]): sorted(glue_arns(catalog, databases)),
             tuple(a["s3Read"]): sorted(s3(f"{loc}/*") for loc in locations),
+            # Both convert: the planner a commit's one small shard itself.
+            tuple(a["s3Write"]): sorted(s3(f"{loc}/*/{d}/*") for loc in locations for d in ("metadata", "data")),
         }
         if kind == "planner":
             expected[tuple(a["shardQueue"])] = sorted(["${ShardQueue.Arn}", "${PlannerDeadLetterQueue.Arn}"])
@@ -274,8 +290,6 @@ def checks(template_path, contract):
         else:
             expected[tuple(a["shardQueue"])] = ["${ShardQueue.Arn}"]
             expected[tuple(a["shardDeadLetterQueue"])] = ["${ShardDeadLetterQueue.Arn}"]
-            expected[tuple(a["s3Write"])] = sorted(
-                s3(f"{loc}/*/{d}/*") for loc in locations for d in ("metadata", "data"))
         statements = statements_of(resources, role)
         expect_equal(merged(statements), expected, f"{role} statements")
         for actions, arns in statements:
