@@ -43,6 +43,8 @@ def command_of(results, n):
         args += f" --commits={n}"
     if results.get("baseline_binary"):
         args += f" --baseline={results['baseline_binary'].get('rev', '?')[:12]}"
+    if results.get("planner_converts"):
+        args += " --planner-converts"
     if name_of(results) not in ("streaming-day", "streaming-day-zipf"):
         args += f" --results={name_of(results)}"
     return f"benches/streaming_day{args}"
@@ -79,6 +81,17 @@ def s3_cost(runs):
     return reads, writes, reads * S3_GET + writes * S3_PUT
 
 
+def conversion_runs(entry):
+    """The runs of one commit's conversion whose output is a conversion's report, each
+    with its wall time and S3 counts: the converters', or the planner's when it
+    converted the shard itself (`--planner-converts`: its one process planned too)."""
+    if entry.get("in_planner"):
+        planner = entry["planner"]
+        return [{"out": report, "s3": planner.get("s3", {}), "wall_s": planner["wall_s"]}
+                for report in planner.get("out", {}).get("conversions", []) if "phases" in report]
+    return [r for r in entry["converters"] if "out" in r]
+
+
 class Conversion:
     """One conversion as the serverless trigger runs it: the planner, then a converter
     per shard (at once on Lambda)."""
@@ -86,10 +99,12 @@ class Conversion:
     def __init__(self, entry, lam):
         self.planner = entry["planner"]
         self.converters = entry["converters"]
+        self.in_planner = bool(entry.get("in_planner"))
+        self.runs = conversion_runs(entry)
         self.failed = [r for r in [self.planner, *self.converters] if "error" in r]
         self.planner_s = self.planner["wall_s"]
         self.converter_s = [r["wall_s"] for r in self.converters]
-        self.gb_s = (self.planner_s * lam["planner_mb"] + sum(self.converter_s) * lam["converter_mb"]) / 1024
+        self.gb_s = (self.planner_s * entry.get("planner_mb", lam["planner_mb"]) + sum(self.converter_s) * lam["converter_mb"]) / 1024
         self.lambda_s = self.planner_s + sum(self.converter_s)
         self.invocations = 1 + len(self.converters)
         # On Lambda the shards convert at once: the planner, then the slowest shard.
@@ -100,12 +115,12 @@ class Conversion:
         self.floor = floor
         self.reads, self.writes, self.s3_usd = s3_cost([self.planner, *self.converters])
         self.usd = self.gb_s * LAMBDA_GB_S + self.invocations * LAMBDA_REQUEST + self.s3_usd
-        self.dvs = sum(r.get("out", {}).get("dvs_written", 0) for r in self.converters)
+        self.dvs = sum(r["out"].get("dvs_written", 0) for r in self.runs)
 
 
 def phases(conversions):
     """Median converter phases (ms) and S3 requests by kind over every shard run."""
-    runs = [r for c in conversions for r in c.converters if "out" in r]
+    runs = [r for c in conversions for r in c.runs]
     if not runs:
         return {}, {}
     keys = ["read_table_ms", "resolve_ms", "write_commit_ms"]
@@ -125,11 +140,11 @@ def baseline_section(results, commits, lam):
     ours, theirs = [p[0] for p in pairs], [p[1] for p in pairs]
 
     def manifests(c):
-        runs = [r for r in c.converters if "out" in r]
+        runs = c.runs
         return statistics.median(r.get("s3", {}).get("requests", {}).get("manifest", 0) for r in runs) if runs else 0
 
     def phase_ms(c, phase):
-        runs = [r for r in c.converters if "out" in r]
+        runs = c.runs
         return statistics.median(r["out"]["phases"].get(phase, 0) for r in runs) if runs else 0
 
     rows = [
@@ -218,6 +233,21 @@ def section(results):
         "delete files, the key column spans that truly hold a key and the existing DVs of those files, all "
         "fetched at once with 64 in flight, decoded and probed) runs before it, untimed preparation direct.\n\n"
     )
+    pc = results.get("planner_converts")
+    if pc:
+        in_planner = sum(len(c.runs) for c in commits if c.in_planner)
+        queued = sum(c.planner.get("queued_shards", 0) for c in commits if c.in_planner)
+        md.append(
+            "**This checkout's planner converts the plan's one shard itself** (`--planner-converts`), as the "
+            f"stacks deploy it (`EQDV_CONVERT_IN_PLANNER_MAX_MB` = {pc['max_mb']}, the planner at "
+            f"{pc['planner_mb']:,} MB): instead of `eqdv plan` and `eqdv convert`, one process, `eqdv backfill` of "
+            "the table, runs the planner function's code, which plans and converts on the table it read once: one "
+            "invocation per commit, billed at the planner's memory. Its phases below are the conversion's within "
+            f"that process. Over the commits it converted {in_planner:,} shards itself"
+            + (f" and left {queued:,} to the queue (converted by the same process here, as backfill does)"
+               if queued else " and left none to the queue") + ". The baseline runs `eqdv plan` and "
+            "`eqdv convert` as before.\n\n"
+        )
     md.append(f"- `eqdv`: revision `{b.get('rev', '?')[:12]}`{b.get('rev', '')[40:]} built with profile "
               f"`{b.get('profile', '?')}`"
               f"{' (opt-level 0 for eqdv itself: CPU times are higher than a release build)' if b.get('profile') == 'dev' else ''}\n")
@@ -231,7 +261,7 @@ def section(results):
         return "".join(md)
 
     failed = sum(len(c.failed) for c in commits)
-    shards = [len(c.converters) for c in commits]
+    shards = [len(c.runs) if c.in_planner else len(c.converters) for c in commits]
     conv_s = [s for c in commits for s in c.converter_s]
     latency = [c.latency_s for c in commits]
     floors = [c.floor_s for c in commits if c.floor_s is not None]
@@ -294,7 +324,7 @@ def section(results):
             + "; its S3 requests (median by kind): "
             + ", ".join(f"{k} {v:,.0f}" for k, v in requests.items()) + ".\n\n"
         )
-    growth = [(e["commit"], [r for r in e["converters"] if "out" in r]) for e in results["commits"]]
+    growth = [(e["commit"], conversion_runs(e)) for e in results["commits"]]
     growth = [(c, runs) for c, runs in growth if runs]
     if len(growth) >= 2:
         def at(runs):
@@ -319,7 +349,7 @@ def section(results):
                  f"and metadata written, and the Glue commit: {median_phases.get('write_commit_ms', 0):,.0f} ms "
                  f"for {writes:,.0f} writes)")
         planner_share = statistics.median(c.planner_s / c.lambda_s for c in commits if c.lambda_s)
-        resolves = [r["out"]["resolve"] for e in results["commits"] for r in e["converters"] if "out" in r]
+        resolves = [r["out"]["resolve"] for e in results["commits"] for r in conversion_runs(e)]
         early = sum(r.get("footers_opened_early", 0) for r in resolves)
         opened = sum(r.get("files_opened", 0) for r in resolves)
         if statistics.median(shards) > 1:
@@ -334,35 +364,47 @@ def section(results):
         else:
             # Per commit, the converter's resolve phase against the floor, and what the
             # floor does not do at all: the planner, the table read, the write and commit.
-            per_commit = [(e, [r for r in e["converters"] if "out" in r]) for e in results["commits"]]
+            per_commit = [(e, conversion_runs(e)) for e in results["commits"]]
             per_commit = [(e, runs) for e, runs in per_commit
                           if runs and "out" in e.get("floor", {}) and e["floor"]["out"].get("runs")]
             resolve_ratio = statistics.median(
                 sum(r["out"]["phases"].get("resolve_ms", 0) for r in runs)
                 / statistics.median(run["total_ms"] for run in e["floor"]["out"]["runs"])
                 for e, runs in per_commit) if per_commit else None
+            def fixed_s(c, runs):
+                if c.in_planner:  # one process: all of it but the resolve
+                    return c.lambda_s - sum(r["out"]["phases"].get("resolve_ms", 0) for r in runs) / 1000
+                return c.planner_s + sum((r["out"]["phases"].get("read_table_ms", 0)
+                                          + r["out"]["phases"].get("write_commit_ms", 0)) / 1000 for r in runs)
             fixed_share = statistics.median(
-                (c.planner_s + sum((r["out"]["phases"].get("read_table_ms", 0)
-                                    + r["out"]["phases"].get("write_commit_ms", 0)) / 1000 for r in runs))
-                / c.lambda_s
+                fixed_s(c, runs) / c.lambda_s
                 for c, (_, runs) in zip(commits, per_commit) if c.lambda_s) if per_commit else None
+            converting = pc and all(c.in_planner for c in commits)
             md.append(
                 f"Why the floor target is missed: with `eqdv.queue-groups` = {groups} a commit's "
-                f"{statistics.median(touched):.0f} partitions (median) pack into one shard, so each commit is one "
-                "planner and one converter invocation. "
+                f"{statistics.median(touched):.0f} partitions (median) pack into one shard, so each commit is "
+                + ("one planner invocation that converts it. " if converting else
+                   "one planner and one converter invocation. ")
                 + (f"The converter's resolve (keys loaded, footers and key columns read, old DVs merged) takes "
                    f"{resolve_ratio:.2f}x the floor's time (median per commit), " if resolve_ratio else "")
                 + "but the floor is one resolve's reads alone, and a conversion also plans, reads the table, "
-                f"writes and commits {fixed}; with the planner "
-                f"({planner_share:.0%} of a commit's Lambda-seconds, median), those are "
+                f"writes and commits {fixed}; "
+                + (f"with the planner ({planner_share:.0%} of a commit's Lambda-seconds, median), "
+                   if not converting else "with the plan and the process's start, ")
+                + "those are "
                 + (f"{fixed_share:.0%} of them. " if fixed_share is not None else "most of the rest. ")
-                + "They are round trips one after another, each at least the proxy's latency: the planner's "
-                "metadata, manifest list and manifests, the converter's same three, and after the scans the Puffin "
-                "file, the manifests and the manifest list, the metadata file and the Glue swap. What would close more "
-                "of it: one "
-                "invocation that plans and converts a commit that needs one shard, so that the table is read "
-                "once and the planner's invocation is gone"
-                + (" (the converters already fetch footers while the delete files load: "
+                + ("They are round trips one after another, each at least the proxy's latency: the Glue load, "
+                   "the metadata, manifest list and manifests (once, for the plan and the conversion), and after "
+                   "the scans the Puffin file, the manifests and the manifest list, the metadata file and the Glue "
+                   "swap. What would close more of it: fetching the conversion's manifests beside the plan's, "
+                   "and fewer sequential writes at the commit"
+                   if converting else
+                   "They are round trips one after another, each at least the proxy's latency: the planner's "
+                   "metadata, manifest list and manifests, the converter's same three, and after the scans the "
+                   "Puffin file, the manifests and the manifest list, the metadata file and the Glue swap. What "
+                   "would close more of it: one invocation that plans and converts a commit that needs one shard, "
+                   "so that the table is read once and the planner's invocation is gone")
+                + (" (the conversions already fetch footers while the delete files load: "
                    f"{early:,} of {opened:,} footers over the day).\n\n" if early else ".\n\n")
             )
     md.extend(baseline_section(results, commits, lam))
@@ -374,7 +416,9 @@ def section(results):
             f"**Backfill**: the same {n} commits written into `{results['table']['backfill']}` "
             f"({bf.get('equality_delete_files', 0):,} equality delete files, "
             f"{bf.get('equality_deletes_written', 0):,} deleted rows, never converted), then converted once the "
-            f"same way: {len(c.converters)} shards, planner {c.planner_s:.2f} s, converters "
+            f"same way: {len(c.runs) if c.in_planner else len(c.converters)} shards"
+            + (", converted by the planner itself" if c.in_planner else "")
+            + f", planner {c.planner_s:.2f} s, converters "
             f"{sum(c.converter_s):.2f} s in all ({max(c.converter_s, default=0):.2f} s the slowest), "
             f"{c.lambda_s:.2f} Lambda-seconds ({c.gb_s:.1f} GB-s, USD {c.usd:.4f}), S3 floor "
             f"{c.floor_s if c.floor_s is not None else 0:.3f} s; {c.dvs:,} DVs written"
@@ -407,7 +451,7 @@ def section(results):
         "Reproduce: `benches/streaming_day` (needs Go for Toxiproxy and the test services' prerequisites, see "
         "README.md \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
         "`--latency=MS`, `--baseline=REV` to run REV's eqdv on a copy of the day side by side, `--zipf-keys` for "
-        "Zipf-skewed updates).\n\n"
+        "Zipf-skewed updates, `--planner-converts` for the planner converting a plan's one shard itself).\n\n"
     )
     md.append(end)
     return "".join(md)

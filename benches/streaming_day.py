@@ -17,7 +17,13 @@ requests counted by kind from MinIO's audit webhook.
 
 Usage: streaming_day.py --bin PATH --floor-bin PATH --toxiproxy PATH --out RESULTS.json
                         [--commits N] [--latency MS] [--queue-groups N] [--zipf-keys]
-                        [--baseline-bin PATH --baseline-info JSON]
+                        [--baseline-bin PATH --baseline-info JSON] [--planner-converts]
+
+With --planner-converts, this checkout's conversion after each commit is the planner
+converting the plan's one shard itself, as the stacks deploy it (EQDV_CONVERT_IN_PLANNER_MAX_MB):
+`eqdv backfill` of the table, which runs the planner function's own code in-process, one
+process for the planner's invocation (a shard it does not convert itself is converted by
+the same process, as backfill does, and the run says so). The baseline runs as before.
 
 Every table is created with the property eqdv.queue-groups = --queue-groups (the
 baseline's eqdv honours it only if it knows it).
@@ -49,6 +55,10 @@ COMMITS_PER_DAY = 288  # a checkpoint every 5 minutes
 SHARD_TARGET_BYTES = 256 * 1024 * 1024
 PLANNER_MB = 512
 CONVERTER_MB = 2048
+# With --planner-converts the planner has the converter's memory (template.yaml's
+# PlannerMemorySize) and converts shards of up to this many MB itself.
+CONVERTING_PLANNER_MB = 2048
+CONVERT_IN_PLANNER_MAX_MB = 256
 FLOOR_PARALLELISM = 64
 
 
@@ -67,6 +77,8 @@ def main():
                         help="updates pick keys by the generator's scrambled Zipf distribution")
     parser.add_argument("--baseline-bin", help="another eqdv, converting a copy of the day")
     parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
+    parser.add_argument("--planner-converts", action="store_true",
+                        help="this checkout's planner converts a plan's one shard itself")
     args = parser.parse_args()
     create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
     if args.zipf_keys:
@@ -88,6 +100,8 @@ def main():
                   "glue": "direct (not proxied)", "writer": "direct (not proxied)"},
         "lambda": {"planner_mb": PLANNER_MB, "converter_mb": CONVERTER_MB,
                    "shard_target_bytes": SHARD_TARGET_BYTES},
+        "planner_converts": {"planner_mb": CONVERTING_PLANNER_MB,
+                             "max_mb": CONVERT_IN_PLANNER_MAX_MB} if args.planner_converts else None,
         "commits": [],
     }
 
@@ -115,9 +129,33 @@ def main():
         audit.take(quiet_s=0.2)
         return run
 
+    def convert_in_planner(table, label):
+        """The planner converting its plan's one shard itself: one process, the planner
+        function's code (`eqdv backfill`)."""
+        os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        database, name = table.split(".")
+        extra = {"EQDV_CONVERT_IN_PLANNER_MAX_MB": str(CONVERT_IN_PLANNER_MAX_MB),
+                 "EQDV_SHARD_TARGET_MB": str(SHARD_TARGET_BYTES // (1024 * 1024))}
+        os.environ.update(extra)
+        try:
+            planner = measure([args.bin, "backfill", "--catalog", "glue", "--warehouse", warehouse,
+                               "--database", database, "--table", name, "--json"],
+                              f"plan and convert {label}", timeout=900)
+        finally:
+            for k in extra:
+                os.environ.pop(k, None)
+        planner["s3"] = audit.take(quiet_s=0.2)
+        shards = planner.get("out", {}).get("plan", {}).get("shards", [])
+        # A shard the planner did not convert itself would be a converter's on Lambda.
+        planner["queued_shards"] = sum(1 for sh in shards if not sh.get("in_planner", {}).get("result") == "converted")
+        return {"planner": planner, "converters": [], "in_planner": True,
+                "planner_mb": CONVERTING_PLANNER_MB}
+
     def convert(table, label, binary=args.bin):
         """The serverless trigger's conversion: the planner, then each shard's converter
         (on Lambda they run at once; here one after another)."""
+        if args.planner_converts and binary == args.bin:
+            return convert_in_planner(table, label)
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
         plan_file = os.path.join(plan_dir, f"{table}.json")
         planner = measure([binary, "plan", *common(table), "--target-shard-bytes",

@@ -9,7 +9,7 @@ use eqdv::catalog::TableName;
 use eqdv::planner::{BackfillScope, Trigger};
 use eqdv_functions::FunctionConfig;
 use eqdv_functions::converter::Converter;
-use eqdv_functions::planner::Planner;
+use eqdv_functions::planner::{InPlanner, Planner};
 use eqdv_functions::queue::InProcessQueue;
 
 use crate::args::CatalogArgs;
@@ -100,6 +100,12 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
     };
     let mut reports = Vec::new();
     let mut failed = 0usize;
+    // A shard the planner converted itself is not queued: its report is the planner's.
+    for shard in &run.response.shards {
+        if let Some(InPlanner::Converted(report)) = &shard.in_planner {
+            reports.push(serde_json::to_value(report)?);
+        }
+    }
     // A sweep has no dry-run flag of its own: its shards are simply not converted.
     let shards = if dry_run { Vec::new() } else { queue.drain() };
     for shard in shards {

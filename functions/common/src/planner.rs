@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use eqdv::convert::Outcome;
+use eqdv::convert::ConvertReport;
 use eqdv::plan::Shard;
 use eqdv::table::LoadedTable;
 
@@ -62,12 +62,9 @@ pub struct ShardSent {
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum InPlanner {
-    /// Converted (or found converted already): nothing was queued.
-    Converted {
-        outcome: Outcome,
-        new_snapshot_id: Option<i64>,
-        dvs_written: usize,
-    },
+    /// Converted (or found converted already): nothing was queued. The conversion's
+    /// report, as the converter logs it.
+    Converted(Box<ConvertReport>),
     /// It failed; the shard was sent to the queue instead.
     Queued { error: String },
 }
@@ -125,11 +122,7 @@ async fn convert_in_planner(
     {
         Ok(report) => {
             tracing::info!(table = %shard.table, shard = %shard.id, outcome = ?report.outcome, new_snapshot_id = report.new_snapshot_id, "shard converted in the planner");
-            InPlanner::Converted {
-                outcome: report.outcome,
-                new_snapshot_id: report.new_snapshot_id,
-                dvs_written: report.dvs_written,
-            }
+            InPlanner::Converted(Box::new(report))
         }
         Err(e) => {
             tracing::warn!(table = %shard.table, shard = %shard.id, error = %e, kind = e.kind(), "converting in the planner failed: the shard goes to the queue");
@@ -281,7 +274,7 @@ impl Planner {
                         }
                         None => None,
                     };
-                    if let Some(done @ InPlanner::Converted { .. }) = &in_planner {
+                    if let Some(done @ InPlanner::Converted(_)) = &in_planner {
                         converted_here += 1;
                         shards.push(ShardSent::of(shard, None, None, Some(done.clone())));
                         continue;
