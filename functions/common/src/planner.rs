@@ -14,12 +14,11 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use eqdv::catalog::Catalog;
 use eqdv::convert::ConvertReport;
 use eqdv::plan::Shard;
-use eqdv::table::LoadedTable;
-
-use eqdv::catalog::Catalog;
 use eqdv::planner::{TableDecision, Trigger, plan_triggers};
+use eqdv::table::LoadedTable;
 use serde::Serialize;
 use serde_json::Value;
 
