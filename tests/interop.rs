@@ -389,6 +389,7 @@ fn java_commit(swap: Swap<'_, JavaCommit, GlueCatalog>) -> BoxFuture<'_, Then> {
                         pointer: swap.expected.clone(),
                         metadata: std::sync::Arc::new(pending),
                         file_io: swap.inner.file_io().clone(),
+                        kept_reads: Default::default(),
                     };
                     let head = t.head("main").unwrap();
                     let files = TableFiles::read(&t, head.as_ref()).await.unwrap();

@@ -289,6 +289,7 @@ pub async fn read_eqdv(metadata: &str) -> Result<Value> {
         },
         metadata: Arc::new(table_metadata),
         file_io,
+        kept_reads: Default::default(),
     };
     let batches = eqdv_workload::read::read_live_rows(&table, "main").await?;
     let (mut rows, mut sum_v) = (0, 0);

@@ -159,7 +159,8 @@ pub async fn plan_triggers(
                 reason: "not in the allowlist".into(),
             }
         } else {
-            match plan_table(catalog, &table, &branch, &config.plan).await {
+            let keep = config.keep_single_shard_table;
+            match plan_table(catalog, &table, &branch, &config.plan, keep).await {
                 Ok((decision, shards, loaded)) => {
                     if !shards.is_empty() {
                         summary.shards.extend(shards);
@@ -195,14 +196,20 @@ pub async fn plan_triggers(
     Ok(summary)
 }
 
-/// The decision for one table, its shards and the table they were planned on.
+/// The decision for one table, its shards and the table they were planned on (keeping
+/// what it read when `keep_reads`).
 async fn plan_table(
     catalog: &dyn Catalog,
     name: &TableName,
     branch: &str,
     options: &PlanOptions,
+    keep_reads: bool,
 ) -> Result<(TableDecision, Vec<Shard>, Option<LoadedTable>)> {
-    let table = LoadedTable::load(catalog, name).await?;
+    let mut table = LoadedTable::load(catalog, name).await?;
+    // Its manifests are read again by a conversion of its shard in this process.
+    if keep_reads {
+        table = table.keeping_reads();
+    }
     table.require_v3()?;
     table.require_branch(branch)?;
     let head = table.head(branch)?;

@@ -29,6 +29,61 @@ pub struct LoadedTable {
     pub pointer: TablePointer,
     pub metadata: TableMetadataRef,
     pub file_io: FileIO,
+    /// The manifest list and manifests read through this table, kept for a later read
+    /// through it or its clones (off unless [`LoadedTable::keeping_reads`]).
+    pub kept_reads: KeptReads,
+}
+
+/// The manifest lists and manifests a [`LoadedTable`] (and its clones) read, kept by
+/// path: Iceberg never rewrites a file under its path, so a second read of the same
+/// table state (the planner converting the shard it just planned) needs no request.
+/// Off by default; at most [`KEPT_READS_MAX_BYTES`] are kept.
+#[derive(Clone, Debug, Default)]
+pub struct KeptReads(Option<Arc<std::sync::Mutex<KeptFiles>>>);
+
+#[derive(Debug, Default)]
+struct KeptFiles {
+    files: HashMap<String, bytes::Bytes>,
+    bytes: usize,
+}
+
+/// The most bytes of manifests one table keeps: a table whose manifests are larger is
+/// not one a planner converts in its own invocation.
+pub const KEPT_READS_MAX_BYTES: usize = 256 << 20;
+
+impl KeptReads {
+    /// The file at `path`: kept, or read by `read` (and kept while there is room).
+    async fn get_or_read<F>(&self, path: &str, read: F) -> Result<bytes::Bytes>
+    where
+        F: std::future::Future<Output = Result<bytes::Bytes>>,
+    {
+        let Some(kept) = &self.0 else {
+            return read.await;
+        };
+        if let Some(bytes) = kept.lock().ok().and_then(|k| k.files.get(path).cloned()) {
+            return Ok(bytes);
+        }
+        let bytes = read.await?;
+        if let Ok(mut k) = kept.lock()
+            && k.bytes + bytes.len() <= KEPT_READS_MAX_BYTES
+        {
+            k.bytes += bytes.len();
+            k.files.insert(path.to_string(), bytes.clone());
+        }
+        Ok(bytes)
+    }
+
+    /// How many files are kept.
+    pub fn len(&self) -> usize {
+        self.0
+            .as_ref()
+            .and_then(|k| k.lock().ok().map(|k| k.files.len()))
+            .unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl LoadedTable {
@@ -51,7 +106,40 @@ impl LoadedTable {
             pointer,
             metadata: Arc::new(metadata),
             file_io,
+            kept_reads: KeptReads::default(),
         })
+    }
+
+    /// This table, keeping the manifest list and manifests read through it (and its
+    /// clones) for the next read (see [`KeptReads`]).
+    pub fn keeping_reads(mut self) -> Self {
+        if self.kept_reads.0.is_none() {
+            self.kept_reads = KeptReads(Some(Default::default()));
+        }
+        self
+    }
+
+    /// An unencrypted manifest's bytes, kept or read.
+    async fn manifest_bytes(&self, manifest: &ManifestFile) -> Result<bytes::Bytes> {
+        self.kept_reads
+            .get_or_read(
+                &manifest.manifest_path,
+                crate::manifest_decode::read_manifest_bytes(&self.file_io, manifest),
+            )
+            .await
+    }
+
+    /// A manifest's metadata and entries, as [`crate::manifest_decode::load_manifest`]
+    /// reads them, from kept bytes where there are some.
+    async fn load_manifest(
+        &self,
+        manifest: &ManifestFile,
+    ) -> Result<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)> {
+        if manifest.key_metadata.is_some() || self.kept_reads.0.is_none() {
+            return crate::manifest_decode::load_manifest(&self.file_io, manifest).await;
+        }
+        let bytes = self.manifest_bytes(manifest).await?;
+        crate::manifest_decode::parse_manifest(manifest, &bytes)
     }
 
     /// The head snapshot of a branch; `None` for an empty table. A missing branch (other
@@ -448,9 +536,7 @@ impl TableFiles {
                     }
                     // Encrypted manifests are left to iceberg-rust, which decrypts.
                     let bytes = match m.key_metadata {
-                        None => {
-                            Some(crate::manifest_decode::read_manifest_bytes(file_io, m).await?)
-                        }
+                        None => Some(table.manifest_bytes(m).await?),
                         Some(_) => None,
                     };
                     let scope = scope
@@ -518,12 +604,9 @@ impl TableFiles {
         table: &LoadedTable,
         manifests: &[ManifestFile],
     ) -> Result<()> {
-        let mut loaded = futures::stream::iter(manifests.iter().cloned().map(|m| {
-            let file_io = table.file_io.clone();
-            async move {
-                let (_, entries) = crate::manifest_decode::load_manifest(&file_io, &m).await?;
-                Ok::<_, Error>((m, entries))
-            }
+        let mut loaded = futures::stream::iter(manifests.iter().cloned().map(|m| async move {
+            let (_, entries) = table.load_manifest(&m).await?;
+            Ok::<_, Error>((m, entries))
         }))
         .buffered(MANIFEST_READS_IN_FLIGHT);
         while let Some(next) = loaded.next().await {
@@ -640,7 +723,13 @@ async fn read_manifest_list(
     table: &LoadedTable,
     snapshot: &SnapshotRef,
 ) -> Result<Vec<ManifestFile>> {
-    let list_bytes = crate::storage::read_all(&table.file_io, snapshot.manifest_list()).await?;
+    let list_bytes = table
+        .kept_reads
+        .get_or_read(
+            snapshot.manifest_list(),
+            crate::storage::read_all(&table.file_io, snapshot.manifest_list()),
+        )
+        .await?;
     let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
         .map_err(|e| {
             Error::file(
@@ -650,4 +739,45 @@ async fn read_manifest_list(
             )
         })?;
     Ok(list.entries().to_vec())
+}
+
+#[cfg(test)]
+mod kept_reads_tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Kept, a file is read once for the table and all its clones; a failed read keeps
+    /// nothing; off (the default), every read is a read.
+    #[tokio::test]
+    async fn a_kept_file_is_read_once_for_the_table_and_its_clones() {
+        let reads = AtomicUsize::new(0);
+        let read = |ok: bool| {
+            let reads = &reads;
+            async move {
+                reads.fetch_add(1, Ordering::SeqCst);
+                if ok {
+                    Ok(bytes::Bytes::from_static(b"manifest"))
+                } else {
+                    Err(Error::InvalidInput("unreadable".into()))
+                }
+            }
+        };
+        let kept = KeptReads(Some(Default::default()));
+        assert!(kept.get_or_read("m.avro", read(false)).await.is_err());
+        assert!(kept.is_empty(), "a failed read is not kept");
+        for table in [&kept, &kept.clone()] {
+            let bytes = table.get_or_read("m.avro", read(true)).await.unwrap();
+            assert_eq!(&bytes[..], b"manifest");
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 2, "one failed read, one read");
+        assert_eq!(kept.len(), 1);
+
+        let off = KeptReads::default();
+        for _ in 0..2 {
+            off.get_or_read("m.avro", read(true)).await.unwrap();
+        }
+        assert_eq!(reads.load(Ordering::SeqCst), 4);
+        assert!(off.is_empty());
+    }
 }

@@ -254,6 +254,21 @@ async fn a_plan_of_one_shard_keeps_the_table_it_was_planned_on() {
         .single_shard()
         .expect("the plan's one shard and its table");
     assert_eq!(shard.table, orders);
+    // What the plan read (the manifest list and manifests) is kept for the conversion.
+    let kept = table.kept_reads.len();
+    let head = table.head("main").unwrap().expect("a head");
+    let listed = eqdv::table::TableFiles::read(table, Some(&head))
+        .await
+        .unwrap()
+        .manifests
+        .len();
+    // The list and the manifests the plan's scoped read fetched (not one it skipped by
+    // its partition summary or for having no live file); a whole read keeps the rest.
+    assert!(
+        kept > 1 && kept <= listed + 1,
+        "{kept} kept of {listed} + 1"
+    );
+    assert_eq!(table.kept_reads.len(), listed + 1);
     assert_eq!(
         table.head("main").unwrap().map(|s| s.snapshot_id()),
         Some(shard.base_snapshot_id)
