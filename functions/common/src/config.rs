@@ -4,7 +4,7 @@
 //! their own. A bad value is an error naming the variable.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eqdv::catalog::Catalog;
 use eqdv::catalog::SqliteCatalog;
@@ -291,6 +291,15 @@ impl FunctionConfig {
             plan: self.plan.clone(),
             keep_single_shard_table: self.convert_in_planner_bytes > 0,
         }
+    }
+
+    /// The instant the engine starts no new phase after, for an invocation that ends at
+    /// `deadline` (Lambda's hard stop): `deadline_margin` before it, or now.
+    pub fn engine_deadline(&self, deadline: Option<Instant>) -> Option<Instant> {
+        deadline.map(|d| {
+            d.checked_sub(self.deadline_margin)
+                .unwrap_or_else(Instant::now)
+        })
     }
 
     /// Whether the planner converts a plan's only shard, of `estimated_bytes`, itself

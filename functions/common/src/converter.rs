@@ -59,10 +59,7 @@ pub enum MessageOutcome {
 impl Converter {
     /// Handles an SQS batch. `deadline` is when the invocation ends (Lambda's hard stop).
     pub async fn handle_sqs(&self, event: SqsEvent, deadline: Option<Instant>) -> SqsBatchResponse {
-        let engine_deadline = deadline.map(|d| {
-            d.checked_sub(self.config.deadline_margin)
-                .unwrap_or_else(Instant::now)
-        });
+        let engine_deadline = self.config.engine_deadline(deadline);
         let mut failures = Vec::new();
         let mut stop = false;
         for record in event.records {

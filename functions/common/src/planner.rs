@@ -111,10 +111,7 @@ async fn convert_in_planner(
     table: &LoadedTable,
     deadline: Option<Instant>,
 ) -> InPlanner {
-    let deadline = deadline.map(|d| {
-        d.checked_sub(converter.config.deadline_margin)
-            .unwrap_or_else(Instant::now)
-    });
+    let deadline = converter.config.engine_deadline(deadline);
     match converter
         .convert_planned_shard(shard, deadline, table.clone())
         .await

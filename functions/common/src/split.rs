@@ -186,10 +186,7 @@ impl Converter {
             branch: split.shard.branch.clone(),
             resolve: self.config.resolve.clone(),
             commit_retries: self.config.commit_retries,
-            deadline: deadline.map(|d| {
-                d.checked_sub(self.config.deadline_margin)
-                    .unwrap_or_else(Instant::now)
-            }),
+            deadline: self.config.engine_deadline(deadline),
             source: self.source.clone(),
             ..Default::default()
         };
