@@ -1,5 +1,6 @@
-//! Making a prepared snapshot the table's current state: write the new metadata.json,
-//! then swap the catalog pointer with compare-and-swap.
+//! Making a prepared snapshot the table's current state: write the new metadata.json
+//! (unless it was written with the manifests, [`publish_written`]), then swap the
+//! catalog pointer with compare-and-swap.
 //!
 //! Never swaps a pointer it did not read: the swap is guarded by the pointer (and the
 //! catalog's version token) the base was loaded from. On a conflict the caller decides
@@ -13,7 +14,7 @@ use iceberg::spec::TableMetadata;
 
 use crate::catalog::Catalog;
 use crate::cleanup::normalize_location;
-use crate::snapshot::PreparedSnapshot;
+use crate::snapshot::{PreparedSnapshot, WrittenSnapshot};
 use crate::table::LoadedTable;
 use crate::{Error, Result};
 
@@ -36,16 +37,7 @@ pub async fn publish(
     base: &LoadedTable,
     prepared: &PreparedSnapshot,
 ) -> Result<Published> {
-    let current = MetadataLocation::from_str(&base.pointer.metadata_location).map_err(|e| {
-        Error::file(
-            &base.pointer.metadata_location,
-            "metadata location does not follow <table>/metadata/<version>-<uuid>.metadata.json",
-            e,
-        )
-    })?;
-    let next = current
-        .with_next_version()
-        .with_new_metadata(&prepared.metadata);
+    let next = next_metadata_location(base, &prepared.metadata)?;
     let new_location = next.to_string();
     if let Err(e) = prepared.metadata.write_to(&base.file_io, &next).await {
         // The object may have landed before the error (e.g. a dropped connection), and
@@ -57,25 +49,70 @@ pub async fn publish(
             e,
         ));
     }
+    let swapped = swap(catalog, base, &new_location, prepared.snapshot_id).await;
+    if let Err(e) = &swapped
+        && !matches!(e, Error::CommitStateUnknown { .. })
+    {
+        // Proven absent: nothing references the file.
+        crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
+    }
+    swapped
+}
+
+/// Swaps the pointer from `base`'s to the metadata file `written` wrote, as
+/// [`publish`] does after writing it, but deleting nothing: on an error other than
+/// [`Error::CommitStateUnknown`] the commit is proven absent and the caller removes
+/// `written.prepared.written_files` (the metadata file among them).
+pub async fn publish_written(
+    catalog: &dyn Catalog,
+    base: &LoadedTable,
+    written: &WrittenSnapshot,
+) -> Result<Published> {
+    swap(
+        catalog,
+        base,
+        &written.metadata_location,
+        written.prepared.snapshot_id,
+    )
+    .await
+}
+
+/// Where the metadata file of the commit after `base`, holding `metadata`, goes: the
+/// next version number with a new UUID (and the compression `metadata`'s properties ask).
+pub fn next_metadata_location(
+    base: &LoadedTable,
+    metadata: &TableMetadata,
+) -> Result<MetadataLocation> {
+    let current = MetadataLocation::from_str(&base.pointer.metadata_location).map_err(|e| {
+        Error::file(
+            &base.pointer.metadata_location,
+            "metadata location does not follow <table>/metadata/<version>-<uuid>.metadata.json",
+            e,
+        )
+    })?;
+    Ok(current.with_next_version().with_new_metadata(metadata))
+}
+
+/// Swaps the pointer from `base`'s to `new_location` (written already), reading it
+/// back after a failed swap: Ok if the commit landed; an error other than
+/// [`Error::CommitStateUnknown`] only when it is proven absent. Deletes nothing.
+async fn swap(
+    catalog: &dyn Catalog,
+    base: &LoadedTable,
+    new_location: &str,
+    snapshot_id: i64,
+) -> Result<Published> {
     crate::test_hooks::pause_point(crate::test_hooks::BEFORE_SWAP).await;
 
     let swapped = catalog
-        .swap_pointer(&base.name, &base.pointer, &new_location)
+        .swap_pointer(&base.name, &base.pointer, new_location)
         .await;
     let Err(error) = swapped else {
         return Ok(Published {
-            metadata_location: new_location,
+            metadata_location: new_location.to_string(),
         });
     };
-    match commit_outcome(
-        catalog,
-        base,
-        &new_location,
-        Some(prepared.snapshot_id),
-        &error,
-    )
-    .await
-    {
+    match commit_outcome(catalog, base, new_location, Some(snapshot_id), &error).await {
         CommitOutcome::Landed => {
             tracing::info!(
                 table = %base.name,
@@ -84,13 +121,10 @@ pub async fn publish(
                 "the commit landed although the catalog reported an error"
             );
             Ok(Published {
-                metadata_location: new_location,
+                metadata_location: new_location.to_string(),
             })
         }
-        CommitOutcome::Absent => {
-            crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
-            Err(absent(error))
-        }
+        CommitOutcome::Absent => Err(absent(error)),
         // Still unknown: keep every file, a later cleanup decides.
         CommitOutcome::Unknown(read_back) => {
             let message = match error {

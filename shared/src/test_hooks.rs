@@ -8,10 +8,11 @@
 //! committed: it only prints a marker line to stderr and sleeps. Never set it outside
 //! tests.
 //!
-//! Points: `after-files` (a conversion wrote its DV Puffin file, its manifests and its
-//! manifest list, and no metadata.json),
-//! `before-swap` (any commit through `commit::publish`, the generator's included, wrote
-//! its manifests, manifest list and metadata.json; the catalog pointer is not swapped).
+//! Points: `after-files` (a conversion wrote its DV Puffin file, its manifests, its
+//! manifest list and its metadata.json, all at once, and has not checked its deadline),
+//! `before-swap` (any commit, through `commit::publish` (the generator's included) or
+//! `commit::publish_written` (a conversion's), wrote its manifests, manifest list and
+//! metadata.json; the catalog pointer is not swapped).
 
 use std::time::Duration;
 
@@ -22,10 +23,12 @@ pub const PAUSE_SECS_ENV: &str = "EQDV_TEST_PAUSE_SECS";
 /// The stderr line printed on pausing is this prefix followed by the point's name.
 pub const PAUSED_MARKER: &str = "eqdv-test-paused-at=";
 
-/// In a conversion's first commit attempt: after the DV Puffin file, the manifests and
-/// the manifest list are written (they are written at once), before the metadata.json.
+/// In a conversion's first commit attempt: after the DV Puffin file, the manifests, the
+/// manifest list and the metadata.json are written (at once), before the deadline check
+/// that precedes the swap.
 pub const AFTER_FILES: &str = "after-files";
-/// In `commit::publish`: after the new metadata.json is written, before the pointer swap.
+/// In `commit::publish` and `commit::publish_written`: after the new metadata.json is
+/// written, before the pointer swap.
 pub const BEFORE_SWAP: &str = "before-swap";
 
 /// Pauses here if `EQDV_TEST_PAUSE_AT` is `point`; returns at once otherwise.

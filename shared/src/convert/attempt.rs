@@ -18,7 +18,7 @@ use crate::puffin::{
 use crate::resolve::{ResolveMetrics, resolve_observed};
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
-    SnapshotChanges, build_snapshot,
+    SnapshotChanges, build_and_write_snapshot,
 };
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -224,31 +224,37 @@ impl Attempt<'_> {
         loop {
             options.check_deadline(name, "committing")?;
             report.commit_attempts += 1;
-            let build = build_snapshot(&table, &options.branch, &files, &changes);
-            let prepared = match puffin_to_upload.take() {
+            // The metadata file goes out with the manifests: one round of uploads.
+            let build = build_and_write_snapshot(&table, &options.branch, &files, &changes);
+            let written = match puffin_to_upload.take() {
                 None => build.await?,
                 Some(puffin) => {
                     // Both run to the end (join, not try_join), so nothing is still in
                     // flight when files are removed. A failed build has removed its own
                     // files; the Puffin file is in `attempt_files`, which the caller
                     // removes.
-                    let (prepared, uploaded) = futures::join!(build, puffin.upload(&table.file_io));
-                    let prepared = prepared?;
+                    let (written, uploaded) = futures::join!(build, puffin.upload(&table.file_io));
+                    let written = written?;
                     crate::test_hooks::pause_point(crate::test_hooks::AFTER_FILES).await;
                     if let Err(e) = uploaded
                         .map_err(Error::from)
                         .and_then(|()| options.check_deadline(name, "committing"))
                     {
-                        crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                        crate::storage::delete_files(
+                            &table.file_io,
+                            &written.prepared.written_files,
+                        )
+                        .await;
                         return Err(e);
                     }
-                    prepared
+                    written
                 }
             };
+            let prepared = &written.prepared;
             // publish read the pointer back after a failed swap: any error but
             // CommitStateUnknown means this commit is not in the table, so the deletes
             // below (and the caller's) cannot remove a file the table references.
-            match crate::commit::publish(catalog, &table, &prepared).await {
+            match crate::commit::publish_written(catalog, &table, &written).await {
                 Ok(published) => {
                     report.outcome = Outcome::Converted;
                     report.new_snapshot_id = Some(prepared.snapshot_id);

@@ -1,6 +1,7 @@
 //! Building a new snapshot on a base: manifests, manifest list, summary and the new
-//! table metadata. Writes only new, uniquely named files and never touches the catalog;
-//! `commit` decides whether the result is swapped in.
+//! table metadata (and, with [`build_and_write_snapshot`], its metadata file). Writes
+//! only new, uniquely named files and never touches the catalog; `commit` decides
+//! whether the result is swapped in.
 //!
 //! Manifests that hold a removed entry are rewritten with that entry DELETED and the
 //! others EXISTING (sequence numbers kept); manifests with no live entry are dropped;
@@ -80,9 +81,19 @@ pub struct PreparedSnapshot {
     pub metadata: TableMetadata,
     pub snapshot_id: i64,
     pub sequence_number: i64,
-    /// Manifests and manifest list written for this snapshot (to delete if it never lands).
+    /// Manifests and manifest list written for this snapshot, and its metadata file when
+    /// [`build_and_write_snapshot`] wrote it (to delete if it never lands).
     pub written_files: Vec<String>,
     pub summary: HashMap<String, String>,
+}
+
+/// A prepared snapshot whose metadata file is written too: all that is left is the
+/// pointer swap ([`crate::commit::publish_written`]). Its `written_files` include the
+/// metadata file.
+#[derive(Clone, Debug)]
+pub struct WrittenSnapshot {
+    pub prepared: PreparedSnapshot,
+    pub metadata_location: String,
 }
 
 /// Builds a snapshot of `changes` on top of `base` (the branch head that `base` was read from).
@@ -92,6 +103,40 @@ pub async fn build_snapshot(
     base: &TableFiles,
     changes: &SnapshotChanges,
 ) -> Result<PreparedSnapshot> {
+    Ok(build(table, branch, base, changes, false).await?.0)
+}
+
+/// [`build_snapshot`], and the new metadata file written in the same round trip as the
+/// manifests and the manifest list: nothing references it until the pointer is
+/// swapped, so writing it before the others have landed is as safe as after, and the
+/// commit waits for one round of uploads instead of two.
+pub async fn build_and_write_snapshot(
+    table: &LoadedTable,
+    branch: &str,
+    base: &TableFiles,
+    changes: &SnapshotChanges,
+) -> Result<WrittenSnapshot> {
+    let (prepared, metadata_location) = build(table, branch, base, changes, true).await?;
+    let Some(metadata_location) = metadata_location else {
+        // build writes the metadata file when asked to; this is not reached.
+        return Err(Error::InvalidInput(format!(
+            "the new metadata file of table {} was not written",
+            table.name
+        )));
+    };
+    Ok(WrittenSnapshot {
+        prepared,
+        metadata_location,
+    })
+}
+
+async fn build(
+    table: &LoadedTable,
+    branch: &str,
+    base: &TableFiles,
+    changes: &SnapshotChanges,
+    write_metadata: bool,
+) -> Result<(PreparedSnapshot, Option<String>)> {
     // Built on anything but the branch's head as loaded, the swap would silently drop
     // every snapshot between the two.
     let head = table.head(branch)?.map(|s| s.snapshot_id());
@@ -102,7 +147,7 @@ pub async fn build_snapshot(
         )));
     }
     let mut written = Vec::new();
-    let result = build_inner(table, branch, base, changes, &mut written).await;
+    let result = build_inner(table, branch, base, changes, write_metadata, &mut written).await;
     if result.is_err() {
         crate::storage::delete_files(&table.file_io, &written).await;
     }
@@ -114,8 +159,9 @@ async fn build_inner(
     branch: &str,
     base: &TableFiles,
     changes: &SnapshotChanges,
+    write_metadata: bool,
     written: &mut Vec<String>,
-) -> Result<PreparedSnapshot> {
+) -> Result<(PreparedSnapshot, Option<String>)> {
     let metadata = &table.metadata;
     let snapshot_id = new_snapshot_id(metadata);
     let sequence_number = metadata.next_sequence_number();
@@ -363,7 +409,6 @@ async fn build_inner(
         .map(|next| next.saturating_sub(first_row_id))
         .unwrap_or(0);
     list_writer.close().await.map_err(list_error)?;
-    upload_staged(&staging, &table.file_io, written).await?;
 
     let parent_summary = base
         .snapshot_id
@@ -390,13 +435,27 @@ async fn build_inner(
         .set_branch_snapshot(snapshot, branch)?
         .build()?
         .metadata;
-    Ok(PreparedSnapshot {
+    let metadata_location = if write_metadata {
+        let next = crate::commit::next_metadata_location(table, &new_metadata)?;
+        let location = next.to_string();
+        written.push(location.clone());
+        new_metadata
+            .write_to(&staging, &next)
+            .await
+            .map_err(|e| Error::file(&location, "cannot encode new metadata", e))?;
+        Some(location)
+    } else {
+        None
+    };
+    upload_staged(&staging, &table.file_io, written).await?;
+    let prepared = PreparedSnapshot {
         metadata: new_metadata,
         snapshot_id,
         sequence_number,
         written_files: std::mem::take(written),
         summary,
-    })
+    };
+    Ok((prepared, metadata_location))
 }
 
 fn new_snapshot_id(metadata: &TableMetadata) -> i64 {

@@ -50,22 +50,3 @@ pub fn kill_when_paused(mut command: Command, point: &str) {
     );
     eprintln!("killed at {point} after {:?}", started.elapsed());
 }
-
-/// What an attempt killed at `eqdv::test_hooks::AFTER_FILES` leaves, given the table's
-/// `data/` and `metadata/` prefixes: the Puffin file, one manifest list and the
-/// manifests (written at once); no metadata.json and nothing else.
-pub fn assert_after_files_objects(
-    dead: &std::collections::BTreeSet<String>,
-    data: &str,
-    metadata: &str,
-) {
-    let count = |f: &dyn Fn(&str) -> bool| dead.iter().filter(|n| f(n)).count();
-    let puffins = count(&|n| n.starts_with(data) && n.ends_with(".puffin"));
-    let list_prefix = format!("{metadata}snap-");
-    let lists = count(&|n| n.starts_with(&list_prefix) && n.ends_with(".avro"));
-    let manifests =
-        count(&|n| n.starts_with(metadata) && !n.starts_with(&list_prefix) && n.ends_with(".avro"));
-    assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
-    assert!(manifests >= 1, "no manifest: {dead:#?}");
-    assert_eq!(puffins + lists + manifests, dead.len(), "{dead:#?}");
-}
