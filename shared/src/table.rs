@@ -73,6 +73,11 @@ impl KeptReads {
         Ok(bytes)
     }
 
+    /// Whether reads are kept at all.
+    pub fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// How many files are kept.
     pub fn len(&self) -> usize {
         self.0
@@ -504,7 +509,25 @@ impl TableFiles {
         let (deletes, data): (Vec<ManifestFile>, Vec<ManifestFile>) = with_live_files(&manifests)
             .into_iter()
             .partition(|m| m.content == ManifestContentType::Deletes);
-        files.add_manifests(table, &deletes).await?;
+        // A table that keeps its reads is one this process converts once it is planned
+        // (the planner's own conversion of a plan's one shard): its data manifests are
+        // fetched while the delete manifests are read, so that the conversion finds
+        // them kept instead of waiting for another round trip. A failed fetch is left
+        // to the conversion's read, which reports it.
+        let prefetch_data = async {
+            if table.kept_reads.is_on() {
+                let fetches = data
+                    .iter()
+                    .filter(|m| m.key_metadata.is_none())
+                    .map(|m| async move { table.manifest_bytes(m).await.is_ok() });
+                futures::stream::iter(fetches)
+                    .buffer_unordered(MANIFEST_READS_IN_FLIGHT)
+                    .for_each(|_| async {})
+                    .await;
+            }
+        };
+        let (read, ()) = futures::join!(files.add_manifests(table, &deletes), prefetch_data);
+        read?;
         files.skipped_data.manifests = data.len();
         files.skipped_data.files = data.iter().map(listed_live_files).sum();
         files.data_paths_filtered = true;
