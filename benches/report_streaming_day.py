@@ -247,8 +247,10 @@ def section(results):
             "invocation per commit, billed at the planner's memory. Its phases below are the conversion's within "
             f"that process. Over the commits it converted {in_planner:,} shards itself"
             + (f" and left {queued:,} to the queue (converted by the same process here, as backfill does)"
-               if queued else " and left none to the queue") + ". The baseline runs `eqdv plan` and "
-            "`eqdv convert` as before.\n\n"
+               if queued else " and left none to the queue") + "."
+            + (" The baseline's planner converts the same way (`--baseline-planner-converts`).\n\n"
+               if results.get("baseline_planner_converts")
+               else " The baseline runs `eqdv plan` and `eqdv convert` as before.\n\n")
         )
     md.append(f"- `eqdv`: revision `{b.get('rev', '?')[:12]}`{b.get('rev', '')[40:]} built with profile "
               f"`{b.get('profile', '?')}`"
@@ -395,11 +397,11 @@ def section(results):
                    if not converting else "with the plan and the process's start, ")
                 + "those are "
                 + (f"{fixed_share:.0%} of them. " if fixed_share is not None else "most of the rest. ")
-                + ("They are round trips one after another, each at least the proxy's latency: the Glue load, "
-                   "the metadata, manifest list and manifests (once, for the plan and the conversion), and after "
-                   "the scans the Puffin file, the manifests and the manifest list, the metadata file and the Glue "
-                   "swap. What would close more of it: fetching the conversion's manifests beside the plan's, "
-                   "and fewer sequential writes at the commit"
+                + ("They are round trips the floor does not make, each at least the proxy's latency: the Glue "
+                   "load, the metadata, the manifest list and the manifests (read once, for the plan and the "
+                   "conversion), and after the scans the uploads (the Puffin file, the manifests, the manifest "
+                   "list and the metadata file) and the Glue swap. What would close more of it: starting the "
+                   "delete files' and footers' reads from the plan, before the conversion's table read ends"
                    if converting else
                    "They are round trips one after another, each at least the proxy's latency: the planner's "
                    "metadata, manifest list and manifests, the converter's same three, and after the scans the "

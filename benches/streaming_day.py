@@ -79,7 +79,11 @@ def main():
     parser.add_argument("--baseline-info", default="{}", help="JSON: how the baseline was built")
     parser.add_argument("--planner-converts", action="store_true",
                         help="this checkout's planner converts a plan's one shard itself")
+    parser.add_argument("--baseline-planner-converts", action="store_true",
+                        help="the baseline's planner too (a revision that knows the variable)")
     args = parser.parse_args()
+    if args.baseline_planner_converts and not (args.planner_converts and args.baseline_bin):
+        parser.error("--baseline-planner-converts needs --planner-converts and --baseline-bin")
     create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
     if args.zipf_keys:
         create.append("--zipf-keys")
@@ -102,6 +106,7 @@ def main():
                    "shard_target_bytes": SHARD_TARGET_BYTES},
         "planner_converts": {"planner_mb": CONVERTING_PLANNER_MB,
                              "max_mb": CONVERT_IN_PLANNER_MAX_MB} if args.planner_converts else None,
+        "baseline_planner_converts": args.baseline_planner_converts,
         "commits": [],
     }
 
@@ -129,7 +134,7 @@ def main():
         audit.take(quiet_s=0.2)
         return run
 
-    def convert_in_planner(table, label):
+    def convert_in_planner(table, label, binary):
         """The planner converting its plan's one shard itself: one process, the planner
         function's code (`eqdv backfill`)."""
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
@@ -138,7 +143,7 @@ def main():
                  "EQDV_SHARD_TARGET_MB": str(SHARD_TARGET_BYTES // (1024 * 1024))}
         os.environ.update(extra)
         try:
-            planner = measure([args.bin, "backfill", "--catalog", "glue", "--warehouse", warehouse,
+            planner = measure([binary, "backfill", "--catalog", "glue", "--warehouse", warehouse,
                                "--database", database, "--table", name, "--json"],
                               f"plan and convert {label}", timeout=900)
         finally:
@@ -154,8 +159,9 @@ def main():
     def convert(table, label, binary=args.bin):
         """The serverless trigger's conversion: the planner, then each shard's converter
         (on Lambda they run at once; here one after another)."""
-        if args.planner_converts and binary == args.bin:
-            return convert_in_planner(table, label)
+        if (args.planner_converts and binary == args.bin) or \
+                (args.baseline_planner_converts and binary == args.baseline_bin):
+            return convert_in_planner(table, label, binary)
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
         plan_file = os.path.join(plan_dir, f"{table}.json")
         planner = measure([binary, "plan", *common(table), "--target-shard-bytes",
