@@ -45,6 +45,8 @@ def command_of(results, n):
         args += f" --baseline={results['baseline_binary'].get('rev', '?')[:12]}"
     if results.get("planner_converts"):
         args += " --planner-converts"
+    if results.get("baseline_planner_converts"):
+        args += " --baseline-planner-converts"
     if name_of(results) not in ("streaming-day", "streaming-day-zipf"):
         args += f" --results={name_of(results)}"
     return f"benches/streaming_day{args}"
@@ -201,6 +203,8 @@ def section(results):
           "## A streaming day" + (" with Zipf-skewed updates" if skewed else "")
           + (f", its first {n} commits" if custom and n < COMMITS_PER_DAY else "")
           + (", beside a baseline" if custom and results.get("baseline_binary") else "")
+          + (" (both planners converting)" if results.get("baseline_planner_converts")
+             else " (the planner converting)" if results.get("planner_converts") else "")
           + ": converted after every commit, as the serverless trigger does\n\n"]
     created = results["table"].get("created", {})
     updates = ("updates of keys drawn by a scrambled Zipf distribution (exponent 0.99) over the initial load, so "
@@ -316,7 +320,7 @@ def section(results):
     verdict = lambda ok: "met" if ok else "**missed**"
     md.append(
         f"Targets (issue 13): Lambda-seconds within {TARGET_FLOOR_RATIO}x the sum of the per-commit S3 floors: "
-        + (f"{ratio:,.1f}x, {verdict(ratio <= TARGET_FLOOR_RATIO)}" if ratio is not None else "no floor measured")
+        + (f"{ratio:,.2f}x, {verdict(ratio <= TARGET_FLOOR_RATIO)}" if ratio is not None else "no floor measured")
         + f"; writer commit → converted under {TARGET_LATENCY_S:.0f} s: p50 {p50:.2f} s, p99 {p99:.2f} s, "
         f"{verdict(p99 < TARGET_LATENCY_S)}.\n\n"
     )
@@ -455,7 +459,8 @@ def section(results):
         "Reproduce: `benches/streaming_day` (needs Go for Toxiproxy and the test services' prerequisites, see "
         "README.md \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
         "`--latency=MS`, `--baseline=REV` to run REV's eqdv on a copy of the day side by side, `--zipf-keys` for "
-        "Zipf-skewed updates, `--planner-converts` for the planner converting a plan's one shard itself).\n\n"
+        "Zipf-skewed updates, `--planner-converts` for the planner converting a plan's one shard itself, "
+        "`--baseline-planner-converts` for the baseline's planner too).\n\n"
     )
     md.append(end)
     return "".join(md)
