@@ -1079,15 +1079,26 @@ async fn unreadable_bloom_filters_are_ignored() {
 }
 
 /// Keys beyond the memory budget are processed in passes: same positions, same table.
+/// For a key of several columns (arrow-row encoded keys) and for a single string
+/// column (its own packed set), null keys among them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_memory_budget_splits_work_into_passes() {
+    for (seed, keys, partition) in [
+        (
+            70,
+            vec![KeyType::Long, KeyType::String],
+            PartitionKind::Bucket(2),
+        ),
+        (72, vec![KeyType::String], PartitionKind::None),
+    ] {
+        key_passes_match_one_pass(seed, keys, partition).await;
+    }
+}
+
+async fn key_passes_match_one_pass(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) {
     use eqdv::resolve::{ResolveOptions, resolve};
     let w = warehouse();
-    let mut s = spec(
-        70,
-        vec![KeyType::Long, KeyType::String],
-        PartitionKind::Bucket(2),
-    );
+    let mut s = spec(seed, keys, partition);
     s.null_keys = true;
     let report = generate_table(&w.catalog, &s).await;
     let t = load(&w.catalog).await;

@@ -19,6 +19,7 @@ use super::budget::ReadBudget;
 use super::early::GroupWatch;
 use super::long_keys::{LongKeys, LongKeysBuilder};
 use super::prune::DeletedValues;
+use super::string_keys::{StringKeys, StringKeysBuilder, for_each_string};
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
 use crate::parquet_io::ParquetFile;
@@ -199,6 +200,9 @@ pub(super) enum KeySet {
     /// A single `long` column (the common CDC key): the values themselves, compact, so
     /// the scan probes without encoding rows.
     Long(LongKeys),
+    /// A single `string` column: the values' bytes, packed, probed as the data column
+    /// holds them (no row encoding either).
+    Str(StringKeys),
 }
 
 impl KeySet {
@@ -206,6 +210,7 @@ impl KeySet {
         match self {
             KeySet::Rows(keys) => keys.len(),
             KeySet::Long(keys) => keys.len(),
+            KeySet::Str(keys) => keys.len(),
         }
     }
 }
@@ -235,6 +240,15 @@ impl KeyPass {
     /// only the loading asks which pass holds a key.
     fn owns_long(&self, value: Option<i64>) -> bool {
         self.passes <= 1 || value.map_or(0, |v| mix64(v as u64) % self.passes) == self.index
+    }
+
+    /// The same for a string key's bytes (null in the first pass).
+    fn owns_string(&self, value: Option<&[u8]>) -> bool {
+        match value {
+            _ if self.passes <= 1 => true,
+            Some(bytes) => self.owns(bytes),
+            None => self.index == 0,
+        }
     }
 }
 
@@ -266,16 +280,26 @@ pub(super) async fn load_group_keys(
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
     let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
+    let single_string = key_columns.len() == 1
+        && matches!(
+            key_columns.data_type(0),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+        );
+    // This pass's share of the delete rows: enough room from the start, so that the
+    // set does not grow past it on the way.
+    let expected = usize::try_from(group.delete_rows().div_ceil(pass.passes.max(1)))
+        .unwrap_or(usize::MAX)
+        .saturating_add(1024);
     let mut loading = if single_long {
-        // This pass's share of the delete rows: enough room from the start, so the
-        // array never doubles past it.
-        let expected = group.delete_rows().div_ceil(pass.passes.max(1));
         Loading::Long(LongKeysBuilder::new(
             group.delete_files.iter().map(|d| d.data_sequence_number),
-            usize::try_from(expected)
-                .unwrap_or(usize::MAX)
-                .saturating_add(1024),
+            expected,
         ))
+    } else if single_string {
+        Loading::Str {
+            keys: StringKeysBuilder::new(expected),
+            columns: ColumnValues::empty_columns(1),
+        }
     } else {
         Loading::Rows {
             keys: HashMap::with_hasher(KeyHashBuilder::new()),
@@ -348,6 +372,44 @@ pub(super) async fn load_group_keys(
                         keys.push(value, seq);
                     }
                 }
+                Loading::Str { keys, columns } => {
+                    let array = batch.column(0);
+                    let mut mine = Vec::with_capacity(array.len());
+                    let mut full = false;
+                    let is_string = for_each_string(array.as_ref(), |_, value| {
+                        let owned = pass.owns_string(value);
+                        mine.push(owned);
+                        if owned {
+                            full |= keys.push(value, seq).is_none();
+                        }
+                    });
+                    if !is_string {
+                        return Err(Error::file(
+                            delete.path(),
+                            "key column is not a string",
+                            "type mismatch",
+                        ));
+                    }
+                    if full {
+                        return Err(Error::InvalidInput(format!(
+                            "equality delete file {} brings its group past {} distinct string keys in one pass; lower the key memory budget so that the keys are split into passes",
+                            delete.path(),
+                            u32::MAX / 2
+                        )));
+                    }
+                    // The column's values for pruning, as for any other key.
+                    let encoded = key_columns.encode_column(0, array)?;
+                    for (row_index, row) in encoded.iter().enumerate() {
+                        if !mine[row_index] {
+                            continue;
+                        }
+                        if array.is_valid(row_index) {
+                            columns[0].push(row.as_ref());
+                        } else {
+                            columns[0].has_null = true;
+                        }
+                    }
+                }
                 Loading::Rows { keys, columns } => {
                     let arrays = batch.columns().to_vec();
                     let rows = key_columns.encode(&arrays)?;
@@ -384,6 +446,10 @@ pub(super) async fn load_group_keys(
     }
     let (keys, columns) = match loading {
         Loading::Long(keys) => (KeySet::Long(keys.build()), Vec::new()),
+        Loading::Str { keys, columns } => (
+            KeySet::Str(keys.build()),
+            columns.into_iter().map(ColumnValues::sorted).collect(),
+        ),
         Loading::Rows { keys, columns } => (
             KeySet::Rows(keys),
             columns.into_iter().map(ColumnValues::sorted).collect(),
@@ -402,6 +468,10 @@ pub(super) async fn load_group_keys(
 /// A group's keys while its delete files are read.
 enum Loading {
     Long(LongKeysBuilder),
+    Str {
+        keys: StringKeysBuilder,
+        columns: Vec<ColumnValues>,
+    },
     Rows {
         keys: HashMap<Box<[u8]>, i64, KeyHashBuilder>,
         columns: Vec<ColumnValues>,
@@ -414,7 +484,7 @@ impl GroupKeys {
     pub(super) fn column_len(&self, i: usize) -> usize {
         match &self.keys {
             KeySet::Long(keys) => keys.value_count(),
-            KeySet::Rows(_) => self.columns[i].len(),
+            KeySet::Rows(_) | KeySet::Str(_) => self.columns[i].len(),
         }
     }
 
@@ -430,7 +500,7 @@ impl GroupKeys {
                 self.long_bound(i, Some(lower))?,
                 self.long_bound(i, Some(upper))?,
             )),
-            KeySet::Rows(_) => Ok(self.columns[i].range_within(lower, upper)),
+            KeySet::Rows(_) | KeySet::Str(_) => Ok(self.columns[i].range_within(lower, upper)),
         }
     }
 
@@ -445,7 +515,7 @@ impl GroupKeys {
             KeySet::Long(keys) => Ok(std::sync::Arc::new(
                 arrow_array::Int64Array::from_iter_values(keys.values(range)),
             )),
-            KeySet::Rows(_) => {
+            KeySet::Rows(_) | KeySet::Str(_) => {
                 let values = &self.columns[i];
                 self.key_columns
                     .decode_column(i, range.map(|j| values.value(j)))
@@ -471,7 +541,7 @@ impl DeletedValues for GroupKeys {
     fn column_has_null(&self, i: usize) -> bool {
         match &self.keys {
             KeySet::Long(keys) => keys.has_null(),
-            KeySet::Rows(_) => self.columns[i].has_null,
+            KeySet::Rows(_) | KeySet::Str(_) => self.columns[i].has_null,
         }
     }
 
@@ -487,7 +557,7 @@ impl DeletedValues for GroupKeys {
                     keys.range_within(self.long_bound(i, lower)?, self.long_bound(i, upper)?);
                 Ok(!range.is_empty())
             }
-            KeySet::Rows(_) => Ok(self.columns[i].any_within(lower, upper)),
+            KeySet::Rows(_) | KeySet::Str(_) => Ok(self.columns[i].any_within(lower, upper)),
         }
     }
 }

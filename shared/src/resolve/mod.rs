@@ -22,6 +22,7 @@ mod key_set;
 mod long_keys;
 mod prune;
 mod scan;
+mod string_keys;
 
 use std::collections::{BTreeMap, HashSet};
 

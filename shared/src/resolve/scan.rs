@@ -416,6 +416,26 @@ fn match_batch(
                 }
             }
         }
+        KeySet::Str(keys) => {
+            let column = batch.column(column_of[&group.key_columns.field_ids[0]]);
+            let is_string =
+                super::string_keys::for_each_string(column.as_ref(), |offset, value| {
+                    let seq = match value {
+                        Some(v) => keys.get(v),
+                        None => keys.null(),
+                    };
+                    if deletes(seq) {
+                        positions.insert(first_position + offset as u64);
+                    }
+                });
+            if !is_string {
+                return Err(Error::file(
+                    data.path(),
+                    "key column is not a string",
+                    "type mismatch",
+                ));
+            }
+        }
         KeySet::Rows(keys) => {
             let columns: Vec<ArrayRef> = group
                 .key_columns
