@@ -172,6 +172,59 @@ def floor_table(results, table):
     return "".join(md)
 
 
+def duckdb_table(results, table):
+    """DuckDB's conversion of the first table against eqdv's, per latency."""
+    runs = results.get("duckdb")
+    if not runs:
+        return ""
+    md = [
+        "### Against DuckDB\n\n"
+        "DuckDB (`benches/duckdb_s3_convert.py`, 2 threads, its httpfs extension through the same proxy) "
+        "joins the key column of every data file (read_parquet with filename and file_row_number) against "
+        "the keys of the equality delete files that apply to it (a newer sequence number, the same partition) "
+        "and materialises the (file, position) pairs: no Puffin file, no commit, as eqdv's dry run. Its "
+        "listing of the table's files (PyIceberg, direct) is untimed; in-process is its connect, query and "
+        "result, end to end its whole process (Python's start-up, imports and the listing included). eqdv's "
+        "figures are `current` at its default parallelism: in-process its conversion's own time "
+        "(`duration_ms`), end to end its process. Medians over the runs; DuckDB's S3 requests are not "
+        "counted apart from its listing's.\n\n"
+        "| latency | DuckDB in-process ms min / median / max | DuckDB end to end s | DuckDB positions "
+        "| eqdv in-process ms | eqdv end to end s | eqdv positions | in-process eqdv / DuckDB | faster |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---|\n"
+    ]
+    latencies = []
+    for run in runs:
+        if run["latency_ms"] not in latencies:
+            latencies.append(run["latency_ms"])
+    for latency in latencies:
+        ok = [r for r in runs if r["latency_ms"] == latency and "out" in r]
+        failed = [r for r in runs if r["latency_ms"] == latency and "out" not in r]
+        if not ok:
+            error = failed[0].get("error", "") if failed else ""
+            md.append(f"| {fmt_latency(latency)} | failed: {error[-150:]} | | | | | | | |\n")
+            continue
+        inner = sorted(r["out"]["inner_ms"] for r in ok)
+        duck_ms = statistics.median(inner)
+        duck_wall = statistics.median(r["wall_s"] for r in ok)
+        positions = sorted({r["out"]["positions"] for r in ok})
+        eqdv = [r for r in results["runs"] if r.get("table", table) == table and r["latency_ms"] == latency
+                and r["parallelism"] is None and r["binary"] == "current" and "out" in r]
+        eqdv_ms = statistics.median(r["out"]["duration_ms"] for r in eqdv) if eqdv else None
+        eqdv_wall = statistics.median(r["wall_s"] for r in eqdv) if eqdv else None
+        eqdv_positions = sorted({r["out"].get("positions_added") for r in eqdv})
+        ratio = eqdv_ms / duck_ms if eqdv_ms is not None and duck_ms else None
+        md.append(
+            f"| {fmt_latency(latency)} | {inner[0]:,.0f} / {duck_ms:,.0f} / {inner[-1]:,.0f} | {duck_wall:.2f} "
+            f"| {', '.join(f'{p:,}' for p in positions)} "
+            f"| {f'{eqdv_ms:,.0f}' if eqdv_ms is not None else '–'} "
+            f"| {f'{eqdv_wall:.2f}' if eqdv_wall is not None else '–'} "
+            f"| {', '.join(f'{p:,}' for p in eqdv_positions if p is not None) or '–'} "
+            f"| {f'{ratio:.2f}x' if ratio else '–'} | {('yes' if ratio < 1 else 'no') if ratio else '–'} |\n"
+        )
+    md.append("\n")
+    return "".join(md)
+
+
 def section(results):
     md = [BEGIN, "## Through S3 latency: the table of issue 13 on Glue + MinIO behind Toxiproxy\n\n"]
     gen = results["table"].get("generated", {})
@@ -205,6 +258,7 @@ def section(results):
     first = results["table"]["name"]
     md.append(runs_tables(results, first))
     md.append(floor_table(results, first))
+    md.append(duckdb_table(results, first))
     streamed = results.get("streamed")
     if streamed:
         conv = streamed.get("converted", {})

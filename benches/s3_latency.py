@@ -8,9 +8,12 @@ kind. Glue is reached directly: only S3 goes through the proxy.
 With --floor-bin (eqdv-bench), also the S3 floor of the first table's resolve at each
 latency (`eqdv-bench s3-floor`: the delete files and the key column chunks that truly
 hold a key fetched at once, decoded and probed; timed in-process, its preparation not).
+With --duckdb-python, also DuckDB's conversion of the first table at each latency
+(benches/duckdb_s3_convert.py: httpfs through the same proxy; timed in-process, its
+listing of the table's files not, and end to end).
 
 Usage: s3_latency.py --bin NAME=PATH [--bin NAME=PATH ...] --toxiproxy PATH --out RESULTS.json
-                     [--floor-bin PATH]
+                     [--floor-bin PATH] [--duckdb-python PATH]
 """
 
 import json
@@ -95,6 +98,18 @@ def main():
                 run.update(table=TABLE, latency_ms=latency)
                 results["floor"].append(run)
                 audit.take(quiet_s=0.2)
+        if args.duckdb_python:
+            results["duckdb"] = []
+            script = os.path.join(HERE, "duckdb_s3_convert.py")
+            for rep in range(args.reps):
+                for latency in LATENCIES_MS:
+                    use_latency(latency)
+                    label = f"duckdb {TABLE} {'direct' if latency is None else f'{latency} ms'} #{rep + 1}"
+                    audit.take(quiet_s=0.2)
+                    run = measure([args.duckdb_python, script, "--table", TABLE, "--list-endpoint", direct],
+                                  label, timeout=900)
+                    run.update(table=TABLE, latency_ms=latency, rep=rep, s3=audit.take(quiet_s=0.2))
+                    results["duckdb"].append(run)
         for rep in range(args.reps):
             for latency in LATENCIES_MS:
                 use_latency(latency)

@@ -193,6 +193,9 @@ def comparison_args():
     parser.add_argument("--out", required=True)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--floor-bin", help="eqdv-bench, for the S3 floor")
+    parser.add_argument("--duckdb-python",
+                        help="a Python with DuckDB, its httpfs wheel and PyIceberg (tests/run's venv), "
+                             "for DuckDB's conversion through S3")
     return parser.parse_args()
 
 
