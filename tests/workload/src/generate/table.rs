@@ -1,7 +1,6 @@
 //! Tables: the schema, the partition spec, creating the table and adding the `tag`
 //! column, and where each partition's files go.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use iceberg::spec::{
@@ -163,14 +162,7 @@ pub(super) async fn commit_metadata(
     table: &LoadedTable,
     metadata: TableMetadata,
 ) -> Result<LoadedTable> {
-    let current = MetadataLocation::from_str(&table.pointer.metadata_location).map_err(|e| {
-        Error::file(
-            &table.pointer.metadata_location,
-            "not a versioned metadata location",
-            e,
-        )
-    })?;
-    let next = current.with_next_version().with_new_metadata(&metadata);
+    let next = eqdv::commit::next_metadata_location(table, &metadata)?;
     metadata.write_to(&table.file_io, &next).await?;
     let next = next.to_string();
     if let Err(e) = catalog
