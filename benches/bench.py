@@ -189,8 +189,15 @@ def run_scenario(args, layout_name, warehouse, dist, keys, reps, readers, reader
     with open(path) as f:
         scenario = json.load(f)
     log(f"{layout_name} {dist} {keys}: {len(scenario['truth_files'])} files hold a key")
-    runs = {"eqdv": [], "no_pruning": [], "floor": [], "duckdb": []}
+    runs = {"eqdv": [], "no_pruning": [], "floor": [], "duckdb": [], "duckdb_candidates": []}
     py = args.python
+    # The files eqdv's pruning leaves to open, listed once (untimed) for DuckDB given
+    # the same candidates.
+    reset(args, path)
+    candidates = run_json([args.bin, "candidates", "--scenario", path])
+    candidates_path = os.path.join(warehouse, f"s_{dist}_{keys}.candidates.json")
+    with open(candidates_path, "w") as f:
+        json.dump(candidates, f)
     for rep in range(reps):
         reset(args, path)
         runs["eqdv"].append(measure([args.bin, "convert", "--scenario", path], "eqdv"))
@@ -201,6 +208,10 @@ def run_scenario(args, layout_name, warehouse, dist, keys, reps, readers, reader
         runs["floor"].append(measure([args.bin, "floor", "--scenario", path], "floor"))
         runs["duckdb"].append(
             measure([py, os.path.join(HERE, "duckdb_convert.py"), path], "duckdb")
+        )
+        runs["duckdb_candidates"].append(
+            measure([py, os.path.join(HERE, "duckdb_convert.py"), path, "--data-files", candidates_path],
+                    "duckdb (eqdv's candidates)")
         )
     # The last run leaves the table converted: read both snapshots.
     reset(args, path)
@@ -215,6 +226,7 @@ def run_scenario(args, layout_name, warehouse, dist, keys, reps, readers, reader
         "expected_rows": scenario["expected_rows"],
         "expected_sum_v": scenario["expected_sum_v"],
         "deleted_rows": scenario["deleted_rows"],
+        "candidates": {k: candidates[k] for k in ("candidate_files", "files_opened", "positions")},
         "runs": runs,
     }
     if readers and "out" in final:

@@ -106,6 +106,12 @@ enum Command {
         #[arg(long)]
         parallelism: Option<usize>,
     },
+    /// The data files eqdv's pruning leaves to open (a dry resolve, nothing committed),
+    /// for DuckDB given the same candidates.
+    Candidates {
+        #[arg(long)]
+        scenario: PathBuf,
+    },
     /// Times the phases of a conversion (load, manifests, plan, resolve, whole).
     Phases {
         #[arg(long)]
@@ -230,6 +236,9 @@ async fn main() -> Result<()> {
                 parallelism,
             };
             runs::run_convert(&read_scenario(&scenario)?, &args).await?
+        }
+        Command::Candidates { scenario } => {
+            runs::run_candidates(&read_scenario(&scenario)?).await?
         }
         Command::Phases { scenario } => runs::run_phases(&read_scenario(&scenario)?).await?,
         Command::Floor { scenario, threads } => {

@@ -76,6 +76,27 @@ pub async fn run_convert(scenario: &Scenario, args: &ConvertArgs) -> Result<Valu
     Ok(out)
 }
 
+/// The data files eqdv opens after its pruning by the manifests' bounds (the files it
+/// reads a footer of; within them row groups may still be skipped), sorted, from a
+/// resolve that commits nothing. Run on the scenario's table as `reset` leaves it.
+pub async fn run_candidates(scenario: &Scenario) -> Result<Value> {
+    let catalog = SqliteCatalog::open_warehouse(&scenario.warehouse)?;
+    let name = TableName::parse(&scenario.table)?;
+    let table = LoadedTable::load(&catalog, &name).await?;
+    let files = eqdv::table::TableFiles::read(&table, table.head("main")?.as_ref()).await?;
+    let groups = eqdv::plan::group_equality_deletes(&table, &files)?;
+    let options = ConvertOptions::default();
+    let resolved = eqdv::resolve::resolve(&table, &files, &groups, &options.resolve).await?;
+    let mut opened: Vec<&String> = resolved.opened.iter().collect();
+    opened.sort();
+    Ok(json!({
+        "opened": opened,
+        "candidate_files": resolved.metrics.candidate_files,
+        "files_opened": resolved.metrics.files_opened,
+        "positions": resolved.metrics.positions_matched,
+    }))
+}
+
 /// Where a conversion's time goes: the phases of `eqdv::convert` run one by one (load,
 /// manifests, plan, resolve) on the scenario's table, then a whole conversion.
 pub async fn run_phases(scenario: &Scenario) -> Result<Value> {

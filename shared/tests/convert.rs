@@ -812,6 +812,19 @@ async fn pruning_never_changes_the_result() {
         pruned_somewhere += pruned.metrics.pruned_by_bounds + pruned.metrics.row_groups_pruned;
         assert_eq!(full.metrics.pruned_by_bounds, 0);
         assert_eq!(full.metrics.files_opened, full.metrics.candidate_files);
+        // The list of files opened (what benchmarks hand other engines) is the files
+        // bound pruning kept: every file with a match, none that bounds ruled out.
+        assert_eq!(
+            pruned.opened.len() as u64,
+            pruned.metrics.files_opened,
+            "seed {seed}"
+        );
+        assert!(pruned.opened.is_subset(&pruned.candidates), "seed {seed}");
+        assert!(
+            pruned.positions.keys().all(|p| pruned.opened.contains(p)),
+            "seed {seed}: a file with a match is missing from the opened list"
+        );
+        assert_eq!(full.opened, full.candidates, "seed {seed}");
     }
     assert!(
         pruned_somewhere > 0,

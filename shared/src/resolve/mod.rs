@@ -158,6 +158,9 @@ pub struct Resolved {
     pub positions: BTreeMap<String, RoaringTreemap>,
     /// Every data file that was in scope of a group (opened or pruned).
     pub candidates: HashSet<String>,
+    /// The candidates bound pruning kept: the data files whose footers were opened (in
+    /// any key pass). Benchmarks hand this list to other engines.
+    pub opened: HashSet<String>,
     pub metrics: ResolveMetrics,
 }
 
@@ -210,6 +213,7 @@ pub async fn resolve_observed(
             *resolved.positions.entry(path).or_default() |= positions;
         }
         resolved.candidates.extend(pass.candidates);
+        resolved.opened.extend(pass.opened);
         resolved.metrics.add(&pass.metrics);
     }
     resolved.metrics.key_passes = passes;

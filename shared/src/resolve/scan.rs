@@ -121,6 +121,7 @@ pub(super) async fn resolve_pass(
             metrics.pruned_by_bounds += 1;
             continue;
         }
+        resolved.opened.insert(data.path().to_string());
         let projection = match projections.get(&surviving) {
             Some(p) => p.clone(),
             None => {
