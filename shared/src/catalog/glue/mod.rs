@@ -25,6 +25,7 @@ use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 use failure::Failure;
 
+mod credentials;
 mod failure;
 
 const METADATA_LOCATION: &str = "metadata_location";
@@ -255,9 +256,15 @@ impl GlueCatalog {
     }
 }
 
-/// A FileIO that resolves `s3://` and `file://` locations.
+/// A FileIO that resolves `s3://` and `file://` locations. Unless `props` configure
+/// credentials of their own, its S3 requests share the process's credentials (see
+/// `credentials`) instead of loading them for each request.
 fn build_file_io(props: &HashMap<String, String>) -> FileIO {
-    FileIOBuilder::new(Arc::new(OpenDalResolvingStorageFactory::new()))
+    let mut storage = OpenDalResolvingStorageFactory::new();
+    if let Some(loader) = credentials::shared_default_loader(props.keys()) {
+        storage = storage.with_s3_credential_loader(loader);
+    }
+    FileIOBuilder::new(Arc::new(storage))
         .with_props(props.iter())
         .build()
 }
