@@ -8,6 +8,7 @@
 //! delete manifests are merged once a spec has many (`merge`); every other manifest is
 //! reused as is. `summary` computes the snapshot summary.
 
+mod manifest_encode;
 mod merge;
 mod summary;
 
@@ -21,14 +22,14 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataFile, ManifestContentType, ManifestFile, ManifestListWriter, ManifestStatus,
-    ManifestWriter, ManifestWriterBuilder, Operation, PartitionSpec, SchemaRef, Snapshot, Summary,
-    TableMetadata,
+    ManifestWriterBuilder, Operation, PartitionSpec, SchemaRef, Snapshot, Summary, TableMetadata,
 };
 use rand::Rng;
 
 use crate::storage::new_metadata_file;
 use crate::table::{FileEntryKey, LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
+use manifest_encode::EntryWriter;
 
 /// Summary property naming the snapshot a conversion was planned on.
 pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
@@ -174,7 +175,7 @@ async fn build_inner(
     // uploaded together: one round trip to object storage, not one for the manifests
     // and one more for the list.
     let staging = FileIO::new_with_memory();
-    let mut pending: Vec<(String, ManifestWriter)> = Vec::new();
+    let mut pending: Vec<(String, EntryWriter)> = Vec::new();
 
     // New manifests: one per (content, spec).
     let mut new_delete_manifests_by_spec: HashMap<i32, usize> = HashMap::new();
@@ -200,7 +201,7 @@ async fn build_inner(
                 spec.as_ref().clone(),
             )?;
             for file in &by_spec[&spec_id] {
-                writer.add_file((*file).clone(), -1)?;
+                writer.add_file((*file).clone())?;
             }
             if content == ManifestContentType::Deletes {
                 *new_delete_manifests_by_spec.entry(spec_id).or_default() += 1;
@@ -307,8 +308,7 @@ async fn build_inner(
                 for live in &live_deletes[source.manifest_path.as_str()] {
                     let goes = removed.is_some_and(|r| r.contains(&live.entry_key()));
                     found_removed += usize::from(goes);
-                    carry(
-                        &mut writer,
+                    writer.carry(
                         live.file.clone(),
                         live.snapshot_id,
                         live.data_sequence_number,
@@ -369,7 +369,7 @@ async fn build_inner(
             };
             let goes = removed.contains(&key);
             found_removed += usize::from(goes);
-            carry(&mut writer, entry.data_file, added_by, seq, file_seq, goes)?;
+            writer.carry(entry.data_file, added_by, seq, file_seq, goes)?;
         }
         pending.push((path, writer));
     }
@@ -386,7 +386,7 @@ async fn build_inner(
     let new_manifests = futures::future::try_join_all(
         pending
             .into_iter()
-            .map(|(path, writer)| async move { finish_manifest(&path, writer).await }),
+            .map(|(path, writer)| async move { writer.finish(&path).await }),
     )
     .await?;
 
@@ -470,23 +470,6 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
 
 /// Writes a base entry into a rewritten or merged manifest: DELETED when this snapshot
 /// removes it, else EXISTING, with the snapshot and sequence numbers it had.
-fn carry(
-    writer: &mut ManifestWriter,
-    file: DataFile,
-    added_by: i64,
-    sequence_number: i64,
-    file_sequence_number: i64,
-    removed: bool,
-) -> Result<()> {
-    let file_seq = Some(file_sequence_number);
-    if removed {
-        writer.add_delete_file(file, sequence_number, file_seq)?;
-    } else {
-        writer.add_existing_file(file, added_by, sequence_number, file_seq)?;
-    }
-    Ok(())
-}
-
 /// A v3 manifest writer of `content` at a new file in the table's metadata directory,
 /// recorded in `written` first so that a build that fails later deletes it.
 fn manifest_writer(
@@ -497,15 +480,24 @@ fn manifest_writer(
     content: ManifestContentType,
     schema: SchemaRef,
     spec: PartitionSpec,
-) -> Result<(String, ManifestWriter)> {
+) -> Result<(String, EntryWriter)> {
     let path = new_metadata_file(table.location(), "eqdv", "avro");
     let output = staging.new_output(&path)?;
     written.push(path.clone());
+    let partition_type = spec.partition_type(&schema)?;
     let builder = ManifestWriterBuilder::new(output, Some(snapshot_id), schema, spec);
-    let writer = match content {
+    let header = match content {
         ManifestContentType::Data => builder.build_v3_data(),
         ManifestContentType::Deletes => builder.build_v3_deletes(),
     };
+    let writer = EntryWriter::new(
+        header,
+        &path,
+        staging,
+        snapshot_id,
+        content,
+        &partition_type,
+    );
     Ok((path, writer))
 }
 
@@ -526,13 +518,6 @@ async fn upload_staged(staging: &FileIO, file_io: &FileIO, written: &[String]) -
         .into_iter()
         .collect::<Result<Vec<()>>>()?;
     Ok(())
-}
-
-async fn finish_manifest(path: &str, writer: ManifestWriter) -> Result<ManifestFile> {
-    writer
-        .write_manifest_file()
-        .await
-        .map_err(|e| Error::file(path, "cannot write manifest", e))
 }
 
 /// Wall-clock time, but never before the table's last update (clock skew between writers).
