@@ -3,11 +3,11 @@
 //! iceberg's storage builds a new opendal operator for every file it opens, and each new
 //! operator's signer starts with an empty cache: every request went through the whole
 //! default chain again (for the environment's keys, a copy of the process environment a
-//! request; a profile file or a web identity token file read again; about 6% of a
-//! streaming conversion's CPU). The chain here is the one opendal builds when nothing
-//! else is configured (reqsign's default: environment, profile, SSO, web identity, ECS,
-//! instance metadata), asked once and its answer kept until it is about to expire, as a
-//! single operator's signer keeps it.
+//! request; a profile file or a web identity token file read again), a visible share of
+//! a streaming conversion's CPU in a profile. The chain here is the one opendal builds
+//! when nothing else is configured (reqsign's default: environment, profile, SSO, web
+//! identity, ECS, instance metadata), asked once and its answer kept until it is about
+//! to expire, as a single operator's signer keeps it.
 
 use std::sync::{Arc, OnceLock};
 
