@@ -516,12 +516,13 @@ def main():
     )
     if results.get("merged_from"):
         rerun = sorted(layouts_rerun(results))
+        every = set(rerun) >= set(results["layouts"])
         md.append(
             f"Merged results: {', '.join(rerun) or 'some tables'} (and the memory run) were re-run on "
-            f"{results['started']} with `benches/run --only=... --keep-reads` after an engine change; "
-            f"the other tables come from the full run of {results['merged_from']}. Reader runs of "
-            "re-run tables were kept from the earlier run (they read the same snapshots' contents; "
-            "the engine change affects only conversions).\n\n"
+            f"{results['started']} with `benches/run --only=... --keep-reads` after an engine change"
+            + (" (every table)" if every else f"; the other tables come from the full run of {results['merged_from']}")
+            + f". Reader runs of re-run tables were kept from the run of {results['merged_from']} "
+            "(they read the same snapshots' contents; the engine change affects only conversions).\n\n"
         )
     md.append(
         f"**Machine**: {mach.get('cpu', '?')}, {mach.get('cpus')} cores, {mach.get('mem_gib')} GiB, "
