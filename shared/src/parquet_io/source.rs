@@ -2,13 +2,11 @@
 //! table's name mapping for files without ids, or a constant (the field's
 //! initial-default, or null) for a field the file lacks.
 
-use std::sync::Arc;
-
 use arrow_schema::Field;
 use iceberg::spec::{Literal, NameMapping, NestedField};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
-use super::{ParquetFile, converts_exactly, target_schema};
+use super::{ParquetFile, converts_exactly};
 use crate::{Error, Result};
 
 /// How a file's top-level columns were given Iceberg field ids.
@@ -92,10 +90,8 @@ impl ParquetFile {
         };
         if let Some(index) = self.top_level_index(field.id) {
             let stored = self.builder.schema().field(index).data_type();
-            let wanted = target_schema(&[Arc::new(field.clone())])?
-                .field(0)
-                .data_type()
-                .clone();
+            // The type `target_schema` gives the field (the same conversion).
+            let wanted = iceberg::arrow::type_to_arrow_type(&field.field_type)?;
             if !converts_exactly(stored, &wanted) {
                 return Err(refuse(format!(
                     "the file stores it as {stored}, which eqdv cannot convert exactly to the \

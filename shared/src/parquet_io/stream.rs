@@ -27,6 +27,18 @@ impl ParquetFile {
         batch_size: usize,
     ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send> {
         let target = target_schema(fields)?;
+        self.read_as(fields, target, row_groups, batch_size)
+    }
+
+    /// [`ParquetFile::read`], with `target` the [`target_schema`] of `fields` (which a
+    /// caller reading the same fields from many files builds once).
+    pub fn read_as(
+        self,
+        fields: &[NestedFieldRef],
+        target: ArrowSchemaRef,
+        row_groups: Option<Vec<usize>>,
+        batch_size: usize,
+    ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send> {
         let sources = fields
             .iter()
             .map(|f| self.source_of(f))

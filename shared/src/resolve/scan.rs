@@ -220,6 +220,8 @@ pub(super) async fn resolve_pass(
 /// The key columns a set of groups reads (their union), as read from each file.
 struct KeyProjection {
     fields: Vec<NestedFieldRef>,
+    /// The Arrow schema `fields` are read into, built once for every file.
+    target: arrow_schema::SchemaRef,
     /// Field id to column index in the batches read with `fields`.
     column_of: HashMap<i32, usize>,
 }
@@ -235,7 +237,12 @@ impl KeyProjection {
             }
         }
         let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-        Ok(Self { fields, column_of })
+        let target = crate::parquet_io::target_schema(&fields)?;
+        Ok(Self {
+            fields,
+            target,
+            column_of,
+        })
     }
 }
 
@@ -359,7 +366,12 @@ async fn scan_file(
         .unwrap_or(0);
     let _held = context.budget.bytes(largest).await?;
 
-    let mut stream = Box::pin(file.read(&projection.fields, Some(selected), options.batch_size)?);
+    let mut stream = Box::pin(file.read_as(
+        &projection.fields,
+        projection.target.clone(),
+        Some(selected),
+        options.batch_size,
+    )?);
     while let Some((first, batch)) = stream.try_next().await? {
         scan.rows_scanned += batch.num_rows() as u64;
         for &g in group_ids {
