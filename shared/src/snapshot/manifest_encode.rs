@@ -45,10 +45,37 @@ impl EntryWriter {
         content: ManifestContentType,
         partition_type: &StructType,
     ) -> Self {
-        match FastManifest::new(header, path, staging, snapshot_id, content, partition_type) {
-            Ok(fast) => EntryWriter::Fast(Box::new(fast)),
-            Err(header) => EntryWriter::Iceberg(Box::new(header)),
-        }
+        // Each partition field's type (and whether it is required), when every one has
+        // an encoding here.
+        let partition: Option<Vec<(PrimitiveType, bool)>> = partition_type
+            .fields()
+            .iter()
+            .map(|field| match &*field.field_type {
+                Type::Primitive(p) if encodes(p) => Some((p.clone(), field.required)),
+                _ => None,
+            })
+            .collect();
+        let Some(partition) = partition else {
+            return EntryWriter::Iceberg(Box::new(header));
+        };
+        let (partition_types, partition_required): (Vec<_>, Vec<_>) = partition.into_iter().unzip();
+        EntryWriter::Fast(Box::new(FastManifest {
+            header,
+            path: path.to_string(),
+            staging: staging.clone(),
+            snapshot_id,
+            content,
+            stats: partition_types
+                .iter()
+                .map(|t| PartitionStats::new(t.clone()))
+                .collect(),
+            partition_types,
+            partition_required,
+            blocks: Vec::new(),
+            block: Vec::with_capacity(BLOCK_SIZE + 1024),
+            block_count: 0,
+            counts: Counts::default(),
+        }))
     }
 
     /// A new file (status ADDED), its sequence numbers inherited from the snapshot.
@@ -62,7 +89,8 @@ impl EntryWriter {
         }
     }
 
-    /// A file carried from the base (EXISTING), or removed by this snapshot (DELETED).
+    /// A base entry in a rewritten or merged manifest: DELETED when this snapshot
+    /// removes it, else EXISTING, with the snapshot and sequence numbers it had.
     pub(super) fn carry(
         &mut self,
         file: DataFile,
@@ -139,47 +167,6 @@ struct Counts {
 }
 
 impl FastManifest {
-    /// `Err(header)` when a partition field's type is not one this encoder writes.
-    #[allow(clippy::result_large_err)]
-    fn new(
-        header: ManifestWriter,
-        path: &str,
-        staging: &FileIO,
-        snapshot_id: i64,
-        content: ManifestContentType,
-        partition_type: &StructType,
-    ) -> std::result::Result<Self, ManifestWriter> {
-        let mut partition_types = Vec::new();
-        let mut partition_required = Vec::new();
-        for field in partition_type.fields() {
-            match &*field.field_type {
-                Type::Primitive(p) if encodes(p) => {
-                    partition_types.push(p.clone());
-                    partition_required.push(field.required);
-                }
-                _ => return Err(header),
-            }
-        }
-        let stats = partition_types
-            .iter()
-            .map(|t| PartitionStats::new(t.clone()))
-            .collect();
-        Ok(Self {
-            header,
-            path: path.to_string(),
-            staging: staging.clone(),
-            snapshot_id,
-            content,
-            partition_types,
-            partition_required,
-            blocks: Vec::new(),
-            block: Vec::with_capacity(BLOCK_SIZE + 1024),
-            block_count: 0,
-            counts: Counts::default(),
-            stats,
-        })
-    }
-
     fn add(
         &mut self,
         status: ManifestStatus,

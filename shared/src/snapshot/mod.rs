@@ -468,8 +468,6 @@ fn new_snapshot_id(metadata: &TableMetadata) -> i64 {
     }
 }
 
-/// Writes a base entry into a rewritten or merged manifest: DELETED when this snapshot
-/// removes it, else EXISTING, with the snapshot and sequence numbers it had.
 /// A v3 manifest writer of `content` at a new file in the table's metadata directory,
 /// recorded in `written` first so that a build that fails later deletes it.
 fn manifest_writer(
