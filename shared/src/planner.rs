@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{PlanOptions, Shard};
 use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
-use crate::table::LoadedTable;
+use crate::table::{KeptReads, LoadedTable};
 use crate::{Error, Result};
 
 /// Which tables a backfill covers.
@@ -65,6 +65,10 @@ pub struct PlannerConfig {
     /// Keep the table a plan of one shard was made from ([`PlannerSummary::single_shard`]),
     /// for a caller that converts that shard in the same process.
     pub keep_single_shard_table: bool,
+    /// Where a kept table keeps its reads: a store the caller keeps across invocations
+    /// (a warm planner's, see [`KeptReads::next_invocation`]), or off for a store of
+    /// the table's own.
+    pub kept_reads: KeptReads,
 }
 
 impl Default for PlannerConfig {
@@ -74,6 +78,7 @@ impl Default for PlannerConfig {
             branch: "main".into(),
             plan: PlanOptions::default(),
             keep_single_shard_table: false,
+            kept_reads: KeptReads::default(),
         }
     }
 }
@@ -159,7 +164,7 @@ pub async fn plan_triggers(
                 reason: "not in the allowlist".into(),
             }
         } else {
-            let keep = config.keep_single_shard_table;
+            let keep = config.keep_single_shard_table.then_some(&config.kept_reads);
             match plan_table(catalog, &table, &branch, &config.plan, keep).await {
                 Ok((decision, shards, loaded)) => {
                     if !shards.is_empty() {
@@ -197,18 +202,18 @@ pub async fn plan_triggers(
 }
 
 /// The decision for one table, its shards and the table they were planned on (keeping
-/// what it read when `keep_reads`).
+/// what it read, in `keep_reads` when that store is on).
 async fn plan_table(
     catalog: &dyn Catalog,
     name: &TableName,
     branch: &str,
     options: &PlanOptions,
-    keep_reads: bool,
+    keep_reads: Option<&KeptReads>,
 ) -> Result<(TableDecision, Vec<Shard>, Option<LoadedTable>)> {
     let mut table = LoadedTable::load(catalog, name).await?;
     // Its manifests are read again by a conversion of its shard in this process.
-    if keep_reads {
-        table = table.keeping_reads();
+    if let Some(store) = keep_reads {
+        table = table.keeping_reads_in(store);
     }
     table.require_v3()?;
     table.require_branch(branch)?;

@@ -302,3 +302,77 @@ async fn a_plan_of_one_shard_keeps_the_table_it_was_planned_on() {
     assert!(again.shards.is_empty(), "{again:?}");
     assert!(again.single_shard().is_none());
 }
+
+/// A warm planner (one store of kept reads across its invocations) after each of a
+/// writer's commits: every invocation converts the table to what a reader that is not
+/// eqdv reads as the history's rows, and fetches only the manifest list and the
+/// manifests the commits since its last invocation added; the rest come from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_planner_fetches_only_what_the_commits_since_added() {
+    let w = warehouse();
+    let name = table();
+    let history = spec(95);
+    generate(&w.catalog, &name, &history).await.unwrap();
+    let store = eqdv::table::KeptReads::new_store();
+    let mut config = PlannerConfig::default();
+    config.plan.default_queue_groups = 1;
+    config.plan.small_table_bytes = u64::MAX;
+    config.keep_single_shard_table = true;
+    config.kept_reads = store.clone();
+    let trigger = [Trigger::Sweep];
+    // The manifest list and live manifests of the head the last invocation converted.
+    let mut last_read: Option<std::collections::BTreeSet<String>> = None;
+    for invocation in 0..3 {
+        store.next_invocation();
+        let fetched_before = store.fetched();
+        let summary = plan_triggers(&w.catalog, &trigger, &config).await.unwrap();
+        let (shard, planned) = summary.single_shard().expect("one shard, kept");
+        let head = planned.head("main").unwrap().expect("a head");
+        let options = ConvertOptions {
+            shard: Some(shard.clone()),
+            loaded_table: Some(planned.clone()),
+            ..Default::default()
+        };
+        let report = convert(&w.catalog, &name, &options).await.unwrap();
+        assert_eq!(report.outcome, eqdv::convert::Outcome::Converted);
+        let expected = eqdv_workload::generate::expected_rows_of(&w.catalog, &name)
+            .await
+            .unwrap();
+        assert_converted(&w.catalog, &expected).await;
+
+        let manifests = eqdv::table::TableFiles::read(planned, Some(&head))
+            .await
+            .unwrap()
+            .manifests;
+        let read: std::collections::BTreeSet<String> = manifests
+            .iter()
+            .filter(|m| !eqdv::table::has_no_live_files(m))
+            .map(|m| m.manifest_path.clone())
+            .chain([head.manifest_list().to_string()])
+            .collect();
+        let fetched = store.fetched() - fetched_before;
+        match &last_read {
+            None => assert_eq!(fetched, read.len() as u64, "a cold store fetches all"),
+            Some(last) => {
+                let new = read.difference(last).count();
+                assert!(
+                    new < read.len(),
+                    "invocation {invocation}: nothing carried over"
+                );
+                assert_eq!(
+                    fetched,
+                    new as u64,
+                    "invocation {invocation}: fetched {fetched} of {} files, {new} new",
+                    read.len()
+                );
+            }
+        }
+        last_read = Some(read);
+        // The writer's next commit.
+        let next = eqdv_workload::generate::WorkloadSpec {
+            commits: 1,
+            ..history.clone()
+        };
+        generate(&w.catalog, &name, &next).await.unwrap();
+    }
+}

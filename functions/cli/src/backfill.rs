@@ -90,6 +90,8 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         // split below, in this process.
         splits: None,
         converter: in_planner,
+        // One invocation per process: each table keeps its own reads.
+        kept_reads: Default::default(),
     };
     let run = planner.run_triggers(&[trigger], None).await?;
     let converter = Converter {

@@ -290,6 +290,7 @@ impl FunctionConfig {
             branch: self.branch.clone(),
             plan: self.plan.clone(),
             keep_single_shard_table: self.convert_in_planner_bytes > 0,
+            kept_reads: Default::default(),
         }
     }
 

@@ -17,7 +17,9 @@ use std::time::Instant;
 use eqdv::catalog::Catalog;
 use eqdv::convert::ConvertReport;
 use eqdv::plan::Shard;
-use eqdv::planner::{TableDecision, Trigger, plan_triggers};
+use eqdv::planner::{PlannerConfig, TableDecision, Trigger, plan_triggers};
+/// The store a planner keeps its reads in (the planner binary makes one per process).
+pub use eqdv::table::KeptReads;
 use eqdv::table::LoadedTable;
 use serde::Serialize;
 use serde_json::Value;
@@ -155,6 +157,10 @@ pub struct Planner {
     /// Converts a plan's only shard here when `config.converts_in_planner` allows;
     /// without it every shard is sent.
     pub converter: Option<Converter>,
+    /// Where a converting planner keeps the manifests it reads: a store of the process,
+    /// so that a warm Lambda instance's next invocation fetches only the manifests the
+    /// commits since added (off: each table keeps its own, for one invocation).
+    pub kept_reads: KeptReads,
 }
 
 /// A planning run: the response, and what failed (tables, shard sends).
@@ -173,6 +179,8 @@ impl Planner {
         event: &Value,
         deadline: Option<Instant>,
     ) -> Result<PlannerResponse> {
+        // What the last invocation did not read again is of no use to this one.
+        self.kept_reads.next_invocation();
         let run = self.run(event, deadline).await?;
         if !run.failures.is_empty() {
             return Err(FunctionError::PlanningIncomplete(run.failures.join("; ")));
@@ -193,8 +201,12 @@ impl Planner {
         deadline: Option<Instant>,
     ) -> Result<PlannerRun> {
         let started = Instant::now();
-        let summary =
-            plan_triggers(self.catalog.as_ref(), triggers, &self.config.planner()).await?;
+        let (kept_at_start, fetched_at_start) = (self.kept_reads.len(), self.kept_reads.fetched());
+        let config = PlannerConfig {
+            kept_reads: self.kept_reads.clone(),
+            ..self.config.planner()
+        };
+        let summary = plan_triggers(self.catalog.as_ref(), triggers, &config).await?;
 
         let mut shards = Vec::with_capacity(summary.shards.len());
         let mut failures: Vec<String> = summary
@@ -330,6 +342,16 @@ impl Planner {
                 Unit::Milliseconds,
                 started.elapsed().as_secs_f64() * 1000.0,
             );
+        if self.kept_reads.is_on() {
+            // How much a warm instance saved: manifest lists and manifests kept from its
+            // last invocation, and those it had to fetch.
+            metrics
+                .count("ManifestFilesKept", kept_at_start as u64)
+                .count(
+                    "ManifestFilesFetched",
+                    self.kept_reads.fetched() - fetched_at_start,
+                );
+        }
         metrics.property("DryRun", summary.dry_run);
         if self.config.emit_metrics {
             metrics.emit();

@@ -3,7 +3,7 @@
 //! `eqdv_functions::planner`; this is the runtime wiring.
 
 use eqdv_functions::converter::{Converter, deadline_from_epoch_ms};
-use eqdv_functions::planner::Planner;
+use eqdv_functions::planner::{KeptReads, Planner};
 use eqdv_functions::queue::Sqs;
 use eqdv_functions::split::{SplitStarter, StepFunctions};
 use eqdv_functions::{FunctionConfig, FunctionError, logging};
@@ -72,11 +72,18 @@ async fn init() -> Result<Planner, FunctionError> {
             source: PLANNER_SOURCE.into(),
         }),
     };
+    // A warm instance's next invocation reads the table's next snapshot, which lists
+    // all but a few of the manifests this one read: they are kept across invocations.
+    let kept_reads = match converter {
+        Some(_) => KeptReads::new_store(),
+        None => KeptReads::default(),
+    };
     Ok(Planner {
         catalog,
         config,
         queue: Box::new(queue),
         splits,
         converter,
+        kept_reads,
     })
 }
