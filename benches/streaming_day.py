@@ -40,6 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
 from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
+from warm_planner import WarmPlanner, create_fifo_queue, glue_table_change  # noqa: E402
 
 DAY = "stream.day"  # converted after every commit
 BACKFILL = "stream.backfill"  # the same history, converted once at the end
@@ -81,9 +82,19 @@ def main():
                         help="this checkout's planner converts a plan's one shard itself")
     parser.add_argument("--baseline-planner-converts", action="store_true",
                         help="the baseline's planner too (a revision that knows the variable)")
+    parser.add_argument("--warm-planner", action="store_true",
+                        help="every converting planner is its function binary (--planner-bin, "
+                             "--baseline-planner-bin) behind aws-lambda-rie, started once and "
+                             "invoked after each commit, as a warm Lambda instance")
+    parser.add_argument("--planner-bin", help="eqdv-planner of this checkout")
+    parser.add_argument("--baseline-planner-bin", help="eqdv-planner of the baseline")
     args = parser.parse_args()
     if args.baseline_planner_converts and not (args.planner_converts and args.baseline_bin):
         parser.error("--baseline-planner-converts needs --planner-converts and --baseline-bin")
+    if args.warm_planner and not (args.planner_converts and args.planner_bin):
+        parser.error("--warm-planner needs --planner-converts and --planner-bin")
+    if args.warm_planner and args.baseline_planner_converts and not args.baseline_planner_bin:
+        parser.error("--warm-planner with --baseline-planner-converts needs --baseline-planner-bin")
     create = CREATE + ["--table-property", f"eqdv.queue-groups={args.queue_groups}"]
     if args.zipf_keys:
         create.append("--zipf-keys")
@@ -107,6 +118,8 @@ def main():
         "planner_converts": {"planner_mb": CONVERTING_PLANNER_MB,
                              "max_mb": CONVERT_IN_PLANNER_MAX_MB} if args.planner_converts else None,
         "baseline_planner_converts": args.baseline_planner_converts,
+        "warm_planner": {"runtime": "aws-lambda-rie", "memory_mb": CONVERTING_PLANNER_MB,
+                         "backfill": "cold (eqdv backfill, one process)"} if args.warm_planner else None,
         "commits": [],
     }
 
@@ -115,6 +128,22 @@ def main():
     proxy.set_latency(args.latency)
     warehouse = env["EQDV_WAREHOUSE_S3"] + "stream"
     plan_dir = tempfile.mkdtemp(prefix="eqdv-streaming-day.")
+    # Binary -> its warm planner instance (--warm-planner): S3 through the proxy, the
+    # stacks' settings, a shard queue for what it does not convert itself.
+    warm = {}
+    if args.warm_planner:
+        queue = create_fifo_queue(env["AWS_ENDPOINT_URL_SQS"], f"streaming-day-{os.getpid()}")
+        function_env = {
+            "AWS_ENDPOINT_URL_S3": proxy.endpoint, "EQDV_CATALOG": "glue", "EQDV_WAREHOUSE": warehouse,
+            "EQDV_ALLOWED_DATABASES": DAY.split(".")[0], "EQDV_SHARD_QUEUE_URL": queue,
+            "EQDV_CONVERT_IN_PLANNER_MAX_MB": str(CONVERT_IN_PLANNER_MAX_MB),
+            "EQDV_SHARD_TARGET_MB": str(SHARD_TARGET_BYTES // (1024 * 1024)),
+        }
+        warm[args.bin] = WarmPlanner(env["EQDV_LAMBDA_RIE"], args.planner_bin, function_env,
+                                     "current", CONVERTING_PLANNER_MB)
+        if args.baseline_planner_converts:
+            warm[args.baseline_bin] = WarmPlanner(env["EQDV_LAMBDA_RIE"], args.baseline_planner_bin,
+                                                  function_env, "baseline", CONVERTING_PLANNER_MB)
 
     def common(table):
         return ["--catalog", "glue", "--warehouse", warehouse, "--table", table, "--json"]
@@ -134,9 +163,19 @@ def main():
         audit.take(quiet_s=0.2)
         return run
 
-    def convert_in_planner(table, label, binary):
+    def convert_in_planner(table, label, binary, cold=False):
         """The planner converting its plan's one shard itself: one process, the planner
-        function's code (`eqdv backfill`)."""
+        function's code (`eqdv backfill`), or an invocation of the warm instance."""
+        if binary in warm and not cold:
+            planner = warm[binary].invoke(glue_table_change(table), f"warm planner {label}")
+            planner["s3"] = audit.take(quiet_s=0.2)
+            shards = planner.get("out", {}).get("plan", {}).get("shards", [])
+            planner["queued_shards"] = sum(
+                1 for sh in shards if not sh.get("in_planner", {}).get("result") == "converted")
+            if "error" in planner:
+                log(f"{label}: {planner['error'][:500]}")
+            return {"planner": planner, "converters": [], "in_planner": True, "warm": True,
+                    "planner_mb": CONVERTING_PLANNER_MB}
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
         database, name = table.split(".")
         extra = {"EQDV_CONVERT_IN_PLANNER_MAX_MB": str(CONVERT_IN_PLANNER_MAX_MB),
@@ -156,12 +195,12 @@ def main():
         return {"planner": planner, "converters": [], "in_planner": True,
                 "planner_mb": CONVERTING_PLANNER_MB}
 
-    def convert(table, label, binary=args.bin):
+    def convert(table, label, binary=args.bin, cold=False):
         """The serverless trigger's conversion: the planner, then each shard's converter
         (on Lambda they run at once; here one after another)."""
         if (args.planner_converts and binary == args.bin) or \
                 (args.baseline_planner_converts and binary == args.baseline_bin):
-            return convert_in_planner(table, label, binary)
+            return convert_in_planner(table, label, binary, cold)
         os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
         plan_file = os.path.join(plan_dir, f"{table}.json")
         planner = measure([binary, "plan", *common(table), "--target-shard-bytes",
@@ -211,7 +250,8 @@ def main():
         results["table"]["backfill_created"] = writer(BACKFILL, args.commits)
         results["table"]["backfill_generate_s"] = time.monotonic() - t
         backfill = {"floor": floor(BACKFILL, "backfill")}
-        backfill.update(convert(BACKFILL, "backfill"))
+        # A backfill is a manual invocation: a cold process, as before.
+        backfill.update(convert(BACKFILL, "backfill", cold=True))
         results["backfill"] = backfill
         os.environ["AWS_ENDPOINT_URL_S3"] = direct
         # Both tables must now hold no equality delete: what is left of each head's deletes.
@@ -219,6 +259,8 @@ def main():
             results.setdefault("left", {})[table] = run_plain(
                 [args.bin, "inspect", *common(table)])["totals"]
     finally:
+        for instance in warm.values():
+            instance.stop()
         proxy.stop()
     results["machine"]["loadavg_end"] = os.getloadavg()
     save()
