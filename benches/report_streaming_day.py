@@ -256,6 +256,20 @@ def section(results):
                if results.get("baseline_planner_converts")
                else " The baseline runs `eqdv plan` and `eqdv convert` as before.\n\n")
         )
+    warm = results.get("warm_planner")
+    if warm:
+        firsts = [c.planner for c in commits if c.planner.get("invocation") == 1 and "init_ms" in c.planner]
+        init = f"{firsts[0]['init_ms']:,.0f} ms" if firsts else "not reported"
+        md.append(
+            "**The converting planner runs warm** (`--warm-planner`): not a process per commit but the planner "
+            f"function's binary behind {warm['runtime']} (the Runtime API server of Lambda's container images, "
+            f"{warm['memory_mb']:,} MB), one instance started before the first commit and invoked with a Glue "
+            "table-change event after each, as Lambda keeps an instance warm for events minutes apart. Its "
+            "Lambda-seconds are the emulator's REPORT Duration of each invocation (what Lambda bills; the first "
+            f"includes the instance's init phase, {init}), its CPU and peak RSS the function process's"
+            + (", and the baseline's planner runs the same way, an instance of its own" if results.get("baseline_planner_converts") else "")
+            + f". The backfill is {warm['backfill']}.\n\n"
+        )
     md.append(f"- `eqdv`: revision `{b.get('rev', '?')[:12]}`{b.get('rev', '')[40:]} built with profile "
               f"`{b.get('profile', '?')}`"
               f"{' (opt-level 0 for eqdv itself: CPU times are higher than a release build)' if b.get('profile') == 'dev' else ''}\n")

@@ -294,28 +294,12 @@ impl FastManifest {
                 put_bytes(out, key);
             }
         }
-        match file.split_offsets() {
-            None => put_long(out, 0),
-            Some(offsets) => {
-                put_long(out, 1);
-                put_block_len(out, offsets.len());
-                for offset in offsets {
-                    put_long(out, *offset);
-                }
-                put_long(out, 0);
-            }
-        }
-        match file.equality_ids() {
-            None => put_long(out, 0),
-            Some(ids) => {
-                put_long(out, 1);
-                put_block_len(out, ids.len());
-                for id in ids {
-                    put_long(out, i64::from(id));
-                }
-                put_long(out, 0);
-            }
-        }
+        put_optional_longs(out, file.split_offsets().map(|o| o.iter().copied()));
+        put_optional_longs(
+            out,
+            file.equality_ids()
+                .map(|ids| ids.into_iter().map(i64::from)),
+        );
         put_optional_long(out, file.sort_order_id().map(i64::from));
         put_optional_long(out, file.first_row_id());
         match file.referenced_data_file() {
@@ -510,6 +494,25 @@ fn put_optional_long(out: &mut Vec<u8>, v: Option<i64>) {
         Some(v) => {
             put_long(out, 1);
             put_long(out, v);
+        }
+    }
+}
+
+/// A nullable array of longs (`split_offsets`, `equality_ids`): the union's branch, then
+/// the array as one block.
+fn put_optional_longs<I>(out: &mut Vec<u8>, values: Option<I>)
+where
+    I: ExactSizeIterator<Item = i64>,
+{
+    match values {
+        None => put_long(out, 0),
+        Some(values) => {
+            put_long(out, 1);
+            put_block_len(out, values.len());
+            for value in values {
+                put_long(out, value);
+            }
+            put_long(out, 0);
         }
     }
 }
