@@ -1661,3 +1661,78 @@ async fn a_default_iceberg_rust_cannot_parse_is_refused() {
         }
     }
 }
+
+/// Footers kept from an earlier resolve (what a warm Lambda instance keeps) open every
+/// file without a request and change nothing else: the same positions, row groups
+/// pruned by statistics and by bloom filters alike, in one key pass or three; and the
+/// conversion made on them reads as PyIceberg expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_footers_change_nothing_but_the_requests() {
+    use eqdv::parquet_io::FooterCache;
+    use eqdv::resolve::ResolveOptions;
+    let w = warehouse();
+    let s = bloom_workload(83, vec![KeyType::String], PartitionKind::Identity, false);
+    let report = generate_table(&w.catalog, &s).await;
+    let cached = ResolveOptions {
+        footer_cache: FooterCache::with_capacity(64 << 20),
+        ..Default::default()
+    };
+    let f = files(&w.catalog).await;
+    let delete_rows: u64 = f
+        .equality_deletes
+        .iter()
+        .map(|d| d.file.record_count())
+        .sum();
+    let in_passes = ResolveOptions {
+        key_memory_budget: (delete_rows * 160).div_ceil(3),
+        ..cached.clone()
+    };
+    let [plain, cold, warm, warm_passes] = resolve_each(
+        &w.catalog,
+        [
+            ResolveOptions::default(),
+            cached.clone(),
+            cached.clone(),
+            in_passes,
+        ],
+    )
+    .await;
+    let (c, m) = (&cold.metrics, &warm.metrics);
+    assert!(m.files_opened > 0 && m.row_groups_pruned > 0, "{m:?}");
+    assert_eq!(c.footers_from_cache, 0);
+    assert_eq!(m.footers_from_cache, m.files_opened, "{m:?}");
+    assert_eq!(m.footer_bytes_read, 0);
+    assert!(warm_passes.metrics.key_passes > 1);
+    assert_eq!(
+        warm_passes.metrics.footers_from_cache,
+        warm_passes.metrics.files_opened
+    );
+    for other in [&cold, &warm, &warm_passes] {
+        assert_eq!(other.positions, plain.positions);
+    }
+    for other in [&cold.metrics, m] {
+        assert_eq!(
+            other.files_opened, plain.metrics.files_opened,
+            "{other:?}\n{:?}",
+            plain.metrics
+        );
+        assert_eq!(other.row_groups_pruned, plain.metrics.row_groups_pruned);
+        assert_eq!(
+            other.row_groups_pruned_by_bloom,
+            plain.metrics.row_groups_pruned_by_bloom
+        );
+    }
+
+    let options = ConvertOptions {
+        resolve: cached.clone(),
+        ..Default::default()
+    };
+    let converted = convert(&w.catalog, &table(), &options).await.unwrap();
+    assert_eq!(converted.outcome, Outcome::Converted);
+    assert_eq!(
+        converted.resolve.footers_from_cache,
+        converted.resolve.files_opened
+    );
+    let expected = expected_rows(&report.state).expect("expected rows");
+    assert_converted(&w.catalog, &expected).await;
+}

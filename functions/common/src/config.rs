@@ -96,6 +96,7 @@ pub const ENV_QUEUE_GROUPS: &str = "EQDV_QUEUE_GROUPS";
 pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
 pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
 pub const ENV_READ_MEMORY_MB: &str = "EQDV_READ_MEMORY_MB";
+pub const ENV_FOOTER_CACHE_MB: &str = "EQDV_FOOTER_CACHE_MB";
 pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
 pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
 pub const ENV_DEAD_LETTER_QUEUE_URL: &str = "EQDV_DEAD_LETTER_QUEUE_URL";
@@ -106,6 +107,9 @@ pub const ENV_MAX_RANGES: &str = "EQDV_MAX_RANGES";
 pub const ENV_CONVERT_IN_PLANNER_MAX_MB: &str = "EQDV_CONVERT_IN_PLANNER_MAX_MB";
 
 /// Defaults that are not the engine's own.
+/// Data file footers a function instance keeps across its invocations (MB): a streaming
+/// table's hot files, converted commit after commit by a warm instance.
+pub const DEFAULT_FOOTER_CACHE_MB: u64 = 128;
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 /// A shard is split above 1 GiB of estimated work: about what a 2,048 MB converter
@@ -206,6 +210,11 @@ impl FunctionConfig {
             None | Some(0) => {}
             Some(n) => resolve.parallelism = n as usize,
         }
+        // One cache per process (the config is cloned into every conversion): 0 is off.
+        let footer_cache_mb = number(ENV_FOOTER_CACHE_MB)?.unwrap_or(DEFAULT_FOOTER_CACHE_MB);
+        resolve.footer_cache = eqdv::parquet_io::FooterCache::with_capacity(
+            usize::try_from(footer_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+        );
 
         let max_receives = match number(ENV_MAX_RECEIVES)? {
             None => DEFAULT_MAX_RECEIVES,
@@ -380,6 +389,7 @@ mod tests {
             (ENV_KEY_MEMORY_MB, "256"),
             (ENV_PARALLELISM, "3"),
             (ENV_READ_MEMORY_MB, "96"),
+            (ENV_FOOTER_CACHE_MB, "0"),
             (ENV_COMMIT_RETRIES, "9"),
             (ENV_DEADLINE_MARGIN_SECONDS, "45"),
             (ENV_DEAD_LETTER_QUEUE_URL, "https://sqs/dlq.fifo"),
@@ -401,6 +411,10 @@ mod tests {
         assert_eq!(c.resolve.key_memory_budget, 256 << 20);
         assert_eq!(c.resolve.parallelism, 3);
         assert_eq!(c.resolve.read_memory_budget, 96 << 20);
+        assert!(
+            !c.resolve.footer_cache.is_on(),
+            "0 turns the footer cache off"
+        );
         assert_eq!(c.commit_retries, Some(9));
         assert_eq!(c.deadline_margin, Duration::from_secs(45));
         assert_eq!(

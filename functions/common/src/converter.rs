@@ -230,6 +230,7 @@ impl Converter {
                     .count("RowGroupsPruned", r.row_groups_pruned)
                     .count("RowGroupsPrunedByBloom", r.row_groups_pruned_by_bloom)
                     .count("BloomFiltersRead", r.bloom_filters_read)
+                    .count("FootersFromCache", r.footers_from_cache)
                     .count("RowsScanned", r.rows_scanned)
                     .put("BytesRead", Unit::Bytes, r.bytes_read as f64)
                     .count("CommitAttempts", u64::from(report.commit_attempts))

@@ -22,6 +22,7 @@ use std::sync::{Mutex, PoisonError};
 
 use parquet::file::metadata::ParquetMetaData;
 
+use super::footer_cache::FooterCache;
 use super::reader::DEFAULT_FOOTER_HINT;
 
 /// The least a learned hint reads: below it a request's bytes cost next to nothing.
@@ -30,10 +31,12 @@ const MIN_LEARNED_HINT: u64 = 16 * 1024;
 /// Learned hints are whole multiples of this.
 const HINT_GRANULE: u64 = 4 * 1024;
 
-/// What one resolve has learned of its table's files (shared by its scans).
+/// What one resolve has learned of its table's files (shared by its scans), and the
+/// footers kept from earlier resolves, when it was given a cache of them.
 #[derive(Debug, Default)]
 pub struct FooterHint {
     learned: Mutex<Learned>,
+    cache: FooterCache,
 }
 
 #[derive(Debug, Default)]
@@ -47,6 +50,19 @@ struct Learned {
 impl FooterHint {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A hint that also opens files from `cache` and keeps in it the footers it reads.
+    pub fn with_cache(cache: FooterCache) -> Self {
+        Self {
+            cache,
+            ..Self::default()
+        }
+    }
+
+    /// Footers kept from earlier opens (off unless given).
+    pub fn cache(&self) -> &FooterCache {
+        &self.cache
     }
 
     fn learned(&self) -> std::sync::MutexGuard<'_, Learned> {
@@ -265,5 +281,100 @@ mod tests {
         assert_eq!(hint.for_file(400_000, Some(1)), MIN_LEARNED_HINT as usize);
         hint.learned().tail = 60_000;
         assert_eq!(hint.for_file(400_000, Some(1)), DEFAULT_FOOTER_HINT);
+    }
+
+    /// The first c1 values a file reads, through a stream of its first column.
+    async fn first_column(file: ParquetFile) -> Vec<i64> {
+        use futures::TryStreamExt;
+        let field = Arc::new(iceberg::spec::NestedField::required(
+            1,
+            "c1",
+            iceberg::spec::Type::Primitive(iceberg::spec::PrimitiveType::Long),
+        ));
+        let batches: Vec<_> = file
+            .read(&[field], None, 1024)
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        batches
+            .iter()
+            .flat_map(|(_, b)| {
+                b.column(0)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .values()
+                    .to_vec()
+            })
+            .collect()
+    }
+
+    /// A later resolve with the same cache opens a file without a request and reads the
+    /// same rows; a file of another size than the one kept is not served from it; over
+    /// its capacity the least recently used footer goes.
+    #[tokio::test]
+    async fn a_kept_footer_opens_the_file_without_a_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.parquet");
+        write_wide(&a, 4000, 1000, BloomFilterPosition::End);
+        let cache = FooterCache::with_capacity(64 << 20);
+
+        let cold = open(&a, 4, &FooterHint::with_cache(cache.clone())).await;
+        assert!(cold.footer_read().requests >= 1);
+        assert_eq!((cache.len(), cache.hits()), (1, 0));
+        let cold_rows = first_column(cold).await;
+
+        let warm = open(&a, 4, &FooterHint::with_cache(cache.clone())).await;
+        assert_eq!(warm.footer_read().requests, 0, "opened from the cache");
+        assert_eq!(warm.footer_read().bytes, 0);
+        assert!(!warm.in_footer_read(0), "every read of it is a request");
+        assert_eq!(warm.row_group_rows(), vec![1000; 4]);
+        assert_eq!(cache.hits(), 1);
+        assert_eq!(first_column(warm).await, cold_rows, "the same rows");
+
+        let size = std::fs::metadata(&a).unwrap().len();
+        let path = a.to_str().unwrap();
+        assert!(cache.get(path, size).is_some());
+        assert!(
+            cache.get(path, size + 1).is_none(),
+            "another size is another file"
+        );
+
+        // Room for four and a half footers: a fifth file drops the least recently used
+        // (down to three quarters of the room), not the one used again since.
+        let one = cache.bytes();
+        let room = one * 4 + one / 2;
+        let small = FooterCache::with_capacity(room);
+        let files: Vec<_> = (0..5)
+            .map(|i| {
+                let f = dir.path().join(format!("f{i}.parquet"));
+                write_wide(&f, 4000, 1000, BloomFilterPosition::End);
+                f
+            })
+            .collect();
+        for f in &files[..4] {
+            open(f, 4, &FooterHint::with_cache(small.clone())).await;
+        }
+        assert_eq!(small.len(), 4, "four fit");
+        let again = open(&files[0], 4, &FooterHint::with_cache(small.clone())).await;
+        assert_eq!(again.footer_read().requests, 0);
+        open(&files[4], 4, &FooterHint::with_cache(small.clone())).await;
+        assert!(small.bytes() <= room / 4 * 3, "{} of {room}", small.bytes());
+        let kept = |i: usize| {
+            let size = std::fs::metadata(&files[i]).unwrap().len();
+            small.get(files[i].to_str().unwrap(), size).is_some()
+        };
+        assert_eq!(
+            (0..5).map(kept).collect::<Vec<_>>(),
+            vec![true, false, false, true, true],
+            "the least recently used went"
+        );
+
+        // Off, nothing is kept and every open reads.
+        let off = FooterCache::default();
+        let read = open(&a, 4, &FooterHint::with_cache(off.clone())).await;
+        assert!(read.footer_read().requests >= 1);
+        assert!(off.is_empty());
     }
 }

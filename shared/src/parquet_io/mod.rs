@@ -23,6 +23,7 @@
 //! their footer.
 
 mod convert;
+pub mod footer_cache;
 pub mod footer_hint;
 pub mod reader;
 mod source;
@@ -39,6 +40,7 @@ use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::file::metadata::ParquetMetaData;
 
 pub use convert::{converts_exactly, target_schema};
+pub use footer_cache::FooterCache;
 pub use footer_hint::FooterHint;
 pub use source::{FieldIdSource, FieldSource};
 
@@ -80,7 +82,8 @@ impl ParquetFile {
 
     /// Opens a data file of `size` bytes and `row_groups` row groups (its manifest
     /// entry's split offsets) with the footer read that `hint` has learned from the
-    /// table's files opened before, and teaches `hint` this one.
+    /// table's files opened before, and teaches `hint` this one. A footer the hint's
+    /// cache keeps for this file is used without a request; one read is kept there.
     pub async fn open_learning(
         file_io: &FileIO,
         path: &str,
@@ -89,12 +92,30 @@ impl ParquetFile {
         hint: &FooterHint,
     ) -> Result<Self> {
         let (size, reader) = Self::input(file_io, path, Some(size)).await?;
+        if let Some(kept) = hint.cache().get(path, size) {
+            // Nothing is read now; what the first open's footer read fetched is held.
+            let (reader, read_start) = match kept.tail {
+                Some((offset, tail)) => (
+                    FileReader::new(path, size, reader).with_tail(offset, tail),
+                    offset,
+                ),
+                None => (FileReader::new(path, size, reader), size),
+            };
+            return Ok(Self::assemble(
+                path,
+                reader,
+                kept.metadata,
+                read_start,
+                FooterRead::default(),
+            ));
+        }
         let reader =
             FileReader::new(path, size, reader).with_footer_hint(hint.for_file(size, row_groups));
-        let (file, footer_len) = Self::open_measured(path, reader).await?;
+        let (file, footer_len, kept) = Self::open_measured(path, reader).await?;
         if let Some(footer_len) = footer_len {
             hint.learn(size, file.metadata(), footer_len);
         }
+        hint.cache().keep(path, size, kept);
         Ok(file)
     }
 
@@ -127,9 +148,12 @@ impl ParquetFile {
         Ok(Self::open_measured(path, reader).await?.0)
     }
 
-    /// [`Self::open_reader`], and the length of the footer's metadata (see
-    /// [`FileReader::footer_len`]).
-    async fn open_measured(path: &str, mut reader: FileReader) -> Result<(Self, Option<u64>)> {
+    /// [`Self::open_reader`], the length of the footer's metadata (see
+    /// [`FileReader::footer_len`]) and what a [`FooterCache`] keeps of the open.
+    async fn open_measured(
+        path: &str,
+        mut reader: FileReader,
+    ) -> Result<(Self, Option<u64>, footer_cache::KeptOpen)> {
         let footer_read_start = reader.footer_read_start();
         let metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
@@ -139,6 +163,26 @@ impl ParquetFile {
             bytes: reader.footer_bytes(),
         };
         let footer_len = reader.footer_len();
+        let kept = footer_cache::KeptOpen {
+            metadata: metadata.clone(),
+            tail: reader.tail(),
+        };
+        Ok((
+            Self::assemble(path, reader, metadata, footer_read_start, footer_read),
+            footer_len,
+            kept,
+        ))
+    }
+
+    /// The open file of `path`, its footer decoded into `metadata` (read from
+    /// `footer_read_start` on, taking `footer_read`).
+    fn assemble(
+        path: &str,
+        reader: FileReader,
+        metadata: ArrowReaderMetadata,
+        footer_read_start: u64,
+        footer_read: FooterRead,
+    ) -> Self {
         let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
         let ids: Vec<Option<i32>> = builder
             .schema()
@@ -154,22 +198,19 @@ impl ParquetFile {
                 .columns()
                 .iter()
                 .any(|c| c.self_type().get_basic_info().has_id());
-        Ok((
-            Self {
-                path: path.to_string(),
-                builder,
-                ids,
-                id_source: if has_ids {
-                    FieldIdSource::FileIds
-                } else {
-                    FieldIdSource::Unresolvable
-                },
-                mapped_ids: Vec::new(),
-                footer_read_start,
-                footer_read,
+        Self {
+            path: path.to_string(),
+            builder,
+            ids,
+            id_source: if has_ids {
+                FieldIdSource::FileIds
+            } else {
+                FieldIdSource::Unresolvable
             },
-            footer_len,
-        ))
+            mapped_ids: Vec::new(),
+            footer_read_start,
+            footer_read,
+        }
     }
 
     /// What reading the footer took.

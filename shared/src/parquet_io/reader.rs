@@ -80,6 +80,20 @@ impl FileReader {
         self.size.saturating_sub(self.footer_hint as u64)
     }
 
+    /// A reader that holds `bytes`, the file's last bytes from `offset` on, as if its
+    /// footer read had fetched them (a footer kept from an earlier open): reads within
+    /// them cost no request.
+    pub fn with_tail(mut self, offset: u64, bytes: Bytes) -> Self {
+        self.footer_hint = usize::try_from(self.size.saturating_sub(offset)).unwrap_or(usize::MAX);
+        self.tail = Some((offset, bytes));
+        self
+    }
+
+    /// The file's last bytes as the footer read fetched them: `(offset, bytes)`.
+    pub fn tail(&self) -> Option<(u64, Bytes)> {
+        self.tail.clone()
+    }
+
     /// Ranges of one read closer than `bytes` are fetched as one.
     pub fn with_coalesce_gap(mut self, bytes: u64) -> Self {
         self.coalesce_gap = bytes;

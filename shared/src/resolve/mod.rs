@@ -67,6 +67,10 @@ pub struct ResolveOptions {
     /// split by hash into passes that each hold a share of the keys and each scan the
     /// candidates again: memory stays bounded, at the price of more reads.
     pub key_memory_budget: u64,
+    /// Data file footers kept from earlier resolves (shared by clones of these options;
+    /// off by default): a process converting the same table again and again opens the
+    /// files it opened before without a request (see [`crate::parquet_io::FooterCache`]).
+    pub footer_cache: crate::parquet_io::FooterCache,
 }
 
 /// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
@@ -94,6 +98,7 @@ impl Default for ResolveOptions {
             bloom_pruning: true,
             bound_pruning: true,
             key_memory_budget: 1 << 30,
+            footer_cache: Default::default(),
         }
     }
 }
@@ -121,6 +126,9 @@ pub struct ResolveMetrics {
     /// Files opened whose footer was longer than the bytes first read for it, so that it
     /// took a second request.
     pub footers_read_twice: u64,
+    /// Files opened with a footer kept from an earlier resolve (no request).
+    #[serde(default)]
+    pub footers_from_cache: u64,
     /// Of the files opened, those whose footer fetch started as soon as the keys loaded
     /// so far confirmed them (one lay within their bounds; `early`), not after every
     /// group's keys had loaded.
@@ -246,6 +254,7 @@ impl ResolveMetrics {
         self.files_opened += pass.files_opened;
         self.footer_bytes_read += pass.footer_bytes_read;
         self.footers_read_twice += pass.footers_read_twice;
+        self.footers_from_cache += pass.footers_from_cache;
         self.footers_opened_early += pass.footers_opened_early;
         self.row_groups_read += pass.row_groups_read;
         self.row_groups_pruned += pass.row_groups_pruned;

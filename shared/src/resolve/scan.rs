@@ -46,7 +46,7 @@ pub(super) async fn resolve_pass(
         options.read_memory_budget,
     ));
     // How much of each data file's end to read for its footer, learned as they open.
-    let footer_hint = Arc::new(FooterHint::new());
+    let footer_hint = Arc::new(FooterHint::with_cache(options.footer_cache.clone()));
     // Footers of the candidates that the keys loaded so far confirm, fetched while the
     // rest load (`early`): in one key pass only.
     let early = EarlyOpens::new(
@@ -194,6 +194,7 @@ pub(super) async fn resolve_pass(
         metrics.files_opened += 1;
         metrics.footer_bytes_read += scan.footer.bytes;
         metrics.footers_read_twice += u64::from(scan.footer.requests > 1);
+        metrics.footers_from_cache += u64::from(scan.footer.requests == 0);
         metrics.row_groups_read += scan.row_groups_read;
         metrics.row_groups_pruned += scan.row_groups_pruned;
         metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
