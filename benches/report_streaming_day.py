@@ -36,6 +36,16 @@ def end_of(results):
     return f"<!-- {name_of(results)}: end -->\n"
 
 
+def peak_rss_of(runs):
+    """The largest peak RSS among runs, as text."""
+    peaks = [r["max_rss_mb"] for r in runs if r.get("max_rss_mb") is not None]
+    return f"{max(peaks):,.0f} MB" if peaks else "not measured"
+
+
+def peak_rss(commits, role):
+    return peak_rss_of([getattr(c, role) for c in commits])
+
+
 def command_of(results, n):
     """The command that made these results."""
     args = " --zipf-keys" if zipf(results) else ""
@@ -47,6 +57,8 @@ def command_of(results, n):
         args += " --planner-converts"
     if results.get("baseline_planner_converts"):
         args += " --baseline-planner-converts"
+    if results.get("warm_planner"):
+        args += " --warm-planner"
     if name_of(results) not in ("streaming-day", "streaming-day-zipf"):
         args += f" --results={name_of(results)}"
     return f"benches/streaming_day{args}"
@@ -203,7 +215,9 @@ def section(results):
           "## A streaming day" + (" with Zipf-skewed updates" if skewed else "")
           + (f", its first {n} commits" if custom and n < COMMITS_PER_DAY else "")
           + (", beside a baseline" if custom and results.get("baseline_binary") else "")
-          + (" (both planners converting)" if results.get("baseline_planner_converts")
+          + (" (both planners converting, each a warm Lambda instance)"
+             if results.get("baseline_planner_converts") and results.get("warm_planner")
+             else " (both planners converting)" if results.get("baseline_planner_converts")
              else " (the planner converting)" if results.get("planner_converts") else "")
           + ": converted after every commit, as the serverless trigger does\n\n"]
     created = results["table"].get("created", {})
@@ -246,10 +260,12 @@ def section(results):
         md.append(
             "**This checkout's planner converts the plan's one shard itself** (`--planner-converts`), as the "
             f"stacks deploy it (`EQDV_CONVERT_IN_PLANNER_MAX_MB` = {pc['max_mb']}, the planner at "
-            f"{pc['planner_mb']:,} MB): instead of `eqdv plan` and `eqdv convert`, one process, `eqdv backfill` of "
-            "the table, runs the planner function's code, which plans and converts on the table it read once: one "
+            f"{pc['planner_mb']:,} MB): instead of `eqdv plan` and `eqdv convert`, "
+            + ("an invocation of the planner function (below)" if results.get("warm_planner")
+               else "one process, `eqdv backfill` of the table,")
+            + " runs the planner function's code, which plans and converts on the table it read once: one "
             "invocation per commit, billed at the planner's memory. Its phases below are the conversion's within "
-            f"that process. Over the commits it converted {in_planner:,} shards itself"
+            f"that invocation. Over the commits it converted {in_planner:,} shards itself"
             + (f" and left {queued:,} to the queue (converted by the same process here, as backfill does)"
                if queued else " and left none to the queue") + "."
             + (" The baseline's planner converts the same way (`--baseline-planner-converts`).\n\n"
@@ -268,7 +284,11 @@ def section(results):
             "Lambda-seconds are the emulator's REPORT Duration of each invocation (what Lambda bills; the first "
             f"includes the instance's init phase, {init}), its CPU and peak RSS the function process's"
             + (", and the baseline's planner runs the same way, an instance of its own" if results.get("baseline_planner_converts") else "")
-            + f". The backfill is {warm['backfill']}.\n\n"
+            + f". The backfill is {warm['backfill']}. The instance's peak RSS over the day: "
+            + peak_rss(commits, "planner")
+            + (f" (the baseline's: {peak_rss_of([(e.get('baseline') or {}).get('planner', {}) for e in results['commits']])})"
+               if results.get("baseline_planner_converts") else "")
+            + ".\n\n"
         )
     md.append(f"- `eqdv`: revision `{b.get('rev', '?')[:12]}`{b.get('rev', '')[40:]} built with profile "
               f"`{b.get('profile', '?')}`"
@@ -346,6 +366,27 @@ def section(results):
             + "; its S3 requests (median by kind): "
             + ", ".join(f"{k} {v:,.0f}" for k, v in requests.items()) + ".\n\n"
         )
+    resolved = [r["out"]["resolve"] for e in results["commits"] for r in conversion_runs(e)]
+    cached = sum(r.get("footers_from_cache", 0) for r in resolved)
+    against_floor = [
+        sum(r["out"]["phases"].get("resolve_ms", 0) for r in runs)
+        / statistics.median(run["total_ms"] for run in e["floor"]["out"]["runs"])
+        for e, runs in ((e, conversion_runs(e)) for e in results["commits"])
+        if runs and e.get("floor", {}).get("out", {}).get("runs")]
+    resolve_vs_floor = statistics.median(against_floor) if against_floor else None
+    if cached:
+        opened = sum(r.get("files_opened", 0) for r in resolved)
+        md.append(
+            f"Of the {opened:,} data files the conversions opened over the day, {cached:,} "
+            f"({cached / opened:.0%}) opened with a footer the instance kept from an earlier invocation "
+            "(`EQDV_FOOTER_CACHE_MB`): no request, and the key columns that its first read fetched with it "
+            "read from memory. The S3 floor fetches every span that holds a key at every commit, so it no longer "
+            "bounds such an instance: its resolve took "
+            + (f"{resolve_vs_floor:.2f}x" if resolve_vs_floor is not None else "an unknown share")
+            + " of the floor's time (median per commit). An instance Lambda has not kept (the first invocation, "
+            "one after scaling out or a long idle spell) starts with no footer and no manifest kept and pays "
+            "what a process per commit pays (the cold runs' sections).\n\n"
+        )
     growth = [(e["commit"], conversion_runs(e)) for e in results["commits"]]
     growth = [(c, runs) for c, runs in growth if runs]
     if len(growth) >= 2:
@@ -412,7 +453,8 @@ def section(results):
                 + "but the floor is one resolve's reads alone, and a conversion also plans, reads the table, "
                 f"writes and commits {fixed}; "
                 + (f"with the planner ({planner_share:.0%} of a commit's Lambda-seconds, median), "
-                   if not converting else "with the plan and the process's start, ")
+                   if not converting else "with the plan, " if results.get("warm_planner")
+                   else "with the plan and the process's start, ")
                 + "those are "
                 + (f"{fixed_share:.0%} of them. " if fixed_share is not None else "most of the rest. ")
                 + ("They are round trips the floor does not make, each at least the proxy's latency: the Glue "
@@ -474,7 +516,8 @@ def section(results):
         "README.md \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
         "`--latency=MS`, `--baseline=REV` to run REV's eqdv on a copy of the day side by side, `--zipf-keys` for "
         "Zipf-skewed updates, `--planner-converts` for the planner converting a plan's one shard itself, "
-        "`--baseline-planner-converts` for the baseline's planner too).\n\n"
+        "`--baseline-planner-converts` for the baseline's planner too, `--warm-planner` for each converting "
+        "planner as a warm Lambda instance behind aws-lambda-rie).\n\n"
     )
     md.append(end)
     return "".join(md)

@@ -107,9 +107,12 @@ pub const ENV_MAX_RANGES: &str = "EQDV_MAX_RANGES";
 pub const ENV_CONVERT_IN_PLANNER_MAX_MB: &str = "EQDV_CONVERT_IN_PLANNER_MAX_MB";
 
 /// Defaults that are not the engine's own.
-/// Data file footers a function instance keeps across its invocations (MB): a streaming
-/// table's hot files, converted commit after commit by a warm instance.
+/// Data file footers a function instance keeps across its invocations: a streaming
+/// table's hot files, converted commit after commit by a warm instance. By default a
+/// sixteenth of the function's memory (128 MB at 2,048 MB), or this outside Lambda.
 pub const DEFAULT_FOOTER_CACHE_MB: u64 = 128;
+/// Lambda's variable for the function's memory (MB).
+const ENV_LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 /// A shard is split above 1 GiB of estimated work: about what a 2,048 MB converter
@@ -211,7 +214,10 @@ impl FunctionConfig {
             Some(n) => resolve.parallelism = n as usize,
         }
         // One cache per process (the config is cloned into every conversion): 0 is off.
-        let footer_cache_mb = number(ENV_FOOTER_CACHE_MB)?.unwrap_or(DEFAULT_FOOTER_CACHE_MB);
+        let footer_cache_mb = match number(ENV_FOOTER_CACHE_MB)? {
+            Some(mb) => mb,
+            None => number(ENV_LAMBDA_MEMORY_MB)?.map_or(DEFAULT_FOOTER_CACHE_MB, |mb| mb / 16),
+        };
         resolve.footer_cache = eqdv::parquet_io::FooterCache::with_capacity(
             usize::try_from(footer_cache_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
         );
@@ -358,6 +364,23 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         FunctionConfig::from_lookup(|name| vars.get(name).cloned())
+    }
+
+    /// The footer cache: a sixteenth of the function's memory on Lambda, 128 MB outside
+    /// it, what EQDV_FOOTER_CACHE_MB says when set (0: off).
+    #[test]
+    fn the_footer_cache_follows_the_function_memory() {
+        let mb =
+            |vars: &[(&str, &str)]| config(vars).unwrap().resolve.footer_cache.capacity() >> 20;
+        assert_eq!(mb(&[]), 128);
+        assert_eq!(mb(&[("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")]), 64);
+        assert_eq!(mb(&[("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "10240")]), 640);
+        let set = [
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024"),
+            (ENV_FOOTER_CACHE_MB, "200"),
+        ];
+        assert_eq!(mb(&set), 200);
+        assert_eq!(mb(&[(ENV_FOOTER_CACHE_MB, "0")]), 0);
     }
 
     #[test]

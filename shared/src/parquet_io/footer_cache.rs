@@ -127,6 +127,11 @@ impl FooterCache {
         }
     }
 
+    /// The most bytes kept (0 when off).
+    pub fn capacity(&self) -> usize {
+        self.kept().map_or(0, |k| k.max_bytes)
+    }
+
     /// Footers kept.
     pub fn len(&self) -> usize {
         self.kept().map_or(0, |k| k.files.len())
