@@ -530,6 +530,23 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
         Some("nothing-to-do"),
         "{outcomes:?}"
     );
+    // A warm instance keeps the manifests it read: the first shard fetched them all, the
+    // redelivered one read the table through what the shards before it kept.
+    let shard_metrics: Vec<Value> = converter
+        .metrics()
+        .into_iter()
+        .filter(|m| m["Outcome"].is_string())
+        .collect();
+    let (first, last) = (&shard_metrics[0], &shard_metrics[shard_metrics.len() - 1]);
+    assert_eq!(first["ManifestFilesKept"], 0.0, "{first}");
+    assert!(
+        first["ManifestFilesFetched"].as_f64().unwrap_or(0.0) > 0.0,
+        "{first}"
+    );
+    assert!(
+        last["ManifestFilesKept"].as_f64().unwrap_or(0.0) > 0.0,
+        "{last}"
+    );
 
     // 5. The planner now skips the table quickly: eqdv's own head, no equality deletes.
     let replanned = planner.invoke(&glue_table_change(&name)).await;

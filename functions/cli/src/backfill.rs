@@ -80,6 +80,7 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
             config: config.clone(),
             dead_letters: None,
             source: SOURCE.into(),
+            kept_reads: Default::default(),
         }),
     };
     let planner = Planner {
@@ -99,6 +100,8 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         config,
         dead_letters: None,
         source: SOURCE.into(),
+        // One process per backfill: nothing to keep across invocations.
+        kept_reads: Default::default(),
     };
     let mut reports = Vec::new();
     let mut failed = 0usize;

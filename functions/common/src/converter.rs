@@ -18,7 +18,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
 use eqdv::plan::Shard;
-use eqdv::table::LoadedTable;
+use eqdv::table::{KeptReads, LoadedTable};
 use tracing::Instrument;
 
 use crate::metrics::{MetricSet, Unit};
@@ -37,6 +37,10 @@ pub struct Converter {
     pub dead_letters: Option<Box<dyn DeadLetters>>,
     /// `eqdv.source` of the snapshots committed.
     pub source: String,
+    /// Manifest lists and manifests kept across the instance's invocations, as the
+    /// planner keeps them (see [`KeptReads::next_invocation`]); off, each conversion
+    /// reads its table afresh.
+    pub kept_reads: KeptReads,
 }
 
 /// How one message ended.
@@ -59,6 +63,8 @@ pub enum MessageOutcome {
 impl Converter {
     /// Handles an SQS batch. `deadline` is when the invocation ends (Lambda's hard stop).
     pub async fn handle_sqs(&self, event: SqsEvent, deadline: Option<Instant>) -> SqsBatchResponse {
+        // What the last invocation did not read again is of no use to this one.
+        self.kept_reads.next_invocation();
         let engine_deadline = self.config.engine_deadline(deadline);
         let mut failures = Vec::new();
         let mut stop = false;
@@ -199,9 +205,19 @@ impl Converter {
         metrics
             .property("Table", shard.table.to_string())
             .property("Shard", shard.id.clone());
+        let (kept_at_start, fetched_at_start) = (self.kept_reads.len(), self.kept_reads.fetched());
         let result = self
             .convert_allowed_shard(shard, deadline, ranges, loaded_table)
             .await;
+        if self.kept_reads.is_on() {
+            // How much a warm instance saved, as the planner reports it.
+            metrics
+                .count("ManifestFilesKept", kept_at_start as u64)
+                .count(
+                    "ManifestFilesFetched",
+                    self.kept_reads.fetched() - fetched_at_start,
+                );
+        }
         match &result {
             Ok(report) => {
                 let r = &report.resolve;
@@ -302,6 +318,16 @@ impl Converter {
                 message: format!("table {} is not in the allowlist", shard.table),
             });
         }
+        // A warm instance reads the table through its store: the shard's snapshot lists
+        // all but a few of the manifests its last shard's did.
+        let loaded_table = match loaded_table {
+            None if ranges < 2 && self.kept_reads.is_on() => Some(
+                LoadedTable::load(self.catalog.as_ref(), &shard.table)
+                    .await?
+                    .keeping_reads_in(&self.kept_reads),
+            ),
+            given => given,
+        };
         let options = ConvertOptions {
             branch: shard.branch.clone(),
             shard: Some(shard.clone()),

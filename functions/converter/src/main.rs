@@ -6,6 +6,7 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use eqdv_functions::converter::{Converter, LAMBDA_SOURCE, deadline_from_epoch_ms};
+use eqdv_functions::planner::KeptReads;
 use eqdv_functions::queue::{DeadLetters, Sqs};
 use eqdv_functions::split::{TaskError, parse_task};
 use eqdv_functions::{FunctionConfig, FunctionError, logging};
@@ -70,5 +71,8 @@ async fn init() -> Result<Converter, FunctionError> {
         config,
         dead_letters,
         source: LAMBDA_SOURCE.into(),
+        // A warm instance's next shard of a table lists all but a few of the manifests
+        // its last one did: they are kept across invocations.
+        kept_reads: KeptReads::new_store(),
     })
 }

@@ -70,6 +70,8 @@ async fn init() -> Result<Planner, FunctionError> {
             // A failure is not dead-lettered here: the shard goes to the queue instead.
             dead_letters: None,
             source: PLANNER_SOURCE.into(),
+            // The planner hands it the table it planned on, read through its own store.
+            kept_reads: KeptReads::default(),
         }),
     };
     // A warm instance's next invocation reads the table's next snapshot, which lists
