@@ -21,7 +21,7 @@ use eqdv::plan::Shard;
 use eqdv::table::{KeptReads, LoadedTable};
 use tracing::Instrument;
 
-use crate::metrics::{MetricSet, Unit};
+use crate::metrics::{KeptReadsAtStart, MetricSet, Unit};
 use crate::queue::{DeadLetter, DeadLetters};
 use crate::{FunctionConfig, FunctionError, Result};
 
@@ -205,19 +205,12 @@ impl Converter {
         metrics
             .property("Table", shard.table.to_string())
             .property("Shard", shard.id.clone());
-        let (kept_at_start, fetched_at_start) = (self.kept_reads.len(), self.kept_reads.fetched());
+        let kept_reads = KeptReadsAtStart::of(&self.kept_reads);
         let result = self
             .convert_allowed_shard(shard, deadline, ranges, loaded_table)
             .await;
-        if self.kept_reads.is_on() {
-            // How much a warm instance saved, as the planner reports it.
-            metrics
-                .count("ManifestFilesKept", kept_at_start as u64)
-                .count(
-                    "ManifestFilesFetched",
-                    self.kept_reads.fetched() - fetched_at_start,
-                );
-        }
+        // How much a warm instance saved, as the planner reports it.
+        kept_reads.count_into(&mut metrics, &self.kept_reads);
         match &result {
             Ok(report) => {
                 let r = &report.resolve;

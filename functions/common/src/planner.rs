@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use crate::converter::Converter;
 use crate::events::parse_planner_event;
-use crate::metrics::{MetricSet, Unit};
+use crate::metrics::{KeptReadsAtStart, MetricSet, Unit};
 use crate::queue::ShardQueue;
 use crate::split::{SplitStarter, StartedSplit};
 use crate::{FunctionConfig, FunctionError, Result};
@@ -201,7 +201,7 @@ impl Planner {
         deadline: Option<Instant>,
     ) -> Result<PlannerRun> {
         let started = Instant::now();
-        let (kept_at_start, fetched_at_start) = (self.kept_reads.len(), self.kept_reads.fetched());
+        let kept_reads = KeptReadsAtStart::of(&self.kept_reads);
         let config = PlannerConfig {
             kept_reads: self.kept_reads.clone(),
             ..self.config.planner()
@@ -342,16 +342,9 @@ impl Planner {
                 Unit::Milliseconds,
                 started.elapsed().as_secs_f64() * 1000.0,
             );
-        if self.kept_reads.is_on() {
-            // How much a warm instance saved: manifest lists and manifests kept from its
-            // last invocation, and those it had to fetch.
-            metrics
-                .count("ManifestFilesKept", kept_at_start as u64)
-                .count(
-                    "ManifestFilesFetched",
-                    self.kept_reads.fetched() - fetched_at_start,
-                );
-        }
+        // How much a warm instance saved: manifest lists and manifests kept from its
+        // earlier invocations, and those it had to fetch.
+        kept_reads.count_into(&mut metrics, &self.kept_reads);
         metrics.property("DryRun", summary.dry_run);
         if self.config.emit_metrics {
             metrics.emit();

@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(hint.for_file(400_000, Some(1)), DEFAULT_FOOTER_HINT);
     }
 
-    /// The first c1 values a file reads, through a stream of its first column.
+    /// The c1 values a file reads, through a stream of its first column.
     async fn first_column(file: ParquetFile) -> Vec<i64> {
         use futures::TryStreamExt;
         let field = Arc::new(iceberg::spec::NestedField::required(
@@ -297,17 +297,7 @@ mod tests {
             .try_collect()
             .await
             .unwrap();
-        batches
-            .iter()
-            .flat_map(|(_, b)| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect()
+        crate::parquet_io::tests::first_long_column(&batches)
     }
 
     /// A later resolve with the same cache opens a file without a request and reads the

@@ -417,17 +417,7 @@ mod tests {
             .unwrap();
         let firsts: Vec<u64> = batches.iter().map(|(p, _)| *p).collect();
         assert_eq!(firsts, vec![100, 300]);
-        let values: Vec<i64> = batches
-            .iter()
-            .flat_map(|(_, b)| {
-                b.column(0)
-                    .as_any()
-                    .downcast_ref::<Int64Array>()
-                    .unwrap()
-                    .values()
-                    .to_vec()
-            })
-            .collect();
+        let values = crate::parquet_io::tests::first_long_column(&batches);
         let expected: Vec<i64> = (100..200)
             .chain(300..400)
             .map(|r| 249_000_000 + r)

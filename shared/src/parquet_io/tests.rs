@@ -16,6 +16,21 @@ use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use super::*;
 
+/// The values of the first column, a long one, of `batches` as a file's read streams them.
+pub(super) fn first_long_column(batches: &[(u64, RecordBatch)]) -> Vec<i64> {
+    batches
+        .iter()
+        .flat_map(|(_, b)| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .expect("a long column")
+                .values()
+                .to_vec()
+        })
+        .collect()
+}
+
 /// Writes one row group of `columns` (name, optional field id, values) to `path`.
 fn write(path: &std::path::Path, columns: Vec<(&str, Option<i32>, ArrayRef)>) {
     let fields: Vec<Field> = columns
