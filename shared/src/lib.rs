@@ -39,6 +39,7 @@ pub mod dv;
 pub mod error;
 pub mod inspect;
 pub mod keys;
+mod lru;
 pub mod manifest_decode;
 pub mod parquet_io;
 pub mod plan;

@@ -145,21 +145,14 @@ impl KeptReads {
         k.files
             .retain(|_, file| file.used_in + KEPT_FOR_INVOCATIONS > ending);
         k.bytes = k.files.values().map(|f| f.bytes.len()).sum();
-        if k.bytes > KEPT_ACROSS_INVOCATIONS_MAX_BYTES {
-            let mut by_use: Vec<(u64, usize, String)> = k
-                .files
-                .iter()
-                .map(|(path, f)| (f.used_in, f.bytes.len(), path.clone()))
-                .collect();
-            by_use.sort_unstable();
-            for (_, len, path) in by_use {
-                if k.bytes <= KEPT_ACROSS_INVOCATIONS_MAX_BYTES {
-                    break;
-                }
-                k.files.remove(&path);
-                k.bytes -= len;
-            }
-        }
+        let KeptFiles { files, bytes, .. } = &mut *k;
+        crate::lru::drop_least_recently_used(
+            files,
+            bytes,
+            KEPT_ACROSS_INVOCATIONS_MAX_BYTES,
+            |f| f.used_in,
+            |f| f.bytes.len(),
+        );
         k.invocation += 1;
     }
 

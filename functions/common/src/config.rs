@@ -106,13 +106,14 @@ pub const ENV_SPLIT_ABOVE_MB: &str = "EQDV_SPLIT_ABOVE_MB";
 pub const ENV_MAX_RANGES: &str = "EQDV_MAX_RANGES";
 pub const ENV_CONVERT_IN_PLANNER_MAX_MB: &str = "EQDV_CONVERT_IN_PLANNER_MAX_MB";
 
-/// Defaults that are not the engine's own.
+/// Lambda's variable for the function's memory (MB).
+const ENV_LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
+
 /// Data file footers a function instance keeps across its invocations: a streaming
 /// table's hot files, converted commit after commit by a warm instance. By default a
 /// sixteenth of the function's memory (128 MB at 2,048 MB), or this outside Lambda.
 pub const DEFAULT_FOOTER_CACHE_MB: u64 = 128;
-/// Lambda's variable for the function's memory (MB).
-const ENV_LAMBDA_MEMORY_MB: &str = "AWS_LAMBDA_FUNCTION_MEMORY_SIZE";
+/// Defaults that are not the engine's own.
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 /// A shard is split above 1 GiB of estimated work: about what a 2,048 MB converter

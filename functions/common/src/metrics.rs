@@ -107,6 +107,33 @@ impl MetricSet {
     }
 }
 
+/// What a warm instance's store of manifest lists and manifests held when some work
+/// began, to count what the work found kept and what it fetched.
+#[derive(Clone, Copy, Debug)]
+pub struct KeptReadsAtStart {
+    kept: usize,
+    fetched: u64,
+}
+
+impl KeptReadsAtStart {
+    pub fn of(store: &eqdv::table::KeptReads) -> Self {
+        Self {
+            kept: store.len(),
+            fetched: store.fetched(),
+        }
+    }
+
+    /// `ManifestFilesKept` (held at the start) and `ManifestFilesFetched` (read since),
+    /// when the store is on.
+    pub fn count_into(self, metrics: &mut MetricSet, store: &eqdv::table::KeptReads) {
+        if store.is_on() {
+            metrics
+                .count("ManifestFilesKept", self.kept as u64)
+                .count("ManifestFilesFetched", store.fetched() - self.fetched);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,32 +163,5 @@ mod tests {
         assert_eq!(doc["DVsWritten"], 3.0);
         assert_eq!(doc["Duration"], 12.5);
         assert_eq!(doc["Table"], "cdc.orders");
-    }
-}
-
-/// What a warm instance's store of manifest lists and manifests held when some work
-/// began, to count what the work found kept and what it fetched.
-#[derive(Clone, Copy, Debug)]
-pub struct KeptReadsAtStart {
-    kept: usize,
-    fetched: u64,
-}
-
-impl KeptReadsAtStart {
-    pub fn of(store: &eqdv::table::KeptReads) -> Self {
-        Self {
-            kept: store.len(),
-            fetched: store.fetched(),
-        }
-    }
-
-    /// `ManifestFilesKept` (held at the start) and `ManifestFilesFetched` (read since),
-    /// when the store is on.
-    pub fn count_into(self, metrics: &mut MetricSet, store: &eqdv::table::KeptReads) {
-        if store.is_on() {
-            metrics
-                .count("ManifestFilesKept", self.kept as u64)
-                .count("ManifestFilesFetched", store.fetched() - self.fetched);
-        }
     }
 }

@@ -47,7 +47,7 @@ pub(crate) struct KeptOpen {
 }
 
 impl FooterCache {
-    /// A cache of at most `max_bytes` of decoded footers; off for 0.
+    /// A cache of at most `max_bytes` of footers and the bytes read with them; off for 0.
     pub fn with_capacity(max_bytes: usize) -> Self {
         if max_bytes == 0 {
             return Self(None);
@@ -110,20 +110,18 @@ impl FooterCache {
         kept.bytes += bytes;
         if kept.bytes > kept.max_bytes {
             let target = kept.max_bytes / 4 * 3;
-            let mut by_use: Vec<(u64, String)> = kept
-                .files
-                .iter()
-                .map(|(path, f)| (f.used, path.clone()))
-                .collect();
-            by_use.sort_unstable();
-            for (_, path) in by_use {
-                if kept.bytes <= target {
-                    break;
-                }
-                if let Some(dropped) = kept.files.remove(&path) {
-                    kept.bytes -= dropped.bytes;
-                }
-            }
+            let Kept {
+                files,
+                bytes: kept_bytes,
+                ..
+            } = &mut *kept;
+            crate::lru::drop_least_recently_used(
+                files,
+                kept_bytes,
+                target,
+                |f| f.used,
+                |f| f.bytes,
+            );
         }
     }
 
