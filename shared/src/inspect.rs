@@ -34,6 +34,9 @@ pub struct Inspection {
     /// Keyed by `spec-id:partition` (`<global>` for unpartitioned specs).
     pub partitions: BTreeMap<String, PartitionCounts>,
     pub summary: HashMap<String, String>,
+    /// The key indexes the table names (see [`crate::key_index`]), with their delta
+    /// and dead files against this head.
+    pub key_indexes: Vec<crate::key_index::IndexSummary>,
 }
 
 /// Inspects the head of `branch`.
@@ -55,6 +58,7 @@ pub async fn inspect(table: &LoadedTable, branch: &str) -> Result<Inspection> {
             .as_ref()
             .map(|s| s.summary().additional_properties.clone())
             .unwrap_or_default(),
+        key_indexes: crate::key_index::summaries(table, Some(&files)).await,
     };
     let label = |f: &LiveFile| -> String {
         match table.metadata.partition_spec_by_id(f.spec_id) {

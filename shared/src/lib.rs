@@ -15,7 +15,9 @@
 //! - `resolve`: deleted keys to row positions (keys, pruning, the parallel scan), over
 //!   `parquet_io` (columns by field id, name mapping, defaults, exact casts; its
 //!   `reader` is the byte source); `keys` encodes key values as bytes;
-//!   `position_deletes` reads v2 position delete files.
+//!   `position_deletes` reads v2 position delete files; `key_index` is the persisted
+//!   index of key hashes to data files that lets a resolve read only the files holding
+//!   a deleted key (kept up to date by each conversion).
 //! - `dv`: the deletion-vector blob codec; `puffin`: Puffin files of DVs.
 //! - `snapshot`: a new snapshot on a base (manifests, list, summary); `commit`: the
 //!   metadata write, the pointer swap and reading an unknown outcome back.
@@ -38,6 +40,7 @@ pub mod data_range;
 pub mod dv;
 pub mod error;
 pub mod inspect;
+pub mod key_index;
 pub mod keys;
 mod lru;
 pub mod manifest_decode;

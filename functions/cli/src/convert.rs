@@ -42,6 +42,12 @@ pub struct ConvertArgs {
     /// or bloom filters (for tables whose writers recorded bad ones).
     #[arg(long)]
     no_pruning: bool,
+    /// Look keys up in the table's key index and keep it up to date (build it where there
+    /// is none): a conversion then reads the data files that hold a deleted key and the
+    /// files the index does not cover yet, not every file whose bounds allow a key. The
+    /// table property eqdv.key-index.enabled overrides this either way.
+    #[arg(long)]
+    key_index: bool,
     /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
     #[arg(
         long,
@@ -81,6 +87,7 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         options.resolve.row_group_pruning = false;
         options.resolve.bloom_pruning = false;
     }
+    options.resolve.key_index.enabled = args.key_index;
     options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
     options.resolve.read_memory_budget = args.read_memory_mb.saturating_mul(1024 * 1024).max(1);
     if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {

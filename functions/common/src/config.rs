@@ -97,6 +97,9 @@ pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
 pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
 pub const ENV_READ_MEMORY_MB: &str = "EQDV_READ_MEMORY_MB";
 pub const ENV_FOOTER_CACHE_MB: &str = "EQDV_FOOTER_CACHE_MB";
+/// `true` turns the key index on for every table the functions convert (a table's
+/// `eqdv.key-index.enabled` property overrides it); off by default.
+pub const ENV_KEY_INDEX: &str = "EQDV_KEY_INDEX";
 pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
 pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
 pub const ENV_DEAD_LETTER_QUEUE_URL: &str = "EQDV_DEAD_LETTER_QUEUE_URL";
@@ -213,6 +216,9 @@ impl FunctionConfig {
         match number(ENV_PARALLELISM)? {
             None | Some(0) => {}
             Some(n) => resolve.parallelism = n as usize,
+        }
+        if let Some(v) = get(ENV_KEY_INDEX) {
+            resolve.key_index.enabled = parse_bool(ENV_KEY_INDEX, &v)?;
         }
         // One cache per process (the config is cloned into every conversion): 0 is off.
         let footer_cache_mb = match number(ENV_FOOTER_CACHE_MB)? {
@@ -382,6 +388,20 @@ mod tests {
         ];
         assert_eq!(mb(&set), 200);
         assert_eq!(mb(&[(ENV_FOOTER_CACHE_MB, "0")]), 0);
+    }
+
+    /// The key index: off unless EQDV_KEY_INDEX turns it on; a value that is not a
+    /// boolean is refused, naming the variable.
+    #[test]
+    fn the_key_index_is_off_unless_turned_on() {
+        let on = |vars: &[(&str, &str)]| config(vars).unwrap().resolve.key_index.enabled;
+        assert!(!on(&[]));
+        assert!(on(&[(ENV_KEY_INDEX, "true")]));
+        assert!(!on(&[(ENV_KEY_INDEX, "0")]));
+        let error = config(&[(ENV_KEY_INDEX, "sometimes")])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(ENV_KEY_INDEX), "{error}");
     }
 
     #[test]

@@ -62,6 +62,10 @@ pub async fn reachable_files(table: &LoadedTable) -> Result<Reachable> {
     let mut lists: Vec<(String, FormatVersion, bool)> = Vec::new();
     let mut seen_lists: HashSet<String> = HashSet::new();
     for (metadata, current) in &versions {
+        // eqdv's key index, named by a table property (see `key_index`).
+        for file in crate::key_index::referenced_files(io, metadata.properties()).await? {
+            add(&mut reachable.files, &file);
+        }
         for stats in metadata.statistics_iter() {
             add(&mut reachable.files, &stats.statistics_path);
         }

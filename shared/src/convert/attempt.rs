@@ -11,14 +11,15 @@ use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
+use crate::key_index::{IndexStates, IndexUpdate, update_index};
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{
     DvBlobInput, EncodedPuffin, FooterPrefetch, WrittenDv, WrittenPuffin, encode_dv_puffin,
 };
 use crate::resolve::{ResolveMetrics, resolve_observed};
 use crate::snapshot::{
-    AddedFile, CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
-    SnapshotChanges, build_and_write_snapshot,
+    AddedFile, CONVERTED_FROM_PROPERTY, PropertyUpdate, SHARD_PROPERTY, SOURCE_PROPERTY,
+    SPLIT_PROPERTY, SnapshotChanges, build_and_write_snapshot,
 };
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -89,7 +90,7 @@ impl Attempt<'_> {
         }
 
         let phase = Instant::now();
-        let (metrics, dv_plans, removed_position_deletes) =
+        let (metrics, dv_plans, removed_position_deletes, key_indexes) =
             resolve_and_merge(&table, &files, &groups, options).await?;
         report.resolve = metrics;
         report.phases.resolve_ms = ms_since(phase);
@@ -126,6 +127,7 @@ impl Attempt<'_> {
                 groups,
                 dv_plans,
                 removed,
+                &key_indexes,
                 report,
                 &mut attempt_files,
             )
@@ -159,6 +161,7 @@ impl Attempt<'_> {
         groups: Vec<DeleteGroup>,
         dv_plans: Vec<DvPlan>,
         removed: Vec<LiveFile>,
+        key_indexes: &IndexStates,
         report: &mut ConvertReport,
         attempt_files: &mut Vec<String>,
     ) -> Result<AttemptEnd> {
@@ -187,7 +190,17 @@ impl Attempt<'_> {
                 .collect(),
             removed: removed.clone(),
         };
-        let changes = conversion_changes(files.snapshot_id, options, added, removed);
+        let mut changes = conversion_changes(files.snapshot_id, options, added, removed);
+        options.check_deadline(name, "updating the key index")?;
+        for update in keep_key_indexes(&table, &files, key_indexes, options, attempt_files).await {
+            report.key_index.push(update.upkeep.clone());
+            changes.set_properties.push(PropertyUpdate {
+                key: update.property,
+                value: update.location,
+                expected: update.expected,
+                files: update.files,
+            });
+        }
         self.commit_changes(
             policy,
             table,
@@ -221,9 +234,19 @@ impl Attempt<'_> {
         // Commit loop: rebase on a moved head while validation allows it.
         let mut table = table;
         let mut files = files;
+        // Files of property updates another commit overtook: removed once ours lands.
+        let mut unreferenced: Vec<String> = Vec::new();
         loop {
             options.check_deadline(name, "committing")?;
             report.commit_attempts += 1;
+            let (current, stale): (Vec<_>, Vec<_>) = std::mem::take(&mut changes.set_properties)
+                .into_iter()
+                .partition(|p| p.applies_to(&table.metadata));
+            for update in stale {
+                tracing::info!(table = %name, property = %update.key, "another commit changed the property; leaving its value");
+                unreferenced.extend(update.files);
+            }
+            changes.set_properties = current;
             // The metadata file goes out with the manifests: one round of uploads.
             let build = build_and_write_snapshot(&table, &options.branch, &files, &changes);
             let written = match puffin_to_upload.take() {
@@ -256,6 +279,7 @@ impl Attempt<'_> {
             // below (and the caller's) cannot remove a file the table references.
             match crate::commit::publish_written(catalog, &table, &written).await {
                 Ok(published) => {
+                    crate::storage::delete_files(&table.file_io, &unreferenced).await;
                     report.outcome = Outcome::Converted;
                     report.new_snapshot_id = Some(prepared.snapshot_id);
                     report.metadata_location = Some(published.metadata_location);
@@ -476,6 +500,51 @@ pub(super) fn conversion_changes(
     changes
 }
 
+/// Brings the key index of each group's equality field set up to date with `files` (see
+/// [`crate::key_index::update_index`]), when the key index is on for the table; the
+/// files written are recorded in `attempt_files`. An index that cannot be updated is
+/// logged and left as it is: the conversion never depends on it.
+pub(super) async fn keep_key_indexes(
+    table: &LoadedTable,
+    files: &TableFiles,
+    states: &IndexStates,
+    options: &ConvertOptions,
+    attempt_files: &mut Vec<String>,
+) -> Vec<IndexUpdate> {
+    let settings = options.resolve.key_index.for_table(table);
+    if !settings.enabled {
+        return Vec::new();
+    }
+    let mut ids: Vec<&Vec<i32>> = states.keys().collect();
+    ids.sort();
+    let mut updates = Vec::new();
+    for ids in ids {
+        let mut written = Vec::new();
+        match update_index(
+            table,
+            files,
+            ids,
+            &states[ids],
+            &settings,
+            options.resolve.parallelism,
+            &mut written,
+        )
+        .await
+        {
+            Ok(Some(update)) => {
+                attempt_files.extend(written);
+                updates.push(update);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %table.name, equality_ids = ?ids, error = %e, "cannot update the key index; converting without updating it");
+                crate::storage::delete_files(&table.file_io, &written).await;
+            }
+        }
+    }
+    updates
+}
+
 /// Refuses a shard planned on another branch than the one the options convert.
 pub(super) fn check_shard_branch(options: &ConvertOptions) -> Result<()> {
     match &options.shard {
@@ -496,7 +565,7 @@ pub(super) async fn resolve_and_merge(
     files: &TableFiles,
     groups: &[DeleteGroup],
     options: &ConvertOptions,
-) -> Result<(ResolveMetrics, Vec<DvPlan>, Vec<LiveFile>)> {
+) -> Result<(ResolveMetrics, Vec<DvPlan>, Vec<LiveFile>, IndexStates)> {
     options.check_deadline(&table.name, "resolving keys to positions")?;
     // A file with a new deleted row merges with its old DV: its Puffin footer is read
     // while the other files are scanned, not in a round of its own after them.
@@ -521,5 +590,10 @@ pub(super) async fn resolve_and_merge(
         Some(&old_dvs),
     )
     .await?;
-    Ok((resolved.metrics, dv_plans, removed_position_deletes))
+    Ok((
+        resolved.metrics,
+        dv_plans,
+        removed_position_deletes,
+        resolved.key_indexes,
+    ))
 }

@@ -207,6 +207,9 @@ pub struct ConvertReport {
     /// Where the last attempt's time went.
     pub phases: PhaseTimes,
     pub resolve: ResolveMetrics,
+    /// What keeping the key index took (one entry per index updated; empty when it is
+    /// off or had nothing to add).
+    pub key_index: Vec<crate::key_index::Upkeep>,
 }
 
 /// Milliseconds spent per phase of the last attempt (plan again after a conflict: the
@@ -249,6 +252,7 @@ impl ConvertReport {
             skipped_data: SkippedData::default(),
             phases: PhaseTimes::default(),
             resolve: ResolveMetrics::default(),
+            key_index: Vec::new(),
         }
     }
 
@@ -266,6 +270,7 @@ impl ConvertReport {
         self.skipped_data = SkippedData::default();
         self.phases = PhaseTimes::default();
         self.resolve = ResolveMetrics::default();
+        self.key_index.clear();
     }
 }
 

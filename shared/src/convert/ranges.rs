@@ -222,7 +222,8 @@ pub async fn convert_range_of(
     }
 
     let phase = Instant::now();
-    let (metrics, dv_plans, removed_position_deletes) =
+    // A range uses the key index to look keys up; keeping it is a whole conversion's.
+    let (metrics, dv_plans, removed_position_deletes, _) =
         resolve_and_merge(table, &files, &groups, options).await?;
     result.resolve = metrics;
     result.resolve_ms = ms_since(phase);

@@ -262,10 +262,14 @@ pub(super) struct GroupKeys {
     pub(super) columns: Vec<ColumnValues>,
     /// The values' bloom-filter hashes, computed on first use.
     pub(super) bloom_hashes: super::bloom::BloomHashes,
+    /// The keys' key-index hashes (every key read, this pass's or not: a hash looked up
+    /// in vain costs nothing but the lookup), when the group has an index to ask.
+    pub(super) index_hashes: Vec<i64>,
 }
 
 /// Loads `group`'s share of the keys for `pass`, feeding `watch` as its delete files are
 /// consumed; returns them with the reads' counters (delete files and bytes read).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn load_group_keys(
     table: &LoadedTable,
     group: &DeleteGroup,
@@ -274,6 +278,7 @@ pub(super) async fn load_group_keys(
     name_mapping: Option<&NameMapping>,
     budget: &ReadBudget,
     mut watch: Option<GroupWatch<'_>>,
+    with_index_hashes: bool,
 ) -> Result<(GroupKeys, ResolveMetrics)> {
     let mut metrics = ResolveMetrics::default();
     let schema = table.metadata.current_schema();
@@ -341,6 +346,7 @@ pub(super) async fn load_group_keys(
         })
         .collect();
     let mut loads = futures::stream::iter(reads).buffered(options.parallelism.max(1));
+    let mut index_hashes = Vec::new();
     while let Some((loaded, _held)) = loads.try_next().await? {
         let LoadedDeleteFile {
             delete,
@@ -353,6 +359,13 @@ pub(super) async fn load_group_keys(
         for batch in batches {
             if let Some(watch) = &mut watch {
                 watch.add_batch(&key_columns, batch.columns());
+            }
+            if with_index_hashes {
+                crate::key_index::hash::hash_keys(
+                    &key_columns,
+                    batch.columns(),
+                    &mut index_hashes,
+                )?;
             }
             match &mut loading {
                 Loading::Long(keys) => {
@@ -461,6 +474,7 @@ pub(super) async fn load_group_keys(
         keys,
         columns,
         bloom_hashes: Default::default(),
+        index_hashes,
     };
     Ok((keys, metrics))
 }

@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
 
 use crate::Result;
+use crate::key_index::{IndexStates, KeyIndexOptions};
 use crate::plan::DeleteGroup;
 use crate::table::{LoadedTable, TableFiles};
 use key_set::KeyPass;
@@ -71,6 +72,9 @@ pub struct ResolveOptions {
     /// off by default): a process converting the same table again and again opens the
     /// files it opened before without a request (see [`crate::parquet_io::FooterCache`]).
     pub footer_cache: crate::parquet_io::FooterCache,
+    /// Whether keys are looked up in the table's key index (and conversions keep it);
+    /// the table's `eqdv.key-index.*` properties override it (see [`crate::key_index`]).
+    pub key_index: KeyIndexOptions,
 }
 
 /// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
@@ -99,6 +103,7 @@ impl Default for ResolveOptions {
             bound_pruning: true,
             key_memory_budget: 1 << 30,
             footer_cache: Default::default(),
+            key_index: KeyIndexOptions::default(),
         }
     }
 }
@@ -157,6 +162,29 @@ pub struct ResolveMetrics {
     /// probed are not in it.
     pub expected_bloom_false_positives: f64,
     pub positions_matched: u64,
+    /// Distinct key hashes looked up in key indexes (over all groups and passes).
+    #[serde(default)]
+    pub index_lookups: u64,
+    /// Index leaf files probed, their row groups read and the bytes of those (hash and
+    /// path columns), and the bytes of index metadata and covered lists read.
+    #[serde(default)]
+    pub index_leaves_read: u64,
+    #[serde(default)]
+    pub index_row_groups_read: u64,
+    #[serde(default)]
+    pub index_bytes_read: u64,
+    /// Candidates (after bound pruning) the index ruled out: covered, and holding none
+    /// of the keys.
+    #[serde(default)]
+    pub pruned_by_index: u64,
+    /// Candidates (after bound pruning) of a group with an index that the index does not
+    /// cover: read as without one (the delta).
+    #[serde(default)]
+    pub index_delta_files: u64,
+    /// Indexes the table names that could not be used (read, or reconciled with the
+    /// table): the resolve went on without them.
+    #[serde(default)]
+    pub index_bypassed: u64,
 }
 
 /// The deleted rows found, per data file.
@@ -170,6 +198,9 @@ pub struct Resolved {
     /// any key pass). Benchmarks hand this list to other engines.
     pub opened: HashSet<String>,
     pub metrics: ResolveMetrics,
+    /// The key index of each group's equality field set, as the resolve found it (empty
+    /// when the key index is off): a conversion keeps them up to date from there.
+    pub key_indexes: IndexStates,
 }
 
 /// Resolves `groups` against the live data files of `files`.
@@ -206,6 +237,25 @@ pub async fn resolve_observed(
         .collect();
     table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
+    if options.key_index.for_table(table).enabled {
+        for group in groups {
+            if !resolved.key_indexes.contains_key(&group.equality_ids) {
+                let state = crate::key_index::open_for(table, &group.equality_ids).await;
+                match &state {
+                    crate::key_index::IndexState::Usable(index) => {
+                        resolved.metrics.index_bytes_read += index.bytes_read;
+                    }
+                    crate::key_index::IndexState::Bypassed(_) => {
+                        resolved.metrics.index_bypassed += 1;
+                    }
+                    crate::key_index::IndexState::Absent => {}
+                }
+                resolved
+                    .key_indexes
+                    .insert(group.equality_ids.clone(), state);
+            }
+        }
+    }
     for index in 0..passes {
         let pass = scan::resolve_pass(
             table,
@@ -213,6 +263,7 @@ pub async fn resolve_observed(
             groups,
             KeyPass { index, passes },
             options,
+            &resolved.key_indexes,
             on_match,
         )
         .await?;
@@ -221,6 +272,8 @@ pub async fn resolve_observed(
             *resolved.positions.entry(path).or_default() |= positions;
         }
         resolved.candidates.extend(pass.candidates);
+        // An index that failed to read in a pass is bypassed for the rest, and not kept.
+        resolved.key_indexes.extend(pass.key_indexes);
         resolved.opened.extend(pass.opened);
         resolved.metrics.add(&pass.metrics);
     }
@@ -265,6 +318,13 @@ impl ResolveMetrics {
         self.expected_bloom_false_positives += pass.expected_bloom_false_positives;
         self.rows_scanned += pass.rows_scanned;
         self.bytes_read += pass.bytes_read;
+        self.index_lookups += pass.index_lookups;
+        self.index_leaves_read += pass.index_leaves_read;
+        self.index_row_groups_read += pass.index_row_groups_read;
+        self.index_bytes_read += pass.index_bytes_read;
+        self.pruned_by_index += pass.pruned_by_index;
+        self.index_delta_files += pass.index_delta_files;
+        self.index_bypassed += pass.index_bypassed;
     }
 }
 

@@ -62,6 +62,27 @@ pub struct SnapshotChanges {
     pub removed_files: Vec<LiveFile>,
     /// Extra summary properties (e.g. `eqdv.converted-from`).
     pub extra_summary: HashMap<String, String>,
+    /// Table properties the new metadata sets (a key index's location).
+    pub set_properties: Vec<PropertyUpdate>,
+}
+
+/// A table property that a snapshot's metadata sets, as long as the metadata it is
+/// built on still holds `expected` there: another writer's newer value is kept, and the
+/// files behind this one are left unreferenced (the caller removes them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PropertyUpdate {
+    pub key: String,
+    pub value: String,
+    pub expected: Option<String>,
+    /// Files the new value names that nothing else references.
+    pub files: Vec<String>,
+}
+
+impl PropertyUpdate {
+    /// Whether `metadata` still holds the value this update was made against.
+    pub fn applies_to(&self, metadata: &TableMetadata) -> bool {
+        metadata.properties().get(&self.key) == self.expected.as_ref()
+    }
 }
 
 impl SnapshotChanges {
@@ -72,6 +93,7 @@ impl SnapshotChanges {
             added_delete_files: Vec::new(),
             removed_files: Vec::new(),
             extra_summary: HashMap::new(),
+            set_properties: Vec::new(),
         }
     }
 }
@@ -428,13 +450,21 @@ async fn build_inner(
         .with_schema_id(metadata.current_schema_id())
         .with_row_range(first_row_id, added_rows)
         .build();
-    let new_metadata = metadata
+    let properties: HashMap<String, String> = changes
+        .set_properties
+        .iter()
+        .filter(|p| p.applies_to(metadata))
+        .map(|p| (p.key.clone(), p.value.clone()))
+        .collect();
+    let mut builder = metadata
         .as_ref()
         .clone()
         .into_builder(Some(table.pointer.metadata_location.clone()))
-        .set_branch_snapshot(snapshot, branch)?
-        .build()?
-        .metadata;
+        .set_branch_snapshot(snapshot, branch)?;
+    if !properties.is_empty() {
+        builder = builder.set_properties(properties)?;
+    }
+    let new_metadata = builder.build()?.metadata;
     let metadata_location = if write_metadata {
         let next = crate::commit::next_metadata_location(table, &new_metadata)?;
         let location = next.to_string();

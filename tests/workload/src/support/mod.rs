@@ -160,6 +160,13 @@ pub async fn orphan_files(catalog: &dyn Catalog) -> Vec<PathBuf> {
         let Ok(metadata) = TableMetadata::read_from(&t.file_io, &location).await else {
             continue;
         };
+        // The key index a version names is the table's too.
+        for file in eqdv::key_index::referenced_files(&t.file_io, metadata.properties())
+            .await
+            .expect("the key index's files")
+        {
+            reachable.insert(local(&file));
+        }
         for snapshot in metadata.snapshots() {
             reachable.insert(local(snapshot.manifest_list()));
             let bytes = std::fs::read(local(snapshot.manifest_list())).expect("manifest list");

@@ -1,0 +1,252 @@
+//! Writing runs: the key columns of data files read into index entries, sorted and
+//! written as leaves with their covered list; and runs merged into one, entries of data
+//! files no longer live dropped with their coverage.
+
+use std::collections::{HashMap, HashSet};
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
+use iceberg::spec::NameMapping;
+
+use super::format::{CoveredFile, CoveredFiles, RunMeta, write_json};
+use super::hash::hash_keys;
+use super::leaf::{Entries, read_leaf, write_leaf};
+use crate::Result;
+use crate::keys::KeyColumns;
+use crate::parquet_io::ParquetFile;
+use crate::table::LiveFile;
+
+/// Entries per leaf file by default: 1,048,576 entries are about 10-20 MB.
+pub const DEFAULT_LEAF_ENTRIES: usize = 1 << 20;
+
+/// Index entries of one run in the making, with the files they cover.
+#[derive(Default)]
+pub(super) struct RunEntries {
+    pub covered: Vec<CoveredFile>,
+    pub hashes: Vec<i64>,
+    pub files: Vec<u32>,
+    pub positions: Vec<u64>,
+}
+
+/// What reading data files for the index took.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ScanRead {
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// Reads the key columns of every file of `files` (through the name mapping, as the
+/// resolve reads them) into index entries.
+pub(super) async fn read_files(
+    file_io: &FileIO,
+    name_mapping: Option<&NameMapping>,
+    key_columns: &KeyColumns,
+    files: &[LiveFile],
+    parallelism: usize,
+) -> Result<(RunEntries, ScanRead)> {
+    let target = crate::parquet_io::target_schema(&key_columns.fields)?;
+    // Boxed as `Send` futures: left to inference, the stream's type asks for `Send` for
+    // every lifetime of its references, and a conversion stops being `Send`.
+    type FileEntries<'a> = (&'a LiveFile, Vec<i64>, Vec<u64>, u64);
+    let reads: Vec<BoxFuture<'_, Result<FileEntries<'_>>>> = files
+        .iter()
+        .map(|data| {
+            let target = target.clone();
+            async move {
+                let path = data.path();
+                let size = data.file.file_size_in_bytes();
+                let file = ParquetFile::open(file_io, path, Some(size))
+                    .await?
+                    .with_name_mapping(name_mapping);
+                let leaves: Vec<usize> = key_columns
+                    .fields
+                    .iter()
+                    .filter_map(|f| file.leaf_index(f.id))
+                    .collect();
+                let all: Vec<usize> = (0..file.row_group_rows().len()).collect();
+                let bytes = file.projected_bytes(&leaves, &all);
+                let mut stream = Box::pin(file.read_as(&key_columns.fields, target, None, 8192)?);
+                let mut hashes = Vec::new();
+                let mut positions = Vec::new();
+                while let Some((first, batch)) = stream.try_next().await? {
+                    let before = hashes.len();
+                    hash_keys(key_columns, batch.columns(), &mut hashes)?;
+                    positions.extend((0..(hashes.len() - before) as u64).map(|i| first + i));
+                }
+                Ok((data, hashes, positions, bytes))
+            }
+            .boxed()
+        })
+        .collect();
+    let mut read: Vec<_> = futures::stream::iter(reads)
+        .buffer_unordered(parallelism.max(1))
+        .try_collect()
+        .await?;
+    read.sort_by(|a, b| a.0.path().cmp(b.0.path()));
+    let mut run = RunEntries::default();
+    let mut scan = ScanRead::default();
+    for (index, (data, hashes, positions, bytes)) in read.into_iter().enumerate() {
+        scan.files += 1;
+        scan.rows += hashes.len() as u64;
+        scan.bytes += bytes;
+        run.covered.push(CoveredFile {
+            path: data.path().to_string(),
+            file_size_in_bytes: data.file.file_size_in_bytes(),
+            record_count: hashes.len() as u64,
+        });
+        run.files
+            .extend(std::iter::repeat_n(index as u32, hashes.len()));
+        run.hashes.extend(hashes);
+        run.positions.extend(positions);
+    }
+    Ok((run, scan))
+}
+
+/// Reads every entry of `runs` into one run, leaving out the data files `keep` refuses
+/// (and their coverage).
+pub(super) async fn read_runs(
+    file_io: &FileIO,
+    runs: &[(&RunMeta, &CoveredFiles)],
+    keep: &(dyn Fn(&str) -> bool + Sync),
+    parallelism: usize,
+) -> Result<(RunEntries, u64)> {
+    let mut covered: Vec<CoveredFile> = runs
+        .iter()
+        .flat_map(|(_, files)| files.files.iter())
+        .filter(|f| keep(&f.path))
+        .cloned()
+        .collect();
+    covered.sort_by(|a, b| a.path.cmp(&b.path));
+    let index: HashMap<&str, u32> = covered
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.as_str(), i as u32))
+        .collect();
+    let leaves: Vec<_> = runs.iter().flat_map(|(run, _)| &run.leaves).collect();
+    let bytes = leaves.iter().map(|l| l.file_size_in_bytes).sum();
+    let index = &index;
+    type LeafEntries = Vec<(i64, u32, u64)>;
+    let reads: Vec<BoxFuture<'_, Result<LeafEntries>>> = leaves
+        .into_iter()
+        .map(|leaf| {
+            async move {
+                let mut entries = Vec::with_capacity(leaf.record_count as usize);
+                read_leaf(file_io, leaf, |hash, path, pos| {
+                    if let Some(&file) = index.get(path) {
+                        entries.push((hash, file, pos));
+                    }
+                })
+                .await?;
+                Ok(entries)
+            }
+            .boxed()
+        })
+        .collect();
+    let read: Vec<Vec<(i64, u32, u64)>> = futures::stream::iter(reads)
+        .buffered(parallelism.max(1))
+        .try_collect()
+        .await?;
+    let mut run = RunEntries {
+        covered,
+        ..Default::default()
+    };
+    for entries in read {
+        for (hash, file, pos) in entries {
+            run.hashes.push(hash);
+            run.files.push(file);
+            run.positions.push(pos);
+        }
+    }
+    Ok((run, bytes))
+}
+
+/// Sorts `run` into index order (key hash, then data file path, then position) and
+/// writes it: leaves of at most `leaf_entries` entries and its covered list, each file
+/// recorded in `written` before it is written.
+pub(super) async fn write_run(
+    file_io: &FileIO,
+    table_location: &str,
+    run: RunEntries,
+    leaf_entries: usize,
+    written: &mut Vec<String>,
+) -> Result<RunMeta> {
+    let mut run = run;
+    number_in_path_order(&mut run);
+    let RunEntries {
+        covered,
+        hashes,
+        files,
+        positions,
+    } = run;
+    // Files are numbered in path order, so (hash, file, pos) is the draft spec's order.
+    let mut order: Vec<u32> = (0..hashes.len() as u32).collect();
+    order.sort_unstable_by_key(|&i| {
+        let i = i as usize;
+        (hashes[i], files[i], positions[i])
+    });
+    let hashes: Vec<i64> = order.iter().map(|&i| hashes[i as usize]).collect();
+    let files: Vec<u32> = order.iter().map(|&i| files[i as usize]).collect();
+    let positions: Vec<u64> = order.iter().map(|&i| positions[i as usize]).collect();
+    drop(order);
+    let paths: Vec<String> = covered.iter().map(|f| f.path.clone()).collect();
+
+    let mut leaves = Vec::new();
+    let chunk = leaf_entries.max(1);
+    for start in (0..hashes.len()).step_by(chunk) {
+        let end = (start + chunk).min(hashes.len());
+        // Each leaf's dictionary holds only the paths its entries name.
+        let mut local: HashMap<u32, u32> = HashMap::new();
+        let mut leaf_paths = Vec::new();
+        let leaf_files: Vec<u32> = files[start..end]
+            .iter()
+            .map(|f| {
+                *local.entry(*f).or_insert_with(|| {
+                    leaf_paths.push(paths[*f as usize].clone());
+                    (leaf_paths.len() - 1) as u32
+                })
+            })
+            .collect();
+        let location =
+            crate::storage::new_metadata_file(table_location, "eqdv-key-index-leaf", "parquet");
+        written.push(location.clone());
+        let entries = Entries {
+            hashes: &hashes[start..end],
+            files: &leaf_files,
+            positions: &positions[start..end],
+            paths: &leaf_paths,
+        };
+        leaves.push(write_leaf(file_io, &location, &entries).await?);
+    }
+    let covered_location =
+        crate::storage::new_metadata_file(table_location, "eqdv-key-index-files", "json");
+    written.push(covered_location.clone());
+    let covered_files = covered.len() as u64;
+    write_json(file_io, &covered_location, &CoveredFiles { files: covered }).await?;
+    Ok(RunMeta {
+        covered_location,
+        covered_files,
+        entries: hashes.len() as u64,
+        leaves,
+    })
+}
+
+/// Renumbers the files of `run` so that their numbers follow their paths' order.
+fn number_in_path_order(run: &mut RunEntries) {
+    let mut order: Vec<usize> = (0..run.covered.len()).collect();
+    order.sort_by(|a, b| run.covered[*a].path.cmp(&run.covered[*b].path));
+    let mut renumber = vec![0u32; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        renumber[old] = new as u32;
+    }
+    run.covered = order.iter().map(|&i| run.covered[i].clone()).collect();
+    for f in &mut run.files {
+        *f = renumber[*f as usize];
+    }
+}
+
+/// The paths of `files`.
+pub(super) fn paths_of(files: &[LiveFile]) -> HashSet<&str> {
+    files.iter().map(LiveFile::path).collect()
+}

@@ -1,0 +1,406 @@
+//! Leaf files: Parquet files of index entries sorted by key hash (ties by data file
+//! path, then position), three columns as in Iceberg's draft index spec: `key_hash`
+//! (the index key), `source_file_path` and `source_file_pos` (the reserved field ids of
+//! `file_path` and `pos`).
+//!
+//! Row groups are small ([`ROWS_PER_ROW_GROUP`]), so a lookup of a few keys reads a few
+//! row groups of the hash and path columns, picked by their statistics, never a whole
+//! leaf; the positions are not read by a lookup.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use iceberg::io::FileIO;
+use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
+use parquet::basic::Encoding;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::statistics::Statistics;
+use parquet::schema::types::ColumnPath;
+
+use super::format::LeafMeta;
+use crate::parquet_io::reader::FileReader;
+use crate::{Error, Result};
+
+/// Rows per row group of a leaf: 8,192 hashes are 64 KiB, what one lookup of a key
+/// reads of that column.
+pub const ROWS_PER_ROW_GROUP: usize = 8192;
+
+/// Field id of `key_hash`.
+const KEY_HASH_ID: i32 = 1;
+/// Iceberg's reserved field id of `file_path`.
+const FILE_PATH_ID: i32 = 2147483546;
+/// Iceberg's reserved field id of `pos`.
+const POS_ID: i32 = 2147483545;
+
+/// Index entries, in index order: `hashes[i]` of row `positions[i]` of
+/// `paths[files[i]]`.
+pub struct Entries<'a> {
+    pub hashes: &'a [i64],
+    pub files: &'a [u32],
+    pub positions: &'a [u64],
+    pub paths: &'a [String],
+}
+
+fn field(name: &str, data_type: DataType, id: i32) -> Field {
+    Field::new(name, data_type, false).with_metadata(
+        [(
+            parquet::arrow::PARQUET_FIELD_ID_META_KEY.to_string(),
+            id.to_string(),
+        )]
+        .into(),
+    )
+}
+
+fn leaf_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        field("key_hash", DataType::Int64, KEY_HASH_ID),
+        field(
+            "source_file_path",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            FILE_PATH_ID,
+        ),
+        field("source_file_pos", DataType::Int64, POS_ID),
+    ]))
+}
+
+/// Writes `entries` (sorted, non-empty) as one leaf at `location`.
+pub async fn write_leaf(
+    file_io: &FileIO,
+    location: &str,
+    entries: &Entries<'_>,
+) -> Result<LeafMeta> {
+    let (Some(&min), Some(&max)) = (entries.hashes.first(), entries.hashes.last()) else {
+        return Err(Error::InvalidInput(format!(
+            "key index leaf {location} would be empty"
+        )));
+    };
+    let bytes = encode_leaf(location, entries)?;
+    let size = bytes.len() as u64;
+    file_io
+        .new_output(location)?
+        .write(bytes.into())
+        .await
+        .map_err(|e| Error::file(location, "cannot write a key index leaf", e))?;
+    Ok(LeafMeta {
+        location: location.to_string(),
+        file_size_in_bytes: size,
+        record_count: entries.hashes.len() as u64,
+        min_key_hash: min,
+        max_key_hash: max,
+    })
+}
+
+fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
+    let encode_error = |e: &dyn std::fmt::Display| {
+        Error::file(location, "cannot encode a key index leaf", e.to_string())
+    };
+    let schema = leaf_schema();
+    let paths: ArrayRef = Arc::new(StringArray::from_iter_values(entries.paths.iter()));
+    let keys = arrow_array::Int32Array::from_iter_values(entries.files.iter().map(|&f| f as i32));
+    let files = DictionaryArray::<Int32Type>::try_new(keys, paths).map_err(|e| encode_error(&e))?;
+    let positions = Int64Array::from_iter_values(entries.positions.iter().map(|&p| p as i64));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![
+            Arc::new(Int64Array::from(entries.hashes.to_vec())),
+            Arc::new(files),
+            Arc::new(positions),
+        ],
+    )
+    .map_err(|e| encode_error(&e))?;
+    let properties = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(ROWS_PER_ROW_GROUP))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_dictionary_enabled(false)
+        .set_column_dictionary_enabled(ColumnPath::from("source_file_path"), true)
+        .set_column_encoding(
+            ColumnPath::from("source_file_pos"),
+            Encoding::DELTA_BINARY_PACKED,
+        )
+        .build();
+    let mut out = Vec::new();
+    let mut writer =
+        ArrowWriter::try_new(&mut out, schema, Some(properties)).map_err(|e| encode_error(&e))?;
+    writer.write(&batch).map_err(|e| encode_error(&e))?;
+    writer.close().map_err(|e| encode_error(&e))?;
+    Ok(out)
+}
+
+/// What probing leaves read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProbeRead {
+    pub row_groups_read: u64,
+    pub bytes_read: u64,
+    pub requests: u64,
+}
+
+/// Adds to `named` the data files of `leaf` that hold an entry whose hash is in
+/// `probes` (sorted, deduplicated). Reads the footer and the hash and path columns of
+/// only the row groups whose hash range holds a probe.
+pub async fn probe_leaf(
+    file_io: &FileIO,
+    leaf: &LeafMeta,
+    probes: &[i64],
+    named: &mut HashSet<String>,
+) -> Result<ProbeRead> {
+    let location = leaf.location.as_str();
+    let mut read = ProbeRead::default();
+    let inner = file_io
+        .new_input(location)?
+        .reader()
+        .await
+        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
+    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+    read.requests += 1;
+    check_schema(location, builder.schema())?;
+    let metadata = builder.metadata().clone();
+    let mut selected = Vec::new();
+    for (i, rg) in metadata.row_groups().iter().enumerate() {
+        let (min, max) = match rg.column(0).statistics() {
+            Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
+                (Some(min), Some(max)) => (*min, *max),
+                _ => (i64::MIN, i64::MAX),
+            },
+            _ => (i64::MIN, i64::MAX),
+        };
+        let first = probes.partition_point(|p| *p < min);
+        if first < probes.len() && probes[first] <= max {
+            selected.push(i);
+            read.bytes_read += (0..2)
+                .map(|c| rg.column(c).compressed_size().max(0) as u64)
+                .sum::<u64>();
+        }
+    }
+    read.row_groups_read = selected.len() as u64;
+    if selected.is_empty() {
+        return Ok(read);
+    }
+    // Each row group's two chunks are adjacent: one ranged read per row group (fewer
+    // where they are close enough to coalesce).
+    read.requests += selected.len() as u64;
+    let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1]);
+    let mut stream = builder
+        .with_row_groups(selected)
+        .with_projection(mask)
+        .with_batch_size(ROWS_PER_ROW_GROUP)
+        .build()
+        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?;
+    while let Some(batch) = stream
+        .try_next()
+        .await
+        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
+    {
+        let (hashes, paths) = columns(location, &batch)?;
+        for (row, hash) in hashes.values().iter().enumerate() {
+            if probes.binary_search(hash).is_ok() {
+                named.insert(path_at(&paths, row).to_string());
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// Every entry of `leaf`, appended to `out` as `(hash, path, position)` (for merging
+/// runs).
+pub async fn read_leaf(
+    file_io: &FileIO,
+    leaf: &LeafMeta,
+    mut out: impl FnMut(i64, &str, u64),
+) -> Result<u64> {
+    let location = leaf.location.as_str();
+    let inner = file_io
+        .new_input(location)?
+        .reader()
+        .await
+        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
+    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+    check_schema(location, builder.schema())?;
+    let mut stream = builder
+        .with_batch_size(ROWS_PER_ROW_GROUP)
+        .build()
+        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?;
+    let mut rows = 0;
+    while let Some(batch) = stream
+        .try_next()
+        .await
+        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
+    {
+        let (hashes, paths) = columns(location, &batch)?;
+        let positions = batch
+            .column(2)
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| bad_leaf(location))?;
+        for row in 0..batch.num_rows() {
+            out(
+                hashes.value(row),
+                path_at(&paths, row),
+                positions.value(row).max(0) as u64,
+            );
+        }
+        rows += batch.num_rows() as u64;
+    }
+    if rows != leaf.record_count {
+        return Err(Error::file(
+            location,
+            format!(
+                "key index leaf holds {rows} entries, its index metadata says {}",
+                leaf.record_count
+            ),
+            "inconsistent key index",
+        ));
+    }
+    Ok(rows)
+}
+
+fn bad_leaf(location: &str) -> Error {
+    Error::file(
+        location,
+        "not a key index leaf (key_hash long, source_file_path string, source_file_pos long)",
+        "unexpected schema",
+    )
+}
+
+fn check_schema(location: &str, schema: &Schema) -> Result<()> {
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    if names != ["key_hash", "source_file_path", "source_file_pos"] {
+        return Err(bad_leaf(location));
+    }
+    Ok(())
+}
+
+/// The path column as read: a dictionary (as written) or plain strings.
+enum Paths<'a> {
+    Dictionary(&'a DictionaryArray<Int32Type>, &'a StringArray),
+    Plain(&'a StringArray),
+}
+
+fn path_at<'a>(paths: &'a Paths<'_>, row: usize) -> &'a str {
+    match paths {
+        Paths::Dictionary(keys, values) => values.value(keys.keys().value(row) as usize),
+        Paths::Plain(values) => values.value(row),
+    }
+}
+
+fn columns<'a>(
+    location: &str,
+    batch: &'a RecordBatch,
+) -> Result<(&'a arrow_array::PrimitiveArray<Int64Type>, Paths<'a>)> {
+    let hashes = batch
+        .column(0)
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| bad_leaf(location))?;
+    let column = batch.column(1);
+    let paths = if let Some(dictionary) = column.as_dictionary_opt::<Int32Type>() {
+        let values = dictionary
+            .values()
+            .as_string_opt::<i32>()
+            .ok_or_else(|| bad_leaf(location))?;
+        Paths::Dictionary(dictionary, values)
+    } else {
+        Paths::Plain(
+            column
+                .as_string_opt::<i32>()
+                .ok_or_else(|| bad_leaf(location))?,
+        )
+    };
+    if hashes.null_count() > 0 || column.null_count() > 0 {
+        return Err(bad_leaf(location));
+    }
+    Ok((hashes, paths))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(dir: &std::path::Path) -> (FileIO, String) {
+        let io = FileIO::new_with_fs();
+        (io, format!("{}/leaf.parquet", dir.display()))
+    }
+
+    #[tokio::test]
+    async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_io, location) = io(dir.path());
+        let paths = vec![
+            "s3://b/a.parquet".to_string(),
+            "s3://b/b.parquet".to_string(),
+        ];
+        // 100,000 entries: hash i*10, alternating files.
+        let n = 100_000usize;
+        let hashes: Vec<i64> = (0..n as i64).map(|i| i * 10 - 500_000).collect();
+        let files: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
+        let positions: Vec<u64> = (0..n as u64).collect();
+        let entries = Entries {
+            hashes: &hashes,
+            files: &files,
+            positions: &positions,
+            paths: &paths,
+        };
+        let leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
+        assert_eq!(leaf.record_count, n as u64);
+        assert_eq!(leaf.min_key_hash, -500_000);
+        assert_eq!(leaf.max_key_hash, (n as i64 - 1) * 10 - 500_000);
+
+        let mut named = HashSet::new();
+        // hashes[3] (file b) and one absent value.
+        let read = probe_leaf(&file_io, &leaf, &[hashes[3], hashes[3] + 1], &mut named)
+            .await
+            .unwrap();
+        assert_eq!(named, HashSet::from(["s3://b/b.parquet".to_string()]));
+        assert_eq!(read.row_groups_read, 1);
+        let total_groups = n.div_ceil(ROWS_PER_ROW_GROUP) as u64;
+        assert!(total_groups > 10);
+
+        // A hash out of every range reads no row group.
+        let mut none = HashSet::new();
+        let read = probe_leaf(&file_io, &leaf, &[i64::MAX], &mut none)
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+        assert_eq!(read.row_groups_read, 0);
+
+        // Every entry reads back in order.
+        let mut back = Vec::new();
+        let rows = read_leaf(&file_io, &leaf, |h, p, pos| {
+            back.push((h, p.to_string(), pos))
+        })
+        .await
+        .unwrap();
+        assert_eq!(rows, n as u64);
+        assert_eq!(back[5], (hashes[5], paths[1].clone(), 5));
+    }
+
+    #[tokio::test]
+    async fn a_truncated_leaf_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_io, location) = io(dir.path());
+        let paths = vec!["p".to_string()];
+        let entries = Entries {
+            hashes: &[1, 2, 3],
+            files: &[0, 0, 0],
+            positions: &[0, 1, 2],
+            paths: &paths,
+        };
+        let mut leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
+        let bytes = std::fs::read(&location).unwrap();
+        std::fs::write(&location, &bytes[..bytes.len() / 2]).unwrap();
+        leaf.file_size_in_bytes = (bytes.len() / 2) as u64;
+        let error = probe_leaf(&file_io, &leaf, &[1], &mut HashSet::new())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(&location), "{error}");
+    }
+}

@@ -1,0 +1,159 @@
+//! Opening an index and looking keys up in it: which covered data files may hold one of
+//! a set of key hashes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use iceberg::io::FileIO;
+
+use super::format::{CoveredFiles, IndexMetadata, covered_by_path, read_json};
+use super::leaf::{ProbeRead, probe_leaf};
+use crate::Result;
+use crate::table::LiveFile;
+
+/// Covered lists read at once when an index opens.
+const LISTS_IN_FLIGHT: usize = 16;
+
+/// An index read: its metadata and what its runs cover.
+#[derive(Debug)]
+pub struct OpenIndex {
+    pub location: String,
+    pub metadata: IndexMetadata,
+    /// Per run (the metadata's order), the data files it covers.
+    pub covered_lists: Vec<CoveredFiles>,
+    /// Covered data files by path: `(size, run)`.
+    covered: HashMap<String, (u64, usize)>,
+    /// Bytes of the metadata and covered lists read to open it.
+    pub bytes_read: u64,
+}
+
+/// Reads the index metadata file at `location` and its runs' covered lists.
+pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
+    let metadata_bytes = crate::storage::read_all(file_io, location).await?;
+    let metadata: IndexMetadata = serde_json::from_slice(&metadata_bytes)
+        .map_err(|e| crate::Error::file(location, "not a readable key index metadata file", e))?;
+    // Boxed as `Send` futures (see `build::read_files`).
+    let reads: Vec<BoxFuture<'_, Result<(CoveredFiles, u64)>>> = metadata
+        .runs
+        .iter()
+        .map(|run| {
+            async move {
+                let list: CoveredFiles =
+                    read_json(file_io, &run.covered_location, "covered list").await?;
+                if list.files.len() as u64 != run.covered_files {
+                    return Err(crate::Error::file(
+                        &run.covered_location,
+                        format!(
+                            "covered list holds {} files, its index metadata says {}",
+                            list.files.len(),
+                            run.covered_files
+                        ),
+                        "inconsistent key index",
+                    ));
+                }
+                let bytes = serde_json::to_vec(&list).map_or(0, |b| b.len() as u64);
+                Ok((list, bytes))
+            }
+            .boxed()
+        })
+        .collect();
+    let lists: Vec<(CoveredFiles, u64)> = futures::stream::iter(reads)
+        .buffered(LISTS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    let bytes_read = metadata_bytes.len() as u64 + lists.iter().map(|(_, b)| b).sum::<u64>();
+    let covered_lists: Vec<CoveredFiles> = lists.into_iter().map(|(l, _)| l).collect();
+    let covered = covered_by_path(location, &covered_lists)?;
+    Ok(OpenIndex {
+        location: location.to_string(),
+        metadata,
+        covered_lists,
+        covered,
+        bytes_read,
+    })
+}
+
+/// What a lookup found and read.
+#[derive(Clone, Debug, Default)]
+pub struct IndexHits {
+    /// Covered data files holding an entry with one of the hashes looked up.
+    pub named: HashSet<String>,
+    /// Distinct hashes looked up.
+    pub keys: u64,
+    pub leaves_read: u64,
+    pub row_groups_read: u64,
+    pub bytes_read: u64,
+    pub requests: u64,
+}
+
+impl OpenIndex {
+    /// Whether the index covers `data`: a file of the same path and size.
+    pub fn covers(&self, data: &LiveFile) -> bool {
+        self.covered
+            .get(data.path())
+            .is_some_and(|(size, _)| *size == data.file.file_size_in_bytes())
+    }
+
+    /// Whether the index lists `path` at all (of any size).
+    pub fn lists(&self, path: &str) -> bool {
+        self.covered.contains_key(path)
+    }
+
+    /// Covered data files (all runs).
+    pub fn covered_files(&self) -> usize {
+        self.covered.len()
+    }
+
+    /// The covered data files that may hold one of `hashes`: the leaves whose hash range
+    /// holds one are probed, `parallelism` at once.
+    pub async fn lookup(
+        self: &Arc<Self>,
+        file_io: &FileIO,
+        mut hashes: Vec<i64>,
+        parallelism: usize,
+    ) -> Result<IndexHits> {
+        hashes.sort_unstable();
+        hashes.dedup();
+        let mut hits = IndexHits {
+            keys: hashes.len() as u64,
+            ..Default::default()
+        };
+        let probes: Vec<(&super::format::LeafMeta, &[i64])> = self
+            .metadata
+            .runs
+            .iter()
+            .flat_map(|run| &run.leaves)
+            .filter_map(|leaf| {
+                let from = hashes.partition_point(|h| *h < leaf.min_key_hash);
+                let to = hashes.partition_point(|h| *h <= leaf.max_key_hash);
+                (from < to).then(|| (leaf, &hashes[from..to]))
+            })
+            .collect();
+        type Probed = (HashSet<String>, ProbeRead);
+        let reads: Vec<BoxFuture<'_, Result<Probed>>> = probes
+            .into_iter()
+            .map(|(leaf, probes)| {
+                async move {
+                    let mut named = HashSet::new();
+                    let read = probe_leaf(file_io, leaf, probes, &mut named).await?;
+                    Ok((named, read))
+                }
+                .boxed()
+            })
+            .collect();
+        let results: Vec<_> = futures::stream::iter(reads)
+            .buffer_unordered(parallelism.max(1))
+            .try_collect()
+            .await?;
+        for (named, read) in results {
+            hits.leaves_read += 1;
+            hits.row_groups_read += read.row_groups_read;
+            hits.bytes_read += read.bytes_read;
+            hits.requests += read.requests;
+            hits.named.extend(named);
+        }
+        Ok(hits)
+    }
+}

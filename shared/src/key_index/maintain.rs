@@ -1,0 +1,235 @@
+//! Keeping an index up to date inside a conversion, at a cost that follows the change:
+//! the live data files in the conversion's scope that the index does not cover (the
+//! delta: new writes, compactions, imports) are read once, key columns only, and
+//! written as a new run; runs merge as in a log-structured tree (a new run absorbs the
+//! runs before it while it is at least half their size, and there are never more than
+//! [`MAX_RUNS`]), so each entry is rewritten a logarithmic number of times. Entries of
+//! data files the snapshot no longer holds are dropped, with their coverage, when their
+//! run is merged and the conversion read every live data file.
+//!
+//! Nothing here changes the table: the caller names the new index metadata file in its
+//! own commit's metadata ([`IndexUpdate::property`]), or removes the files written.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::build::{RunEntries, paths_of, read_files, read_runs, write_run};
+use super::format::{CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json};
+use super::{IndexState, KeyFingerprint, KeyIndexOptions, location_property};
+use crate::Result;
+use crate::keys::KeyColumns;
+use crate::table::{LiveFile, LoadedTable, TableFiles};
+
+/// Runs an index holds at most: a lookup probes each.
+pub const MAX_RUNS: usize = 8;
+
+/// What keeping the index took, for the conversion's report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Upkeep {
+    pub equality_ids: Vec<i32>,
+    /// A new index (none, or one that could not be used, before).
+    pub built: bool,
+    /// Data files read for it (the delta, or every file in scope when built).
+    pub data_files_read: u64,
+    pub data_rows_read: u64,
+    pub data_bytes_read: u64,
+    /// Runs merged into the new one, and the leaf bytes read to merge them.
+    pub runs_merged: u64,
+    pub leaf_bytes_read: u64,
+    /// Covered data files dropped because the snapshot no longer holds them.
+    pub files_dropped: u64,
+    pub entries_written: u64,
+    pub leaves_written: u64,
+    pub bytes_written: u64,
+    /// The index after the update.
+    pub runs: u64,
+    pub entries: u64,
+    pub covered_files: u64,
+    pub ms: f64,
+}
+
+/// A new version of one index, written and waiting for the commit that names it.
+#[derive(Clone, Debug)]
+pub struct IndexUpdate {
+    /// The table property to set ([`location_property`]) and its new value.
+    pub property: String,
+    pub location: String,
+    /// The property's value in the metadata the update was built on: a commit that
+    /// finds another value there (another converter updated the index) must leave it.
+    pub expected: Option<String>,
+    /// Every file the update wrote (its metadata file included).
+    pub files: Vec<String>,
+    pub upkeep: Upkeep,
+}
+
+/// Brings the index of `equality_ids` up to date with the live data files of `files`
+/// (the conversion's base snapshot, in its scope). `None` when there is nothing to
+/// write: no index and fewer files than `options.min_files`, or an index that already
+/// covers every file. Each file written is recorded in `written` before it is written.
+pub async fn update_index(
+    table: &LoadedTable,
+    files: &TableFiles,
+    equality_ids: &[i32],
+    state: &IndexState,
+    options: &KeyIndexOptions,
+    parallelism: usize,
+    written: &mut Vec<String>,
+) -> Result<Option<IndexUpdate>> {
+    let started = Instant::now();
+    let property = location_property(equality_ids);
+    let expected = table.metadata.properties().get(&property).cloned();
+    let mut upkeep = Upkeep {
+        equality_ids: equality_ids.to_vec(),
+        ..Default::default()
+    };
+    // A live file the index lists with another size: the index cannot be reconciled
+    // with the table, so it is built again rather than patched.
+    let base = state.usable().filter(|index| {
+        files
+            .data_files
+            .iter()
+            .all(|f| !index.lists(f.path()) || index.covers(f))
+    });
+    let delta: Vec<LiveFile> = match base {
+        Some(index) => files
+            .data_files
+            .iter()
+            .filter(|f| !index.covers(f))
+            .cloned()
+            .collect(),
+        None if (files.data_files.len() as u64) < options.min_files => return Ok(None),
+        None => files.data_files.clone(),
+    };
+    if base.is_some() && delta.is_empty() {
+        return Ok(None);
+    }
+    upkeep.built = base.is_none();
+    let schema = table.metadata.current_schema();
+    let key_columns = KeyColumns::new(&table.name.to_string(), schema, equality_ids)?;
+    let name_mapping = table.name_mapping()?;
+    let (mut pending, scan) = read_files(
+        &table.file_io,
+        name_mapping.as_deref(),
+        &key_columns,
+        &delta,
+        parallelism,
+    )
+    .await?;
+    upkeep.data_files_read = scan.files;
+    upkeep.data_rows_read = scan.rows;
+    upkeep.data_bytes_read = scan.bytes;
+
+    // The runs kept as they are, and those the new run absorbs.
+    let mut kept: Vec<(RunMeta, CoveredFiles)> = match base {
+        Some(index) => index
+            .metadata
+            .runs
+            .iter()
+            .cloned()
+            .zip(index.covered_lists.iter().cloned())
+            .collect(),
+        None => Vec::new(),
+    };
+    let complete = !files.skipped_data.is_partial() && !files.data_paths_filtered;
+    let live = paths_of(&files.data_files);
+    let keep = |path: &str| !complete || live.contains(path);
+    let mut absorbed = Vec::new();
+    while let Some((last, _)) = kept.last() {
+        let pending_entries = pending.hashes.len() as u64;
+        if kept.len() + 1 > MAX_RUNS || pending_entries.saturating_mul(2) >= last.entries {
+            absorbed.push(kept.pop().expect("checked by while let"));
+        } else {
+            break;
+        }
+    }
+    if !absorbed.is_empty() {
+        let runs: Vec<(&RunMeta, &CoveredFiles)> = absorbed.iter().map(|(r, c)| (r, c)).collect();
+        let listed: u64 = absorbed.iter().map(|(r, _)| r.covered_files).sum();
+        let (merged, leaf_bytes) = read_runs(&table.file_io, &runs, &keep, parallelism).await?;
+        upkeep.runs_merged = absorbed.len() as u64;
+        upkeep.leaf_bytes_read = leaf_bytes;
+        upkeep.files_dropped = listed - merged.covered.len() as u64;
+        append(&mut pending, merged);
+    }
+    let run = if pending.hashes.is_empty() && pending.covered.is_empty() {
+        None
+    } else {
+        upkeep.entries_written = pending.hashes.len() as u64;
+        let run = write_run(
+            &table.file_io,
+            table.location(),
+            pending,
+            options.leaf_entries,
+            written,
+        )
+        .await?;
+        upkeep.leaves_written = run.leaves.len() as u64;
+        upkeep.bytes_written = run.leaves.iter().map(|l| l.file_size_in_bytes).sum();
+        Some(run)
+    };
+
+    let fingerprint = KeyFingerprint::of(table, equality_ids);
+    let index_uuid = match base {
+        Some(index) => index.metadata.index_uuid.clone(),
+        None => uuid::Uuid::new_v4().to_string(),
+    };
+    let runs: Vec<RunMeta> = kept.into_iter().map(|(r, _)| r).chain(run).collect();
+    let metadata = IndexMetadata {
+        format_version: FORMAT_VERSION,
+        index_uuid,
+        table_uuid: fingerprint.table_uuid,
+        equality_ids: equality_ids.to_vec(),
+        key_hash: KEY_HASH.to_string(),
+        key_types: fingerprint.key_types,
+        name_mapping: fingerprint.name_mapping,
+        source_snapshot_id: files.snapshot_id,
+        runs,
+    };
+    upkeep.runs = metadata.runs.len() as u64;
+    upkeep.entries = metadata.entries();
+    upkeep.covered_files = metadata.runs.iter().map(|r| r.covered_files).sum();
+    let location = crate::storage::new_metadata_file(table.location(), "eqdv-key-index", "json");
+    written.push(location.clone());
+    upkeep.bytes_written += write_json(&table.file_io, &location, &metadata).await?;
+    upkeep.ms = started.elapsed().as_secs_f64() * 1000.0;
+    let mut update_files = metadata
+        .runs
+        .last()
+        .filter(|_| upkeep.entries_written > 0 || upkeep.runs_merged > 0)
+        .map(|run| {
+            std::iter::once(run.covered_location.clone())
+                .chain(run.leaves.iter().map(|l| l.location.clone()))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    update_files.push(location.clone());
+    tracing::info!(
+        table = %table.name,
+        index = %location,
+        built = upkeep.built,
+        data_files_read = upkeep.data_files_read,
+        runs = upkeep.runs,
+        runs_merged = upkeep.runs_merged,
+        entries = upkeep.entries,
+        "key index updated"
+    );
+    Ok(Some(IndexUpdate {
+        property,
+        location,
+        expected,
+        files: update_files,
+        upkeep,
+    }))
+}
+
+/// Adds `other`'s entries and covered files to `run` (file numbers shifted; `write_run`
+/// numbers them in path order again).
+fn append(run: &mut RunEntries, other: RunEntries) {
+    let offset = run.covered.len() as u32;
+    run.covered.extend(other.covered);
+    run.hashes.extend(other.hashes);
+    run.files
+        .extend(other.files.into_iter().map(|f| f + offset));
+    run.positions.extend(other.positions);
+}

@@ -1,0 +1,327 @@
+//! A persisted key index: for one equality field set, every row of the data files it
+//! covers as (key hash -> data file, position), so that resolving a few deleted keys
+//! reads the few data files that hold them instead of every file whose bounds cannot
+//! rule the keys out.
+//!
+//! Layout (docs/design.md, "The key index", says where it follows Iceberg's draft index
+//! spec and where it departs): an index metadata file (`format`) names runs; a run is a
+//! set of immutable Parquet leaf files sorted by key hash (`leaf`) and the list of data
+//! files it covers. The table property `eqdv.key-index.location.<ids>` names the index
+//! metadata file; eqdv sets it only in the metadata of its own conversion commit, so a
+//! failed or lost commit leaves no pointer to files that were cleaned up.
+//!
+//! The index is an accelerator and never decides a result: the snapshot being
+//! converted does. A lookup only rules out data files the index covers (same path and
+//! size) and names none of the deleted keys' hashes; every other file is read as
+//! without an index, live files it does not cover included. An index that cannot be
+//! read or reconciled with the table (another key type, name mapping, format or table)
+//! is bypassed with a log line and a metric, and rebuilt by the next conversion that
+//! maintains it (`maintain`).
+
+mod build;
+pub mod format;
+pub mod hash;
+pub mod leaf;
+mod lookup;
+mod maintain;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+pub use build::DEFAULT_LEAF_ENTRIES;
+pub use format::{IndexMetadata, KEY_HASH};
+pub use lookup::{IndexHits, OpenIndex, open_index};
+pub use maintain::{IndexUpdate, Upkeep, update_index};
+
+use crate::table::LoadedTable;
+use format::KeyFieldType;
+
+/// Table property turning the key index on (`true`) or off (`false`) for one table,
+/// whatever the conversion's options say.
+pub const ENABLED_PROPERTY: &str = "eqdv.key-index.enabled";
+/// Table property: the fewest live data files (in a conversion's scope) for which a
+/// conversion builds an index where there is none. Below it a scan costs less.
+pub const MIN_FILES_PROPERTY: &str = "eqdv.key-index.min-files";
+/// Prefix of the table property naming the index of one equality field set, followed by
+/// the field ids joined by commas (`eqdv.key-index.location.1,3`).
+pub const LOCATION_PROPERTY_PREFIX: &str = "eqdv.key-index.location.";
+
+/// The default of [`MIN_FILES_PROPERTY`].
+pub const DEFAULT_MIN_FILES: u64 = 16;
+
+/// Whether and when conversions use and keep a key index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyIndexOptions {
+    /// Look keys up in the table's index and keep it up to date in each conversion
+    /// (unless the table's [`ENABLED_PROPERTY`] says otherwise).
+    pub enabled: bool,
+    /// See [`MIN_FILES_PROPERTY`] (which overrides it).
+    pub min_files: u64,
+    /// Entries per leaf file written.
+    pub leaf_entries: usize,
+}
+
+impl Default for KeyIndexOptions {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            min_files: DEFAULT_MIN_FILES,
+            leaf_entries: DEFAULT_LEAF_ENTRIES,
+        }
+    }
+}
+
+impl KeyIndexOptions {
+    /// These options with the table's properties applied.
+    pub fn for_table(&self, table: &LoadedTable) -> Self {
+        let props = table.metadata.properties();
+        let mut options = self.clone();
+        match props
+            .get(ENABLED_PROPERTY)
+            .map(|v| v.trim().to_ascii_lowercase())
+        {
+            Some(v) if v == "true" => options.enabled = true,
+            Some(v) if v == "false" => options.enabled = false,
+            _ => {}
+        }
+        if let Some(min) = props
+            .get(MIN_FILES_PROPERTY)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+        {
+            options.min_files = min;
+        }
+        options
+    }
+}
+
+/// The table property naming the index of `equality_ids`.
+pub fn location_property(equality_ids: &[i32]) -> String {
+    let ids: Vec<String> = equality_ids.iter().map(i32::to_string).collect();
+    format!("{LOCATION_PROPERTY_PREFIX}{}", ids.join(","))
+}
+
+/// What a table is now, as far as its index's keys read and hash: an index written
+/// under another fingerprint is bypassed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyFingerprint {
+    pub table_uuid: String,
+    pub equality_ids: Vec<i32>,
+    pub key_types: Vec<KeyFieldType>,
+    pub name_mapping: Option<String>,
+}
+
+impl KeyFingerprint {
+    /// The fingerprint of `table`'s current schema for `equality_ids`.
+    pub fn of(table: &LoadedTable, equality_ids: &[i32]) -> Self {
+        let schema = table.metadata.current_schema();
+        Self {
+            table_uuid: table.metadata.uuid().to_string(),
+            equality_ids: equality_ids.to_vec(),
+            key_types: equality_ids
+                .iter()
+                .map(|id| KeyFieldType {
+                    id: *id,
+                    field_type: schema
+                        .field_by_id(*id)
+                        .map_or_else(|| "missing".to_string(), |f| f.field_type.to_string()),
+                })
+                .collect(),
+            name_mapping: table
+                .metadata
+                .properties()
+                .get(iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING)
+                .cloned(),
+        }
+    }
+
+    /// Why an index written as `metadata` cannot serve this table, if it cannot.
+    pub fn mismatch(&self, metadata: &IndexMetadata) -> Option<String> {
+        if metadata.format_version != format::FORMAT_VERSION {
+            return Some(format!(
+                "format version {} (this eqdv reads {})",
+                metadata.format_version,
+                format::FORMAT_VERSION
+            ));
+        }
+        if metadata.key_hash != KEY_HASH {
+            return Some(format!(
+                "key hash {} (this eqdv hashes {KEY_HASH})",
+                metadata.key_hash
+            ));
+        }
+        if metadata.table_uuid != self.table_uuid {
+            return Some(format!("written for table {}", metadata.table_uuid));
+        }
+        if metadata.equality_ids != self.equality_ids {
+            return Some(format!("equality ids {:?}", metadata.equality_ids));
+        }
+        if metadata.key_types != self.key_types {
+            return Some(format!(
+                "key types {:?}, the table's are {:?}",
+                metadata.key_types, self.key_types
+            ));
+        }
+        if metadata.name_mapping != self.name_mapping {
+            return Some("the table's name mapping changed since it was written".into());
+        }
+        None
+    }
+}
+
+/// The index of one equality field set as a conversion found it.
+#[derive(Clone, Debug)]
+pub enum IndexState {
+    /// No index, or the key index is off.
+    Absent,
+    /// An index that reads and matches the table.
+    Usable(Arc<OpenIndex>),
+    /// An index the table names but that cannot be used (why).
+    Bypassed(String),
+}
+
+impl IndexState {
+    pub fn usable(&self) -> Option<&Arc<OpenIndex>> {
+        match self {
+            IndexState::Usable(index) => Some(index),
+            _ => None,
+        }
+    }
+}
+
+/// The indexes of a conversion, by equality field ids.
+pub type IndexStates = HashMap<Vec<i32>, IndexState>;
+
+/// Opens the index the table names for `equality_ids`: absent when it names none,
+/// bypassed (logged) when it cannot be read or does not match the table.
+pub async fn open_for(table: &LoadedTable, equality_ids: &[i32]) -> IndexState {
+    let property = location_property(equality_ids);
+    let Some(location) = table.metadata.properties().get(&property) else {
+        return IndexState::Absent;
+    };
+    let why = match open_index(&table.file_io, location).await {
+        Ok(index) => match KeyFingerprint::of(table, equality_ids).mismatch(&index.metadata) {
+            None => return IndexState::Usable(Arc::new(index)),
+            Some(why) => why,
+        },
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(
+        table = %table.name,
+        index = %location,
+        reason = %why,
+        "the key index cannot be used; resolving without it"
+    );
+    IndexState::Bypassed(format!("{location}: {why}"))
+}
+
+/// The files of every index `properties` names (index metadata files, their leaves and
+/// covered lists), for the reachable walk. An index metadata file that no longer exists
+/// names only itself; one that cannot be read is an error, so that nothing it may
+/// reference is taken for an orphan.
+pub async fn referenced_files(
+    file_io: &iceberg::io::FileIO,
+    properties: &HashMap<String, String>,
+) -> crate::Result<Vec<String>> {
+    let mut files = Vec::new();
+    for (key, location) in properties {
+        if !key.starts_with(LOCATION_PROPERTY_PREFIX) {
+            continue;
+        }
+        files.push(location.clone());
+        let exists = file_io.exists(location).await.map_err(|e| {
+            crate::Error::file(location, "cannot tell whether the key index exists", e)
+        })?;
+        if exists {
+            let metadata: IndexMetadata =
+                format::read_json(file_io, location, "metadata file").await?;
+            files.extend(metadata.files());
+        }
+    }
+    Ok(files)
+}
+
+/// What `eqdv inspect` shows of an index.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexSummary {
+    pub equality_ids: Vec<i32>,
+    pub location: String,
+    pub usable: bool,
+    pub bypassed_because: Option<String>,
+    pub source_snapshot_id: Option<i64>,
+    pub runs: usize,
+    pub leaves: usize,
+    pub entries: u64,
+    pub leaf_bytes: u64,
+    pub covered_files: u64,
+    /// Of the live data files given, those the index does not cover (read as a delta
+    /// by a lookup, folded in by the next conversion that keeps the index).
+    pub delta_files: Option<u64>,
+    /// Covered data files that are no longer live (their entries are dropped when their
+    /// run is merged).
+    pub dead_files: Option<u64>,
+}
+
+/// Summaries of every index the table names; with `live` (the live files of a whole
+/// snapshot), its delta and its dead files too.
+pub async fn summaries(
+    table: &LoadedTable,
+    live: Option<&crate::table::TableFiles>,
+) -> Vec<IndexSummary> {
+    let mut out = Vec::new();
+    let mut keys: Vec<&String> = table
+        .metadata
+        .properties()
+        .keys()
+        .filter(|k| k.starts_with(LOCATION_PROPERTY_PREFIX))
+        .collect();
+    keys.sort();
+    for key in keys {
+        let location = table.metadata.properties()[key].clone();
+        let ids: Vec<i32> = key[LOCATION_PROPERTY_PREFIX.len()..]
+            .split(',')
+            .filter_map(|s| s.trim().parse().ok())
+            .collect();
+        let state = open_for(table, &ids).await;
+        let (delta_files, dead_files) = match (state.usable(), live) {
+            (Some(index), Some(live)) => {
+                let paths: std::collections::HashSet<&str> =
+                    live.data_files.iter().map(|f| f.path()).collect();
+                let delta = live.data_files.iter().filter(|f| !index.covers(f)).count() as u64;
+                let dead = index
+                    .covered_lists
+                    .iter()
+                    .flat_map(|l| &l.files)
+                    .filter(|c| !paths.contains(c.path.as_str()))
+                    .count() as u64;
+                (Some(delta), Some(dead))
+            }
+            _ => (None, None),
+        };
+        let (usable, why, metadata) = match &state {
+            IndexState::Usable(index) => (true, None, Some(index.metadata.clone())),
+            IndexState::Bypassed(why) => (false, Some(why.clone()), None),
+            IndexState::Absent => (false, Some("not found".into()), None),
+        };
+        out.push(IndexSummary {
+            equality_ids: ids,
+            location,
+            usable,
+            bypassed_because: why,
+            source_snapshot_id: metadata.as_ref().and_then(|m| m.source_snapshot_id),
+            runs: metadata.as_ref().map_or(0, |m| m.runs.len()),
+            leaves: metadata
+                .as_ref()
+                .map_or(0, |m| m.runs.iter().map(|r| r.leaves.len()).sum()),
+            entries: metadata.as_ref().map_or(0, IndexMetadata::entries),
+            leaf_bytes: metadata.as_ref().map_or(0, IndexMetadata::leaf_bytes),
+            covered_files: metadata
+                .as_ref()
+                .map_or(0, |m| m.runs.iter().map(|r| r.covered_files).sum()),
+            delta_files,
+            dead_files,
+        });
+    }
+    out
+}
