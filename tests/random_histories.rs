@@ -8,6 +8,9 @@
 //! the converted branch. A refusal must leave the pointer and Java's rows as they were; the
 //! run goes on and counts it.
 //!
+//! Every conversion keeps eqdv's key index, and before each one the resolve runs with
+//! and without the index on the head it converts: the positions must be the same.
+//!
 //! By default 10 seeds of 8 operations. A soak run: `EQDV_RANDOM_SEEDS=300
 //! EQDV_RANDOM_OPS=30 EQDV_RANDOM_SEED_START=1000 tests/run random_histories` (or the same
 //! variables with `cargo test --test random_histories` under the test services). A failure
@@ -25,6 +28,9 @@ use std::time::Instant;
 
 use eqdv::catalog::{Catalog, GlueCatalog};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::key_index::KeyIndexOptions;
+use eqdv::resolve::{ResolveOptions, resolve};
+use eqdv::table::{LoadedTable, TableFiles};
 use java::JavaTable;
 use serde_json::{Value, json};
 
@@ -160,6 +166,59 @@ struct Totals {
     failures: Vec<String>,
 }
 
+/// The key index on, built from the first data file on (every conversion keeps it, so
+/// that it lives through the foreign commits between them).
+fn indexed() -> ResolveOptions {
+    ResolveOptions {
+        key_index: KeyIndexOptions {
+            enabled: true,
+            min_files: 1,
+            leaf_entries: 64,
+        },
+        ..Default::default()
+    }
+}
+
+/// Resolves the live equality deletes of `branch`'s head without and with the key
+/// index: the same positions, or the same refusal. `Err` is a failure message.
+async fn index_agrees_with_scan(
+    catalog: &GlueCatalog,
+    t: &JavaTable,
+    branch: &str,
+) -> Result<(), String> {
+    let table = LoadedTable::load(catalog, &t.name())
+        .await
+        .map_err(|e| format!("load: {e}"))?;
+    let Ok(head) = table.head(branch) else {
+        return Ok(());
+    };
+    let files = TableFiles::read(&table, head.as_ref())
+        .await
+        .map_err(|e| format!("read {branch}: {e}"))?;
+    let Ok(groups) = eqdv::plan::group_equality_deletes(&table, &files) else {
+        return Ok(());
+    };
+    let off = resolve(&table, &files, &groups, &ResolveOptions::default()).await;
+    let on = resolve(&table, &files, &groups, &indexed()).await;
+    match (off, on) {
+        (Ok(off), Ok(on)) if off.positions == on.positions => Ok(()),
+        (Ok(off), Ok(on)) => Err(format!(
+            "the key index changed the positions of {branch}: {} files without it, {} with it (index: {} looked up, {} files ruled out, {} bypassed)",
+            off.positions.len(),
+            on.positions.len(),
+            on.metrics.index_lookups,
+            on.metrics.pruned_by_index,
+            on.metrics.index_bypassed
+        )),
+        (Err(_), Err(_)) => Ok(()),
+        (off, on) => Err(format!(
+            "the key index changed whether {branch} resolves: without it {:?}, with it {:?}",
+            off.err().map(|e| e.to_string()),
+            on.err().map(|e| e.to_string())
+        )),
+    }
+}
+
 /// One eqdv conversion of `branch`, judged by Java. `Err` is a failure message.
 async fn convert_and_judge(
     server: &mut Server,
@@ -178,8 +237,12 @@ async fn convert_and_judge(
         .load_pointer(&t.name())
         .await
         .map_err(|e| format!("pointer: {e}"))?;
+    // The key index must change nothing: the same positions with it as without, on the
+    // head about to be converted (an index kept across the foreign commits since).
+    index_agrees_with_scan(catalog, t, branch).await?;
     let options = ConvertOptions {
         branch: branch.to_string(),
+        resolve: indexed(),
         ..Default::default()
     };
     let result = convert(catalog, &t.name(), &options).await;

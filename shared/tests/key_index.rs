@@ -413,3 +413,110 @@ async fn the_table_property_turns_the_index_on_and_off() {
     );
     assert_no_orphans(&w.catalog).await;
 }
+
+/// Two converters with the index on, planned on the same head, meet before their first
+/// swap: the winner commits its DVs and its index, the loser plans again, finds nothing
+/// to do and leaves no file of its index behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_converters_leave_one_index_and_no_orphans() {
+    let w = warehouse();
+    let spec = spec(24, vec![KeyType::Long], PartitionKind::None);
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let a = support::race::meeting(w.another_handle(), both.clone());
+    let b = support::race::meeting(w.another_handle(), both);
+    let options = ConvertOptions {
+        resolve: indexed(),
+        ..Default::default()
+    };
+    let name = table();
+    let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
+    let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
+    let (winner, loser) = support::race::winner_and_loser(&ra, &rb);
+    support::race::assert_lost_the_race(loser, winner);
+    assert!(loser.key_index.is_empty(), "{:?}", loser.key_index);
+    let location = &winner.key_index[0].location;
+    let t = load(&w.catalog).await;
+    assert_eq!(
+        t.metadata
+            .properties()
+            .get(&key_index::location_property(&[1])),
+        Some(location)
+    );
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// Two shards of one table (other partitions) convert at once with the index on: the
+/// second rebases on the first's commit, which updated the index meanwhile, so it keeps
+/// the first's index and removes the files of its own; a later conversion folds the
+/// rest in, and the table converts as without an index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
+    let w = warehouse();
+    let spec = spec(25, vec![KeyType::Long], PartitionKind::Bucket(4));
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let t = load(&w.catalog).await;
+    let f = files(&w.catalog).await;
+    let plan = eqdv::plan::plan(
+        &t,
+        "main",
+        &f,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(plan.shards.len() >= 2, "{} shards", plan.shards.len());
+    let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let a = support::race::meeting(w.another_handle(), both.clone());
+    let b = support::race::meeting(w.another_handle(), both);
+    let shard_options = |shard: &eqdv::plan::Shard| ConvertOptions {
+        shard: Some(shard.clone()),
+        resolve: indexed(),
+        ..Default::default()
+    };
+    let (oa, ob) = (
+        shard_options(&plan.shards[0]),
+        shard_options(&plan.shards[1]),
+    );
+    let name = table();
+    let (ra, rb) = tokio::join!(convert(&a, &name, &oa), convert(&b, &name, &ob));
+    let (ra, rb) = (ra.expect("shard A"), rb.expect("shard B"));
+    assert_eq!(
+        (ra.outcome, rb.outcome),
+        (Outcome::Converted, Outcome::Converted)
+    );
+    let (first, second) = if ra.rebases > 0 {
+        (&rb, &ra)
+    } else {
+        (&ra, &rb)
+    };
+    assert_eq!(
+        (second.conflicts, second.rebases, second.replans),
+        (1, 1, 0)
+    );
+    assert_eq!(first.key_index.len(), 1);
+    assert_eq!(second.key_index.len(), 1);
+    let t = load(&w.catalog).await;
+    assert_eq!(
+        t.metadata
+            .properties()
+            .get(&key_index::location_property(&[1])),
+        Some(&first.key_index[0].location),
+        "the rebased shard overwrote the index the first one committed"
+    );
+    let second_location = second.key_index[0].location.trim_start_matches("file://");
+    assert!(
+        !std::path::Path::new(second_location).exists(),
+        "the overtaken index was not removed"
+    );
+    assert_no_orphans(&w.catalog).await;
+
+    // The rest of the table, converted with the index as without it.
+    differential_step(&w.catalog, &expected, "the rest").await;
+    assert_no_orphans(&w.catalog).await;
+}

@@ -28,6 +28,9 @@ pub const MAX_RUNS: usize = 8;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Upkeep {
     pub equality_ids: Vec<i32>,
+    /// The new index metadata file (named by the commit, unless another commit updated
+    /// the index first).
+    pub location: String,
     /// A new index (none, or one that could not be used, before).
     pub built: bool,
     /// Data files read for it (the delta, or every file in scope when built).
@@ -191,6 +194,7 @@ pub async fn update_index(
     upkeep.covered_files = metadata.runs.iter().map(|r| r.covered_files).sum();
     let location = crate::storage::new_metadata_file(table.location(), "eqdv-key-index", "json");
     written.push(location.clone());
+    upkeep.location = location.clone();
     upkeep.bytes_written += write_json(&table.file_io, &location, &metadata).await?;
     upkeep.ms = started.elapsed().as_secs_f64() * 1000.0;
     let mut update_files = metadata

@@ -375,6 +375,15 @@ impl Walk {
         for s in metadata.statistics_iter() {
             self.files.insert(normalize_location(&s.statistics_path));
         }
+        // eqdv's key index, named by a table property.
+        match eqdv::key_index::referenced_files(io, metadata.properties()).await {
+            Ok(files) => self
+                .files
+                .extend(files.iter().map(|f| normalize_location(f))),
+            Err(_) => {
+                self.missing.insert(normalize_location(metadata_location));
+            }
+        }
         for s in metadata.partition_statistics_iter() {
             self.files.insert(normalize_location(&s.statistics_path));
         }
