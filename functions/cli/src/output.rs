@@ -382,6 +382,30 @@ pub fn print_inspection(
         ],
         &rows,
     );
+    for index in &i.key_indexes {
+        let mut s = Summary::new(format!("key index of field ids {:?}", index.equality_ids));
+        s.row("location", &index.location);
+        match &index.bypassed_because {
+            Some(why) => {
+                s.row("usable", format!("no: {why}"));
+            }
+            None => {
+                s.row("usable", "yes")
+                    .row(
+                        "reconciled with snapshot",
+                        fmt_opt(index.source_snapshot_id),
+                    )
+                    .row("runs", index.runs)
+                    .row("leaf files", index.leaves)
+                    .row("entries", index.entries)
+                    .row("leaf bytes", index.leaf_bytes)
+                    .row("covered data files", index.covered_files)
+                    .row("live files not covered (delta)", fmt_opt(index.delta_files))
+                    .row("covered files no longer live", fmt_opt(index.dead_files));
+            }
+        }
+        s.print();
+    }
     if let Some(v) = verified {
         out!(
             "verified {} deletion vectors ({} positions): all valid",

@@ -240,6 +240,24 @@ impl Converter {
                     .count("RowGroupsPrunedByBloom", r.row_groups_pruned_by_bloom)
                     .count("BloomFiltersRead", r.bloom_filters_read)
                     .count("FootersFromCache", r.footers_from_cache)
+                    .count("IndexLookups", r.index_lookups)
+                    .count("FilesPrunedByIndex", r.pruned_by_index)
+                    .count("IndexDeltaFiles", r.index_delta_files)
+                    .count("IndexBypassed", r.index_bypassed)
+                    .put("IndexBytesRead", Unit::Bytes, r.index_bytes_read as f64)
+                    .count(
+                        "IndexRebuilds",
+                        report.key_index.iter().filter(|u| u.built).count() as u64,
+                    )
+                    .put(
+                        "IndexBytesWritten",
+                        Unit::Bytes,
+                        report
+                            .key_index
+                            .iter()
+                            .map(|u| u.bytes_written)
+                            .sum::<u64>() as f64,
+                    )
                     .count("RowsScanned", r.rows_scanned)
                     .put("BytesRead", Unit::Bytes, r.bytes_read as f64)
                     .count("CommitAttempts", u64::from(report.commit_attempts))
