@@ -149,6 +149,22 @@ async fn assert_index_covers_live_files(
     assert!(covered > 0, "{step}: the index covers no live data file");
 }
 
+/// Every index of the table, proved against a full scan of the live files it covers.
+async fn assert_index_matches_a_full_scan(catalog: &dyn Catalog, step: &str) {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    let verified = key_index::verify_indexes(&t, &f).await.unwrap();
+    assert!(!verified.is_empty(), "{step}: no index to verify");
+    for v in &verified {
+        assert_eq!(v.unusable, None, "{step}");
+        assert!(v.mismatches.is_empty(), "{step}: {:?}", v.mismatches);
+        assert!(
+            v.files_checked > 0 && v.entries_checked > 0,
+            "{step}: {v:?}"
+        );
+    }
+}
+
 /// A table converted over several rounds of CDC commits with the index kept by each
 /// conversion: identical positions with and without it in every round, the index built,
 /// folded and merged, and (from the second round on) data files ruled out by it.
@@ -197,6 +213,7 @@ async fn rounds(spec: WorkloadSpec, rounds: usize) {
             .map(|u| u.runs_merged)
             .sum::<u64>();
         assert_index_covers_live_files(&w.catalog, &converted, &step).await;
+        assert_index_matches_a_full_scan(&w.catalog, &step).await;
         report = generate_table(
             &w.catalog,
             &WorkloadSpec {
@@ -519,4 +536,58 @@ async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
     // The rest of the table, converted with the index as without it.
     differential_step(&w.catalog, &expected, "the rest").await;
     assert_no_orphans(&w.catalog).await;
+}
+
+/// The full-scan check finds an index entry that does not match its data file: one
+/// hash of a leaf changed (the leaf rewritten in place, its count unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_finds_a_wrong_entry() {
+    let w = warehouse();
+    let spec = spec(26, vec![KeyType::Long], PartitionKind::None);
+    let report = generate_table(&w.catalog, &spec).await;
+    differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
+    assert_index_matches_a_full_scan(&w.catalog, "built").await;
+
+    let t = load(&w.catalog).await;
+    let state = key_index::open_for(&t, &[1]).await;
+    let index = state.usable().expect("usable").clone();
+    let leaf = &index.metadata.runs[0].leaves[0];
+    let (mut hashes, mut numbers, mut positions, mut paths) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    key_index::leaf::read_leaf(&t.file_io, leaf, |hash, path, pos| {
+        let file = match paths.iter().position(|p| p == path) {
+            Some(i) => i,
+            None => {
+                paths.push(path.to_string());
+                paths.len() - 1
+            }
+        };
+        hashes.push(hash);
+        numbers.push(file as u32);
+        positions.push(pos);
+    })
+    .await
+    .unwrap();
+    hashes[0] = hashes[0].wrapping_sub(1);
+    let entries = key_index::leaf::Entries {
+        hashes: &hashes,
+        files: &numbers,
+        positions: &positions,
+        paths: &paths,
+    };
+    let rewritten = key_index::leaf::write_leaf(&t.file_io, &leaf.location, &entries)
+        .await
+        .unwrap();
+    assert_eq!(rewritten.record_count, leaf.record_count);
+    // The size recorded in the index metadata must still be the file's for it to open.
+    assert_eq!(rewritten.file_size_in_bytes, leaf.file_size_in_bytes);
+    let f = files(&w.catalog).await;
+    let verified = key_index::verify_indexes(&t, &f).await.unwrap();
+    assert_eq!(verified.len(), 1);
+    assert_eq!(verified[0].mismatches.len(), 1, "{:?}", verified[0]);
+    assert!(
+        verified[0].mismatches[0].contains(".parquet"),
+        "{:?}",
+        verified[0].mismatches
+    );
 }

@@ -328,12 +328,16 @@ fn convert_summary(r: &ConvertReport) -> Summary {
 pub fn print_inspection(
     i: &Inspection,
     verified: Option<&DvVerification>,
+    indexes: Option<&[eqdv::key_index::IndexVerification]>,
     json: bool,
 ) -> Result<()> {
     if json {
         let mut value = serde_json::to_value(i)?;
         if let (Some(v), Some(obj)) = (verified, value.as_object_mut()) {
             obj.insert("verified".into(), serde_json::to_value(v)?);
+        }
+        if let (Some(v), Some(obj)) = (indexes, value.as_object_mut()) {
+            obj.insert("verified_indexes".into(), serde_json::to_value(v)?);
         }
         return print_json(&value);
     }
@@ -405,6 +409,27 @@ pub fn print_inspection(
             }
         }
         s.print();
+    }
+    for v in indexes.unwrap_or_default() {
+        match &v.unusable {
+            Some(why) => out!(
+                "key index of field ids {:?}: not verified, unusable: {why}",
+                v.equality_ids
+            ),
+            None if v.mismatches.is_empty() => out!(
+                "key index of field ids {:?}: {} covered live files ({} entries) match a full scan; {} live files not covered",
+                v.equality_ids,
+                v.files_checked,
+                v.entries_checked,
+                v.files_not_covered
+            ),
+            None => out!(
+                "key index of field ids {:?}: {} of {} covered live files differ from a full scan",
+                v.equality_ids,
+                v.mismatches.len(),
+                v.files_checked
+            ),
+        }
     }
     if let Some(v) = verified {
         out!(

@@ -24,6 +24,7 @@ pub mod hash;
 pub mod leaf;
 mod lookup;
 mod maintain;
+mod verify;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use build::DEFAULT_LEAF_ENTRIES;
 pub use format::{IndexMetadata, KEY_HASH};
 pub use lookup::{IndexHits, OpenIndex, open_index};
 pub use maintain::{IndexUpdate, Upkeep, update_index};
+pub use verify::{IndexVerification, verify_indexes};
 
 use crate::table::LoadedTable;
 use format::KeyFieldType;
