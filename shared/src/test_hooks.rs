@@ -12,7 +12,8 @@
 //! manifest list and its metadata.json, all at once, and has not checked its deadline),
 //! `before-swap` (any commit, through `commit::publish` (the generator's included) or
 //! `commit::publish_written` (a conversion's), wrote its manifests, manifest list and
-//! metadata.json; the catalog pointer is not swapped).
+//! metadata.json; the catalog pointer is not swapped), `key-index-upkeep` (a conversion
+//! keeping its key index wrote the new run, not yet the index metadata file).
 
 use std::time::Duration;
 
@@ -30,6 +31,10 @@ pub const AFTER_FILES: &str = "after-files";
 /// In `commit::publish` and `commit::publish_written`: after the new metadata.json is
 /// written, before the pointer swap.
 pub const BEFORE_SWAP: &str = "before-swap";
+
+/// In a conversion's key index upkeep: after the new run's leaves and covered list are
+/// written, before the index metadata file.
+pub const KEY_INDEX_UPKEEP: &str = "key-index-upkeep";
 
 /// Pauses here if `EQDV_TEST_PAUSE_AT` is `point`; returns at once otherwise.
 pub async fn pause_point(point: &str) {

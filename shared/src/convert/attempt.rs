@@ -517,10 +517,16 @@ pub(super) async fn keep_key_indexes(
     }
     let mut ids: Vec<&Vec<i32>> = states.keys().collect();
     ids.sort();
+    // The upkeep may take at most half the time left before the deadline: the commit
+    // needs the rest, and a conversion must never miss its deadline for the index.
+    let budget = options.deadline.map(|deadline| {
+        let now = Instant::now();
+        now + deadline.saturating_duration_since(now) / 2
+    });
     let mut updates = Vec::new();
     for ids in ids {
         let mut written = Vec::new();
-        match update_index(
+        let update = update_index(
             table,
             files,
             ids,
@@ -528,9 +534,19 @@ pub(super) async fn keep_key_indexes(
             &settings,
             options.resolve.parallelism,
             &mut written,
-        )
-        .await
-        {
+        );
+        let result = match budget {
+            Some(budget) => tokio::time::timeout_at(budget.into(), update)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::DeadlineExceeded {
+                        table: table.name.to_string(),
+                        phase: "updating the key index (half the time left)".into(),
+                    })
+                }),
+            None => update.await,
+        };
+        match result {
             Ok(Some(update)) => {
                 attempt_files.extend(written);
                 updates.push(update);

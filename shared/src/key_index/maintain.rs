@@ -172,6 +172,7 @@ pub async fn update_index(
         Some(run)
     };
 
+    crate::test_hooks::pause_point(crate::test_hooks::KEY_INDEX_UPKEEP).await;
     let fingerprint = KeyFingerprint::of(table, equality_ids);
     let index_uuid = match base {
         Some(index) => index.metadata.index_uuid.clone(),
