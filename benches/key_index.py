@@ -81,6 +81,8 @@ def row(report):
     upkeep = report.get("key_index", [])
     return {
         "outcome": report.get("outcome"),
+        "dvs_written": report.get("dvs_written", 0),
+        "positions_added": report.get("positions_added", 0),
         "wall_s": round(report["wall_s"], 4),
         "duration_ms": report.get("duration_ms"),
         "resolve_ms": report.get("phases", {}).get("resolve_ms"),
@@ -123,8 +125,11 @@ def scenario(name, binary, seed, commits):
             scan = row(convert(binary, base, False))
             index = row(convert(binary, indexed, True))
             out["conversions"].append({"commit": c, "scan": scan, "index": index})
+            if scan["dvs_written"] != index["dvs_written"] or scan["positions_added"] != index["positions_added"]:
+                sys.exit(f"{name} commit {c}: the two conversions wrote different DVs: {scan} {index}")
             print(f"  {name} commit {c}: files opened {scan['files_opened']} (scan) vs "
-                  f"{index['files_opened']} (index; {index['files_with_matches']} with a new DV, "
+                  f"{index['files_opened']} (index; {index['dvs_written']} new DVs, "
+                  f"{index['files_holding_deleted_values']} holding a deleted key, "
                   f"{index['index_delta_files']} in the delta), wall {scan['wall_s']:.2f} vs "
                   f"{index['wall_s']:.2f} s", file=sys.stderr, flush=True)
         rows = []

@@ -16,10 +16,17 @@ def ratio(a, b):
 
 
 def floor_of(conv):
-    """What the targets allow a conversion with the index to open: the files that get a
+    """What the targets count a conversion with the index against: the files that get a
     new DV plus the files the index does not cover yet (its delta)."""
     i = conv["index"]
-    return i["files_with_matches"] + i["index_delta_files"]
+    return i["dvs_written"] + i["index_delta_files"]
+
+
+def holding_of(conv):
+    """The files an exact lookup of the keys cannot rule out: every file holding a
+    deleted key (a row an older DV already deleted included), plus the delta."""
+    i = conv["index"]
+    return i["files_holding_deleted_values"] + i["index_delta_files"]
 
 
 def shown_commits(conversions):
@@ -39,10 +46,10 @@ def scenario_section(name, s):
               f"time; {s['commits']} conversions per table. Both tables read the same "
               f"{s['rows']:,} rows at the end: {'yes' if s['same_rows'] else 'NO'}; equality delete "
               f"files left in the indexed table: {s['equality_delete_files_at_end']}.\n\n")
-    md.append("| commit | live files | opened: scan | opened: index | new DV | delta | index/(new DV + delta) "
-              "| ruled out by index | index KB read | folded in | runs (merged) | index KB written "
-              "| wall s: scan / index |\n")
-    md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+    md.append("| commit | live files | opened: scan | opened: index | new DVs | holding a key | delta "
+              "| index/(new DVs + delta) | index/(holding + delta) | ruled out by index | index KB read "
+              "| folded in | runs (merged) | index KB written | wall s: scan / index |\n")
+    md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     for c in shown_commits(convs):
         sc, ix = c["scan"], c["index"]
         up = upkeep_of(ix)
@@ -52,8 +59,9 @@ def scenario_section(name, s):
         written = sum(u["bytes_written"] for u in up) / 1024
         md.append(
             f"| {c['commit']} | {ix['live_data_files']:,} | {sc['files_opened']:,} | {ix['files_opened']:,} "
-            f"| {ix['files_with_matches']:,} | {ix['index_delta_files']:,} "
-            f"| {ratio(ix['files_opened'], floor_of(c)):.2f}x | {ix['pruned_by_index']:,} "
+            f"| {ix['dvs_written']:,} | {ix['files_holding_deleted_values']:,} | {ix['index_delta_files']:,} "
+            f"| {ratio(ix['files_opened'], floor_of(c)):.2f}x | {ratio(ix['files_opened'], holding_of(c)):.2f}x "
+            f"| {ix['pruned_by_index']:,} "
             f"| {ix['index_bytes_read'] / 1024:,.0f} | {folded:,} | {runs} ({merged}) | {written:,.0f} "
             f"| {sc['wall_s']:.2f} / {ix['wall_s']:.2f} |\n")
     scan_opened = sum(c["scan"]["files_opened"] for c in convs)
@@ -102,7 +110,9 @@ def section(results):
               f"process. Storage: {results['storage']}. Binary: revision `{b.get('rev', '?')[:12]}`, "
               f"profile `{b.get('profile', '?')}`; machine: {m.get('cpus')} CPUs, shared with other work. "
               "**opened**: data files whose footer or key column the resolve read (`files_opened`); "
-              "**new DV**: files that got new deleted positions; **delta**: candidates the index did not "
+              "**new DVs**: DVs the conversion wrote (the same with and without the index, checked); "
+              "**holding a key**: files read that hold a deleted key's value, in a live row or in one an "
+              "older DV deleted (`files_holding_deleted_values`); **delta**: candidates the index did not "
               "cover (files written since the index last covered the table, read as without it); "
               "**ruled out by index**: candidates bounds kept that the index showed hold no deleted key.\n\n")
     verdicts = []
