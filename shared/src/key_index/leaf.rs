@@ -150,17 +150,8 @@ pub async fn probe_leaf(
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
-    let inner = file_io
-        .new_input(location)?
-        .reader()
-        .await
-        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
-    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader)
-        .await
-        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+    let builder = open_leaf(file_io, leaf).await?;
     read.requests += 1;
-    check_schema(location, builder.schema())?;
     let metadata = builder.metadata().clone();
     let mut selected = Vec::new();
     for (i, rg) in metadata.row_groups().iter().enumerate() {
@@ -216,16 +207,7 @@ pub async fn read_leaf(
     mut out: impl FnMut(i64, &str, u64),
 ) -> Result<u64> {
     let location = leaf.location.as_str();
-    let inner = file_io
-        .new_input(location)?
-        .reader()
-        .await
-        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
-    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader)
-        .await
-        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
-    check_schema(location, builder.schema())?;
+    let builder = open_leaf(file_io, leaf).await?;
     let mut stream = builder
         .with_batch_size(ROWS_PER_ROW_GROUP)
         .build()
@@ -261,6 +243,25 @@ pub async fn read_leaf(
         ));
     }
     Ok(rows)
+}
+
+/// Opens `leaf` (its footer read) and checks that it holds index entries.
+async fn open_leaf(
+    file_io: &FileIO,
+    leaf: &LeafMeta,
+) -> Result<ParquetRecordBatchStreamBuilder<FileReader>> {
+    let location = leaf.location.as_str();
+    let inner = file_io
+        .new_input(location)?
+        .reader()
+        .await
+        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
+    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+    check_schema(location, builder.schema())?;
+    Ok(builder)
 }
 
 fn bad_leaf(location: &str) -> Error {
