@@ -149,14 +149,49 @@ def scenario(name, binary, seed, commits):
     return out
 
 
+def sizes_scenario(binary, seed, sizes):
+    """The same kind of commit (300 changes of hashed long keys, no bloom filters)
+    converted on tables of several sizes: per size, the table is loaded and given one
+    commit, converted (the indexed table builds its index), given one more commit and
+    converted again; that second conversion is recorded."""
+    out = {"what": "one commit of 300 changes (hashed long keys, no bloom filters) converted on "
+                   "tables 10x apart in size, the index already built",
+           "sizes": []}
+    for rows in sizes:
+        gen = ["--rows", str(rows), "--rows-per-file", "1000", "--rows-per-row-group", "500",
+               "--changes-per-commit", "300", "--hashed-keys"]
+        with tempfile.TemporaryDirectory(prefix="eqdv-key-index-size-") as tmp:
+            base = os.path.join(tmp, "scan")
+            indexed = os.path.join(tmp, "index")
+            os.makedirs(base)
+            os.makedirs(indexed)
+            for wh in (base, indexed):
+                generate(binary, wh, seed, [*gen, "--commits", "1"])
+            build = row(convert(binary, indexed, True))
+            row(convert(binary, base, False))
+            for wh in (base, indexed):
+                generate(binary, wh, seed, [*gen, "--commits", "1"])
+            scan = row(convert(binary, base, False))
+            index = row(convert(binary, indexed, True))
+            if scan["dvs_written"] != index["dvs_written"] or scan["positions_added"] != index["positions_added"]:
+                sys.exit(f"sizes {rows}: the two conversions wrote different DVs")
+            out["sizes"].append({"rows": rows, "build": build, "scan": scan, "index": index})
+            print(f"  {rows:,} rows: files opened {scan['files_opened']} (scan) vs {index['files_opened']} "
+                  f"(index), wall {scan['wall_s']:.2f} vs {index['wall_s']:.2f} s; build "
+                  f"{build['wall_s']:.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--bin-info", default="{}")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--scenarios", default="zipf,hashed")
+    parser.add_argument("--scenarios", default="zipf,hashed,sizes")
     parser.add_argument("--commits", type=int, default=96)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--sizes", default="200000,2000000,20000000",
+                        help="table sizes (rows) of the sizes scenario")
     args = parser.parse_args()
     results = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -167,7 +202,11 @@ def main():
     }
     for name in args.scenarios.split(","):
         print(f"==> scenario {name}", file=sys.stderr, flush=True)
-        results["scenarios"][name] = scenario(name, args.bin, args.seed, args.commits)
+        if name == "sizes":
+            results["scenarios"][name] = sizes_scenario(
+                args.bin, args.seed, [int(x) for x in args.sizes.split(",")])
+        else:
+            results["scenarios"][name] = scenario(name, args.bin, args.seed, args.commits)
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -3,9 +3,10 @@
 //! (the index key), `source_file_path` and `source_file_pos` (the reserved field ids of
 //! `file_path` and `pos`).
 //!
-//! Row groups are small ([`ROWS_PER_ROW_GROUP`]), so a lookup of a few keys reads a few
-//! row groups of the hash and path columns, picked by their statistics, never a whole
-//! leaf; the positions are not read by a lookup.
+//! Pages are small ([`ROWS_PER_PAGE`] entries) and the hash column has a page index, so
+//! a lookup of a few keys reads, of the row groups whose statistics hold one, only the
+//! pages of the hash and path columns whose hash range holds one: a few KiB a key,
+//! never a whole leaf; the positions are not read by a lookup.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,8 +17,12 @@ use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, RecordBatch, Str
 use arrow_schema::{DataType, Field, Schema};
 use futures::TryStreamExt;
 use iceberg::io::FileIO;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Encoding;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use parquet::file::page_index::offset_index::PageLocation;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::statistics::Statistics;
 use parquet::schema::types::ColumnPath;
@@ -26,9 +31,11 @@ use super::format::LeafMeta;
 use crate::parquet_io::reader::FileReader;
 use crate::{Error, Result};
 
-/// Rows per row group of a leaf: 8,192 hashes are 64 KiB, what one lookup of a key
-/// reads of that column.
-pub const ROWS_PER_ROW_GROUP: usize = 8192;
+/// Rows per row group of a leaf.
+pub const ROWS_PER_ROW_GROUP: usize = 65_536;
+/// Rows per data page: 512 hashes are 4 KiB, what one lookup of a key reads of that
+/// column (and a page of the path column's dictionary indexes).
+pub const ROWS_PER_PAGE: usize = 512;
 
 /// Field id of `key_hash`.
 const KEY_HASH_ID: i32 = 1;
@@ -115,7 +122,11 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
     .map_err(|e| encode_error(&e))?;
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(ROWS_PER_ROW_GROUP))
-        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_data_page_row_count_limit(ROWS_PER_PAGE)
+        .set_write_batch_size(ROWS_PER_PAGE)
+        // Page statistics (the column index) on the hash only: the paths' would be long.
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_column_statistics_enabled(ColumnPath::from("key_hash"), EnabledStatistics::Page)
         .set_dictionary_enabled(false)
         .set_column_dictionary_enabled(ColumnPath::from("source_file_path"), true)
         .set_column_encoding(
@@ -150,10 +161,17 @@ pub async fn probe_leaf(
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
-    let builder = open_leaf(file_io, leaf).await?;
+    let builder = open_leaf(file_io, leaf, true).await?;
     read.requests += 1;
     let metadata = builder.metadata().clone();
+    let holds_probe = |min: i64, max: i64| {
+        let first = probes.partition_point(|p| *p < min);
+        first < probes.len() && probes[first] <= max
+    };
     let mut selected = Vec::new();
+    // Row ranges to read, relative to the selected row groups' rows (as a selection is).
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut selected_rows = 0usize;
     for (i, rg) in metadata.row_groups().iter().enumerate() {
         let (min, max) = match rg.column(0).statistics() {
             Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
@@ -162,24 +180,37 @@ pub async fn probe_leaf(
             },
             _ => (i64::MIN, i64::MAX),
         };
-        let first = probes.partition_point(|p| *p < min);
-        if first < probes.len() && probes[first] <= max {
-            selected.push(i);
-            read.bytes_read += (0..2)
-                .map(|c| rg.column(c).compressed_size().max(0) as u64)
-                .sum::<u64>();
+        if !holds_probe(min, max) {
+            continue;
         }
+        selected.push(i);
+        let rows = rg.num_rows().max(0) as usize;
+        match page_ranges(&metadata, i, rows, &holds_probe) {
+            Some(pages) => {
+                for (range, bytes) in pages {
+                    read.bytes_read += bytes;
+                    ranges.push(selected_rows + range.start..selected_rows + range.end);
+                }
+            }
+            None => {
+                read.bytes_read += (0..2)
+                    .map(|c| rg.column(c).compressed_size().max(0) as u64)
+                    .sum::<u64>();
+                ranges.push(selected_rows..selected_rows + rows);
+            }
+        }
+        selected_rows += rows;
     }
     read.row_groups_read = selected.len() as u64;
-    if selected.is_empty() {
+    if selected.is_empty() || ranges.is_empty() {
         return Ok(read);
     }
-    // Each row group's two chunks are adjacent: one ranged read per row group (fewer
-    // where they are close enough to coalesce).
-    read.requests += selected.len() as u64;
+    read.requests += ranges.len() as u64;
+    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
     let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1]);
     let mut stream = builder
         .with_row_groups(selected)
+        .with_row_selection(selection)
         .with_projection(mask)
         .with_batch_size(ROWS_PER_ROW_GROUP)
         .build()
@@ -207,7 +238,7 @@ pub async fn read_leaf(
     mut out: impl FnMut(i64, &str, u64),
 ) -> Result<u64> {
     let location = leaf.location.as_str();
-    let builder = open_leaf(file_io, leaf).await?;
+    let builder = open_leaf(file_io, leaf, false).await?;
     let mut stream = builder
         .with_batch_size(ROWS_PER_ROW_GROUP)
         .build()
@@ -245,10 +276,54 @@ pub async fn read_leaf(
     Ok(rows)
 }
 
-/// Opens `leaf` (its footer read) and checks that it holds index entries.
+/// The pages of row group `rg` (of `rows` rows) whose hash range `wanted` accepts: per
+/// page, its rows within the row group and the bytes of it and of the path column's
+/// pages over the same rows. `None` when the leaf has no page index.
+fn page_ranges(
+    metadata: &ParquetMetaData,
+    rg: usize,
+    rows: usize,
+    wanted: &dyn Fn(i64, i64) -> bool,
+) -> Option<Vec<(std::ops::Range<usize>, u64)>> {
+    let ColumnIndexMetaData::INT64(index) = metadata.column_index()?.get(rg)?.first()? else {
+        return None;
+    };
+    let offsets = metadata.offset_index()?.get(rg)?;
+    let hashes = offsets.first()?.page_locations();
+    let paths = offsets.get(1)?.page_locations();
+    let ends = |pages: &[PageLocation], i: usize| {
+        pages
+            .get(i + 1)
+            .map_or(rows, |p| p.first_row_index.max(0) as usize)
+    };
+    let mut out = Vec::new();
+    for (p, page) in hashes.iter().enumerate() {
+        let (Some(min), Some(max)) = (index.min_value(p), index.max_value(p)) else {
+            return None;
+        };
+        if !wanted(*min, *max) {
+            continue;
+        }
+        let range = page.first_row_index.max(0) as usize..ends(hashes, p);
+        let path_bytes: u64 = paths
+            .iter()
+            .enumerate()
+            .filter(|(q, path)| {
+                (path.first_row_index.max(0) as usize) < range.end && ends(paths, *q) > range.start
+            })
+            .map(|(_, path)| path.compressed_page_size.max(0) as u64)
+            .sum();
+        out.push((range, page.compressed_page_size.max(0) as u64 + path_bytes));
+    }
+    Some(out)
+}
+
+/// Opens `leaf` (its footer read, and its page index when `page_index`) and checks that
+/// it holds index entries.
 async fn open_leaf(
     file_io: &FileIO,
     leaf: &LeafMeta,
+    page_index: bool,
 ) -> Result<ParquetRecordBatchStreamBuilder<FileReader>> {
     let location = leaf.location.as_str();
     let inner = file_io
@@ -257,7 +332,13 @@ async fn open_leaf(
         .await
         .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
     let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader)
+    let policy = if page_index {
+        PageIndexPolicy::Optional
+    } else {
+        PageIndexPolicy::Skip
+    };
+    let options = ArrowReaderOptions::new().with_page_index_policy(policy);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
         .await
         .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
     check_schema(location, builder.schema())?;
@@ -361,8 +442,22 @@ mod tests {
             .unwrap();
         assert_eq!(named, HashSet::from(["s3://b/b.parquet".to_string()]));
         assert_eq!(read.row_groups_read, 1);
-        let total_groups = n.div_ceil(ROWS_PER_ROW_GROUP) as u64;
-        assert!(total_groups > 10);
+        // One page of hashes (and of paths) read, not the row group: a few KiB of a
+        // leaf of hundreds.
+        assert!(
+            read.bytes_read < leaf.file_size_in_bytes / 50,
+            "{read:?} of a leaf of {} bytes",
+            leaf.file_size_in_bytes
+        );
+        let one_page = read.bytes_read;
+        // Two hashes far apart: two pages, in two row groups.
+        let mut two = HashSet::new();
+        let read = probe_leaf(&file_io, &leaf, &[hashes[0], hashes[n - 1]], &mut two)
+            .await
+            .unwrap();
+        assert_eq!(two.len(), 2);
+        assert_eq!(read.row_groups_read, 2);
+        assert!(read.bytes_read <= 3 * one_page, "{read:?}, one page {one_page}");
 
         // A hash out of every range reads no row group.
         let mut none = HashSet::new();

@@ -7,7 +7,8 @@
 //!
 //! - loads the footer with parquet's own [`ParquetMetaDataReader::load_and_finish`]:
 //!   one suffix read of [`DEFAULT_FOOTER_HINT`] bytes (the whole file when smaller),
-//!   plus one more read only when the footer is longer than that; page indexes skipped;
+//!   plus one more read only when the footer is longer than that; page indexes skipped
+//!   unless the reader's options ask for them (the key index's leaves);
 //! - keeps that suffix and serves later reads falling inside it from memory, so a file
 //!   smaller than the hint is read once;
 //! - coalesces the column-chunk ranges of a read that are adjacent or closer than
@@ -272,9 +273,15 @@ impl AsyncFileReader for FileReader {
     ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
         async move {
             let size = self.size;
+            // Page indexes only where the caller asks (the key index's leaves do).
+            let (column_index, offset_index) = options
+                .map_or((PageIndexPolicy::Skip, PageIndexPolicy::Skip), |o| {
+                    (o.column_index_policy(), o.offset_index_policy())
+                });
             let metadata = ParquetMetaDataReader::new()
                 .with_metadata_options(options.map(|o| o.metadata_options().clone()))
-                .with_page_index_policy(PageIndexPolicy::Skip)
+                .with_column_index_policy(column_index)
+                .with_offset_index_policy(offset_index)
                 .with_prefetch_hint(Some(self.footer_hint))
                 .load_and_finish(FooterFetch(self), size)
                 .await?;
