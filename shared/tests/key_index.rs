@@ -591,3 +591,49 @@ async fn verification_finds_a_wrong_entry() {
         verified[0].mismatches
     );
 }
+
+/// A conversion split into data ranges looks its keys up in the index (each range in
+/// its own files) and writes the DVs a whole conversion with the index writes: the
+/// table reads the same under PyIceberg, and the index rules files out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_look_keys_up_in_the_index() {
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        hashed_keys: true,
+        ..spec(27, vec![KeyType::Long], PartitionKind::None)
+    };
+    let report = generate_table(&w.catalog, &spec).await;
+    differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
+    let report = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec.clone()
+        },
+    )
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    let (off, on) = resolve_both(&w.catalog).await;
+    assert_eq!(off.positions, on.positions);
+    let ranged = eqdv::convert::convert_in_ranges(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: indexed(),
+            ..Default::default()
+        },
+        3,
+    )
+    .await
+    .unwrap();
+    assert_eq!(ranged.outcome, Outcome::Converted);
+    assert!(ranged.resolve.index_lookups > 0, "{:?}", ranged.resolve);
+    assert!(ranged.resolve.pruned_by_index > 0, "{:?}", ranged.resolve);
+    assert_eq!(
+        ranged.positions_added,
+        on.metrics.positions_matched.min(ranged.positions_added)
+    );
+    assert_eq!(ranged.dvs_written, on.positions.len());
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}

@@ -457,7 +457,10 @@ mod tests {
             .unwrap();
         assert_eq!(two.len(), 2);
         assert_eq!(read.row_groups_read, 2);
-        assert!(read.bytes_read <= 3 * one_page, "{read:?}, one page {one_page}");
+        assert!(
+            read.bytes_read <= 3 * one_page,
+            "{read:?}, one page {one_page}"
+        );
 
         // A hash out of every range reads no row group.
         let mut none = HashSet::new();
