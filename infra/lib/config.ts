@@ -42,6 +42,8 @@ export interface EqdvConfig {
   readonly converterTimeout: number;
   readonly converterMemorySize: number;
   readonly keyMemoryMb: number;
+  /** Look deleted keys up in each table's key index and keep it (EQDV_KEY_INDEX). */
+  readonly keyIndex: boolean;
   readonly parallelism: number;
   readonly readMemoryMb: number;
   /** Empty means the table's `commit.retry.num-retries`. */
@@ -78,6 +80,7 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   converterTimeout: '900',
   converterMemorySize: '2048',
   keyMemoryMb: '512',
+  keyIndex: 'false',
   parallelism: '0',
   readMemoryMb: '64',
   commitRetries: '',
@@ -135,6 +138,11 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     const n = Number(text);
     if (n < min || n > max) throw new ConfigError(`${key}: ${n} is not between ${min} and ${max}`);
     return n;
+  };
+  const bool = (key: keyof EqdvConfig): boolean => {
+    const text = raw(key).toLowerCase();
+    if (text !== 'true' && text !== 'false') throw new ConfigError(`${key}: '${text}' is not true or false`);
+    return text === 'true';
   };
   const nonEmpty = (key: keyof EqdvConfig): string => {
     const text = raw(key);
@@ -200,6 +208,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     converterTimeout,
     converterMemorySize: int('converterMemorySize', 128, 10240),
     keyMemoryMb: int('keyMemoryMb', 1, 1_000_000),
+    keyIndex: bool('keyIndex'),
     parallelism: int('parallelism', 0, 1024),
     readMemoryMb: int('readMemoryMb', 1, 1_000_000),
     commitRetries,

@@ -165,6 +165,7 @@ export class EqdvStack extends Stack {
     // The engine's settings: the converter's, and the planner's for its own conversions.
     const engine: Record<string, string> = {
       EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
+      EQDV_KEY_INDEX: String(c.keyIndex),
       EQDV_PARALLELISM: String(c.parallelism),
       EQDV_READ_MEMORY_MB: String(c.readMemoryMb),
       EQDV_COMMIT_RETRIES: c.commitRetries,

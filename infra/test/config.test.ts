@@ -28,6 +28,7 @@ describe('loadConfig', () => {
       converterTimeout: 900,
       converterMemorySize: 2048,
       keyMemoryMb: 512,
+      keyIndex: false,
       parallelism: 0,
       readMemoryMb: 64,
       commitRetries: '',

@@ -493,6 +493,7 @@ mod tests {
             ENV_SHARD_TARGET_MB,
             ENV_QUEUE_GROUPS,
             ENV_KEY_MEMORY_MB,
+            ENV_KEY_INDEX,
             ENV_PARALLELISM,
             ENV_READ_MEMORY_MB,
             ENV_COMMIT_RETRIES,
