@@ -150,19 +150,33 @@ def section(results):
         md.append("\n")
         verdicts.append((name, convs))
     md.append("### Targets (issue 38), as far as this run measures them\n\n")
+    # As issue 38 states them: the streaming table against the files that get a new DV,
+    # random keys against the files that hold a deleted key; both plus the files added
+    # since the index last covered the table.
+    targets = {
+        "zipf": (1.2, floor_of, "files that get a new DV"),
+        "hashed": (1.1, holding_of, "files that hold a deleted key"),
+    }
     for name, convs in verdicts:
         later = convs[1:]
-        if not later:
+        if not later or name not in targets:
             continue
-        worst = max(later, key=lambda c: ratio(c["index"]["files_opened"], floor_of(c)))
+        bound, base, what = targets[name]
+        worst = max(later, key=lambda c: ratio(c["index"]["files_opened"], base(c)))
         last = convs[-1]
-        bound = 1.2 if name == "zipf" else 1.1
-        met = all(c["index"]["files_opened"] <= bound * floor_of(c) for c in later)
-        md.append(f"- `{name}`, data files read at most {bound}x (files with a new DV + files not yet "
-                  f"covered), every conversion after the first: {'met' if met else 'missed'}; worst "
-                  f"{ratio(worst['index']['files_opened'], floor_of(worst)):.2f}x at commit {worst['commit']}; "
+        met = all(c["index"]["files_opened"] <= bound * base(c) for c in later)
+        md.append(f"- `{name}`, data files read at most {bound}x ({what} + files not yet covered), every "
+                  f"conversion after the first: **{'met' if met else 'missed'}**; worst "
+                  f"{ratio(worst['index']['files_opened'], base(worst)):.2f}x at commit {worst['commit']}; "
                   f"at commit {last['commit']} {last['index']['files_opened']:,} opened against "
                   f"{last['scan']['files_opened']:,} by the scan.\n")
+        if base is floor_of:
+            exact = max(ratio(c["index"]["files_opened"], holding_of(c)) for c in later)
+            md.append(f"  Against the files that hold a deleted key (+ not yet covered) it reads at most "
+                      f"{exact:.2f}x: the rest of the gap is files whose rows of the deleted keys older DVs "
+                      "already deleted (a hot key is updated again and again, each old row left in its file "
+                      "behind a DV). The index names a file by its keys, not by which rows are still live; "
+                      "ruling those out needs the files' DVs at the lookup, a next step.\n")
     md.append("- Not measured by this run (next steps of issue 38): S3 latency through the proxy, files of "
               "tens of MB, Lambda-seconds and cost per day, and 1,000,000 deleted keys looked up within "
               "512 MiB.\n")
