@@ -11,7 +11,7 @@ use super::merge::{self, DvPlan};
 use super::validate::{AttemptFootprint, validate};
 use super::{ConvertOptions, ConvertReport, Outcome, PhaseTimes, RetryPolicy, ms_since};
 use crate::catalog::{Catalog, TableName};
-use crate::key_index::{IndexStates, IndexUpdate, update_index};
+use crate::key_index::IndexStates;
 use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{
     DvBlobInput, EncodedPuffin, FooterPrefetch, WrittenDv, WrittenPuffin, encode_dv_puffin,
@@ -192,7 +192,15 @@ impl Attempt<'_> {
         };
         let mut changes = conversion_changes(files.snapshot_id, options, added, removed);
         options.check_deadline(name, "updating the key index")?;
-        for update in keep_key_indexes(&table, &files, key_indexes, options, attempt_files).await {
+        for update in super::index_upkeep::keep_key_indexes(
+            &table,
+            &files,
+            key_indexes,
+            options,
+            attempt_files,
+        )
+        .await
+        {
             report.key_index.push(update.upkeep.clone());
             changes.set_properties.push(PropertyUpdate {
                 key: update.property,
@@ -498,67 +506,6 @@ pub(super) fn conversion_changes(
             .insert(SPLIT_PROPERTY.into(), split.clone());
     }
     changes
-}
-
-/// Brings the key index of each group's equality field set up to date with `files` (see
-/// [`crate::key_index::update_index`]), when the key index is on for the table; the
-/// files written are recorded in `attempt_files`. An index that cannot be updated is
-/// logged and left as it is: the conversion never depends on it.
-pub(super) async fn keep_key_indexes(
-    table: &LoadedTable,
-    files: &TableFiles,
-    states: &IndexStates,
-    options: &ConvertOptions,
-    attempt_files: &mut Vec<String>,
-) -> Vec<IndexUpdate> {
-    let settings = options.resolve.key_index.for_table(table);
-    if !settings.enabled {
-        return Vec::new();
-    }
-    let mut ids: Vec<&Vec<i32>> = states.keys().collect();
-    ids.sort();
-    // The upkeep may take at most half the time left before the deadline: the commit
-    // needs the rest, and a conversion must never miss its deadline for the index.
-    let budget = options.deadline.map(|deadline| {
-        let now = Instant::now();
-        now + deadline.saturating_duration_since(now) / 2
-    });
-    let mut updates = Vec::new();
-    for ids in ids {
-        let mut written = Vec::new();
-        let update = update_index(
-            table,
-            files,
-            ids,
-            &states[ids],
-            &settings,
-            options.resolve.parallelism,
-            &mut written,
-        );
-        let result = match budget {
-            Some(budget) => tokio::time::timeout_at(budget.into(), update)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::DeadlineExceeded {
-                        table: table.name.to_string(),
-                        phase: "updating the key index (half the time left)".into(),
-                    })
-                }),
-            None => update.await,
-        };
-        match result {
-            Ok(Some(update)) => {
-                attempt_files.extend(written);
-                updates.push(update);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(table = %table.name, equality_ids = ?ids, error = %e, "cannot update the key index; converting without updating it");
-                crate::storage::delete_files(&table.file_io, &written).await;
-            }
-        }
-    }
-    updates
 }
 
 /// Refuses a shard planned on another branch than the one the options convert.

@@ -13,9 +13,10 @@
 //! older deletes, `validate` decides between rebase and re-plan after a conflict, and
 //! `ranges` splits one conversion into data ranges converted apart and committed once,
 //! and `split` runs such a split as separate tasks (an orchestration's range tasks and
-//! fan-in).
+//! fan-in); `index_upkeep` keeps the key index up to date within a conversion.
 
 mod attempt;
+mod index_upkeep;
 mod merge;
 mod ranges;
 mod split;

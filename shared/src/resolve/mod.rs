@@ -12,12 +12,14 @@
 //!
 //! This file holds the options, the results and the entry point; `key_set` loads and
 //! hashes the deleted keys, `prune` decides what need not be read, `early` fetches the
-//! footers of candidates the keys loaded so far confirm while the rest load, and `scan`
+//! footers of candidates the keys loaded so far confirm while the rest load,
+//! `index_lookup` asks the key index which covered candidates may hold a key, and `scan`
 //! reads the candidates' key columns in parallel and probes them.
 
 mod bloom;
 mod budget;
 mod early;
+mod index_lookup;
 mod key_set;
 mod long_keys;
 mod prune;

@@ -2,7 +2,7 @@
 //! their files opened in parallel tasks, row groups pruned, key columns read once per
 //! file and probed against each group's key set.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -19,7 +19,7 @@ use super::early::{self, EarlyOpen, EarlyOpens, GroupWatch};
 use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
 use super::prune::ColumnRanges;
 use super::{ResolveMetrics, ResolveOptions, Resolved};
-use crate::key_index::{IndexState, IndexStates, OpenIndex};
+use crate::key_index::{IndexState, IndexStates};
 use crate::parquet_io::{FieldSource, FooterHint, FooterRead, ParquetFile};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
@@ -106,7 +106,7 @@ pub(super) async fn resolve_pass(
     }
     drop(loads);
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
-    let group_hits = look_up(
+    let group_hits = super::index_lookup::look_up(
         table,
         &mut loaded,
         &index_of,
@@ -254,78 +254,6 @@ pub(super) async fn resolve_pass(
         }
     }
     Ok(resolved)
-}
-
-/// What a group's index lookup found.
-struct GroupHits {
-    index: Arc<OpenIndex>,
-    /// Covered data files that may hold one of the keys (shared by the groups of one
-    /// index: each index is asked once for the hashes of all of them).
-    named: Arc<HashSet<String>>,
-}
-
-/// Looks up the keys of the groups that have a usable index, one lookup per index for
-/// all of its groups; per group, what the lookup found. An index that fails to read is
-/// bypassed (recorded in `states`) and its groups resolve without it.
-async fn look_up(
-    table: &LoadedTable,
-    loaded: &mut [GroupKeys],
-    index_of: &(dyn Fn(&DeleteGroup) -> Option<Arc<OpenIndex>> + Sync),
-    options: &ResolveOptions,
-    metrics: &mut ResolveMetrics,
-    states: &mut IndexStates,
-) -> Vec<Option<GroupHits>> {
-    let mut hits: Vec<Option<GroupHits>> = loaded.iter().map(|_| None).collect();
-    let mut by_index: HashMap<Vec<i32>, Vec<usize>> = HashMap::new();
-    for (i, group) in loaded.iter().enumerate() {
-        if index_of(&group.group).is_some() {
-            by_index
-                .entry(group.group.equality_ids.clone())
-                .or_default()
-                .push(i);
-        }
-    }
-    for (ids, members) in by_index {
-        let Some(index) = index_of(&loaded[members[0]].group) else {
-            continue;
-        };
-        let hashes: Vec<i64> = members
-            .iter()
-            .flat_map(|&i| std::mem::take(&mut loaded[i].index_hashes))
-            .collect();
-        match index
-            .lookup(&table.file_io, hashes, options.parallelism)
-            .await
-        {
-            Ok(found) => {
-                metrics.index_lookups += found.keys;
-                metrics.index_leaves_read += found.leaves_read;
-                metrics.index_row_groups_read += found.row_groups_read;
-                metrics.index_bytes_read += found.bytes_read;
-                let named = Arc::new(found.named);
-                for &i in &members {
-                    hits[i] = Some(GroupHits {
-                        index: index.clone(),
-                        named: named.clone(),
-                    });
-                }
-            }
-            Err(e) => {
-                tracing::warn!(
-                    table = %table.name,
-                    index = %index.location,
-                    error = %e,
-                    "the key index cannot be read; resolving without it"
-                );
-                metrics.index_bypassed += 1;
-                states.insert(
-                    ids,
-                    IndexState::Bypassed(format!("{}: {e}", index.location)),
-                );
-            }
-        }
-    }
-    hits
 }
 
 /// The key columns a set of groups reads (their union), as read from each file.
