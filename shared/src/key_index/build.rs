@@ -80,11 +80,11 @@ pub(super) async fn read_files(
             .boxed()
         })
         .collect();
-    let mut read: Vec<_> = futures::stream::iter(reads)
+    // In completion order: `write_run` numbers the files in path order.
+    let read: Vec<_> = futures::stream::iter(reads)
         .buffer_unordered(parallelism.max(1))
         .try_collect()
         .await?;
-    read.sort_by(|a, b| a.0.path().cmp(b.0.path()));
     let mut run = RunEntries::default();
     let mut scan = ScanRead::default();
     for (index, (data, hashes, positions, bytes)) in read.into_iter().enumerate() {
@@ -112,13 +112,12 @@ pub(super) async fn read_runs(
     keep: &(dyn Fn(&str) -> bool + Sync),
     parallelism: usize,
 ) -> Result<(RunEntries, u64)> {
-    let mut covered: Vec<CoveredFile> = runs
+    let covered: Vec<CoveredFile> = runs
         .iter()
         .flat_map(|(_, files)| files.files.iter())
         .filter(|f| keep(&f.path))
         .cloned()
         .collect();
-    covered.sort_by(|a, b| a.path.cmp(&b.path));
     let index: HashMap<&str, u32> = covered
         .iter()
         .enumerate()

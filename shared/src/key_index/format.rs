@@ -125,20 +125,21 @@ impl IndexMetadata {
     }
 }
 
-/// Reads and parses a JSON file of the index.
+/// Reads and parses a JSON file of the index, with the bytes it took.
 pub(super) async fn read_json<T: for<'de> Deserialize<'de>>(
     file_io: &FileIO,
     location: &str,
     what: &str,
-) -> Result<T> {
+) -> Result<(T, u64)> {
     let bytes = crate::storage::read_all(file_io, location).await?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    let value = serde_json::from_slice(&bytes).map_err(|e| {
         Error::file(
             location,
             format!("not a readable key index {what} (eqdv format {FORMAT_VERSION})"),
             e,
         )
-    })
+    })?;
+    Ok((value, bytes.len() as u64))
 }
 
 /// Writes `value` as JSON at `location` (a new, unique name).

@@ -147,7 +147,6 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
 pub struct ProbeRead {
     pub row_groups_read: u64,
     pub bytes_read: u64,
-    pub requests: u64,
 }
 
 /// Adds to `named` the data files of `leaf` that hold an entry whose hash is in
@@ -162,7 +161,6 @@ pub async fn probe_leaf(
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
     let builder = open_leaf(file_io, leaf, true).await?;
-    read.requests += 1;
     let metadata = builder.metadata().clone();
     let holds_probe = |min: i64, max: i64| {
         let first = probes.partition_point(|p| *p < min);
@@ -205,7 +203,6 @@ pub async fn probe_leaf(
     if selected.is_empty() || ranges.is_empty() {
         return Ok(read);
     }
-    read.requests += ranges.len() as u64;
     let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
     let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1]);
     let mut stream = builder

@@ -31,16 +31,15 @@ pub struct OpenIndex {
 
 /// Reads the index metadata file at `location` and its runs' covered lists.
 pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
-    let metadata_bytes = crate::storage::read_all(file_io, location).await?;
-    let metadata: IndexMetadata = serde_json::from_slice(&metadata_bytes)
-        .map_err(|e| crate::Error::file(location, "not a readable key index metadata file", e))?;
+    let (metadata, metadata_bytes): (IndexMetadata, u64) =
+        read_json(file_io, location, "metadata file").await?;
     // Boxed as `Send` futures (see `build::read_files`).
     let reads: Vec<BoxFuture<'_, Result<(CoveredFiles, u64)>>> = metadata
         .runs
         .iter()
         .map(|run| {
             async move {
-                let list: CoveredFiles =
+                let (list, bytes): (CoveredFiles, u64) =
                     read_json(file_io, &run.covered_location, "covered list").await?;
                 if list.files.len() as u64 != run.covered_files {
                     return Err(crate::Error::file(
@@ -53,7 +52,6 @@ pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
                         "inconsistent key index",
                     ));
                 }
-                let bytes = serde_json::to_vec(&list).map_or(0, |b| b.len() as u64);
                 Ok((list, bytes))
             }
             .boxed()
@@ -63,7 +61,7 @@ pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
         .buffered(LISTS_IN_FLIGHT)
         .try_collect()
         .await?;
-    let bytes_read = metadata_bytes.len() as u64 + lists.iter().map(|(_, b)| b).sum::<u64>();
+    let bytes_read = metadata_bytes + lists.iter().map(|(_, b)| b).sum::<u64>();
     let covered_lists: Vec<CoveredFiles> = lists.into_iter().map(|(l, _)| l).collect();
     let covered = covered_by_path(location, &covered_lists)?;
     Ok(OpenIndex {
@@ -85,7 +83,6 @@ pub struct IndexHits {
     pub leaves_read: u64,
     pub row_groups_read: u64,
     pub bytes_read: u64,
-    pub requests: u64,
 }
 
 impl OpenIndex {
@@ -151,7 +148,6 @@ impl OpenIndex {
             hits.leaves_read += 1;
             hits.row_groups_read += read.row_groups_read;
             hits.bytes_read += read.bytes_read;
-            hits.requests += read.requests;
             hits.named.extend(named);
         }
         Ok(hits)

@@ -155,6 +155,8 @@ pub async fn update_index(
         upkeep.files_dropped = listed - merged.covered.len() as u64;
         append(&mut pending, merged);
     }
+    // The files this update writes: the new run's (if any) and the metadata file.
+    let mut update_files = Vec::new();
     let run = if pending.hashes.is_empty() && pending.covered.is_empty() {
         None
     } else {
@@ -169,6 +171,8 @@ pub async fn update_index(
         .await?;
         upkeep.leaves_written = run.leaves.len() as u64;
         upkeep.bytes_written = run.leaves.iter().map(|l| l.file_size_in_bytes).sum();
+        update_files.push(run.covered_location.clone());
+        update_files.extend(run.leaves.iter().map(|l| l.location.clone()));
         Some(run)
     };
 
@@ -198,16 +202,6 @@ pub async fn update_index(
     upkeep.location = location.clone();
     upkeep.bytes_written += write_json(&table.file_io, &location, &metadata).await?;
     upkeep.ms = started.elapsed().as_secs_f64() * 1000.0;
-    let mut update_files = metadata
-        .runs
-        .last()
-        .filter(|_| upkeep.entries_written > 0 || upkeep.runs_merged > 0)
-        .map(|run| {
-            std::iter::once(run.covered_location.clone())
-                .chain(run.leaves.iter().map(|l| l.location.clone()))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
     update_files.push(location.clone());
     tracing::info!(
         table = %table.name,

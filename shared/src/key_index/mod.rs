@@ -236,7 +236,7 @@ pub async fn referenced_files(
             crate::Error::file(location, "cannot tell whether the key index exists", e)
         })?;
         if exists {
-            let metadata: IndexMetadata =
+            let (metadata, _): (IndexMetadata, u64) =
                 format::read_json(file_io, location, "metadata file").await?;
             files.extend(metadata.files());
         }
@@ -265,6 +265,28 @@ pub struct IndexSummary {
     pub dead_files: Option<u64>,
 }
 
+/// The equality field ids and index metadata location of every index the table's
+/// properties name, in property order.
+pub fn named_indexes(table: &LoadedTable) -> Vec<(Vec<i32>, String)> {
+    let mut named: Vec<(&String, &String)> = table
+        .metadata
+        .properties()
+        .iter()
+        .filter(|(k, _)| k.starts_with(LOCATION_PROPERTY_PREFIX))
+        .collect();
+    named.sort();
+    named
+        .into_iter()
+        .map(|(key, location)| {
+            let ids = key[LOCATION_PROPERTY_PREFIX.len()..]
+                .split(',')
+                .filter_map(|s| s.trim().parse().ok())
+                .collect();
+            (ids, location.clone())
+        })
+        .collect()
+}
+
 /// Summaries of every index the table names; with `live` (the live files of a whole
 /// snapshot), its delta and its dead files too.
 pub async fn summaries(
@@ -272,19 +294,7 @@ pub async fn summaries(
     live: Option<&crate::table::TableFiles>,
 ) -> Vec<IndexSummary> {
     let mut out = Vec::new();
-    let mut keys: Vec<&String> = table
-        .metadata
-        .properties()
-        .keys()
-        .filter(|k| k.starts_with(LOCATION_PROPERTY_PREFIX))
-        .collect();
-    keys.sort();
-    for key in keys {
-        let location = table.metadata.properties()[key].clone();
-        let ids: Vec<i32> = key[LOCATION_PROPERTY_PREFIX.len()..]
-            .split(',')
-            .filter_map(|s| s.trim().parse().ok())
-            .collect();
+    for (ids, location) in named_indexes(table) {
         let state = open_for(table, &ids).await;
         let (delta_files, dead_files) = match (state.usable(), live) {
             (Some(index), Some(live)) => {

@@ -38,8 +38,7 @@ pub async fn verify_indexes(
     files: &TableFiles,
 ) -> Result<Vec<IndexVerification>> {
     let mut out = Vec::new();
-    for summary in super::summaries(table, None).await {
-        let ids = summary.equality_ids.clone();
+    for (ids, _) in super::named_indexes(table) {
         let mut verification = IndexVerification {
             equality_ids: ids.clone(),
             ..Default::default()
