@@ -180,6 +180,25 @@ fn indexed() -> ResolveOptions {
     }
 }
 
+/// The table and the live files of `branch`'s head (`None` when the branch cannot be
+/// read, as a conversion of it would refuse). `Err` is a failure message.
+async fn branch_files(
+    catalog: &GlueCatalog,
+    t: &JavaTable,
+    branch: &str,
+) -> Result<Option<(LoadedTable, TableFiles)>, String> {
+    let table = LoadedTable::load(catalog, &t.name())
+        .await
+        .map_err(|e| format!("load: {e}"))?;
+    let Ok(head) = table.head(branch) else {
+        return Ok(None);
+    };
+    let files = TableFiles::read(&table, head.as_ref())
+        .await
+        .map_err(|e| format!("read {branch}: {e}"))?;
+    Ok(Some((table, files)))
+}
+
 /// Resolves the live equality deletes of `branch`'s head without and with the key
 /// index: the same positions, or the same refusal. `Err` is a failure message.
 async fn index_agrees_with_scan(
@@ -187,15 +206,9 @@ async fn index_agrees_with_scan(
     t: &JavaTable,
     branch: &str,
 ) -> Result<(), String> {
-    let table = LoadedTable::load(catalog, &t.name())
-        .await
-        .map_err(|e| format!("load: {e}"))?;
-    let Ok(head) = table.head(branch) else {
+    let Some((table, files)) = branch_files(catalog, t, branch).await? else {
         return Ok(());
     };
-    let files = TableFiles::read(&table, head.as_ref())
-        .await
-        .map_err(|e| format!("read {branch}: {e}"))?;
     let Ok(groups) = eqdv::plan::group_equality_deletes(&table, &files) else {
         return Ok(());
     };
@@ -227,15 +240,9 @@ async fn index_matches_a_full_scan(
     t: &JavaTable,
     branch: &str,
 ) -> Result<(), String> {
-    let table = LoadedTable::load(catalog, &t.name())
-        .await
-        .map_err(|e| format!("load: {e}"))?;
-    let Ok(head) = table.head(branch) else {
+    let Some((table, files)) = branch_files(catalog, t, branch).await? else {
         return Ok(());
     };
-    let files = TableFiles::read(&table, head.as_ref())
-        .await
-        .map_err(|e| format!("read {branch}: {e}"))?;
     let verified = eqdv::key_index::verify_indexes(&table, &files)
         .await
         .map_err(|e| format!("verifying the key index of {branch}: {e}"))?;

@@ -216,18 +216,7 @@ async fn shards_convert_independently() {
     )
     .await;
     let expected = expected_rows(&report.state).unwrap();
-    let t = load(&w.catalog).await;
-    let f = files(&w.catalog).await;
-    let plan = eqdv::plan::plan(
-        &t,
-        "main",
-        &f,
-        &eqdv::plan::PlanOptions {
-            target_shard_bytes: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let plan = shard_per_partition(&w.catalog).await;
     assert!(
         plan.shards.len() >= 2,
         "expected several shards, got {}",

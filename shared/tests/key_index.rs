@@ -475,18 +475,7 @@ async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
     let spec = spec(25, vec![KeyType::Long], PartitionKind::Bucket(4));
     let report = generate_table(&w.catalog, &spec).await;
     let expected = expected_rows(&report.state).unwrap();
-    let t = load(&w.catalog).await;
-    let f = files(&w.catalog).await;
-    let plan = eqdv::plan::plan(
-        &t,
-        "main",
-        &f,
-        &eqdv::plan::PlanOptions {
-            target_shard_bytes: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let plan = shard_per_partition(&w.catalog).await;
     assert!(plan.shards.len() >= 2, "{} shards", plan.shards.len());
     let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
     let a = support::race::meeting(w.another_handle(), both.clone());

@@ -89,22 +89,6 @@ fn streaming(seed: u64, buckets: u32, changes: u32) -> WorkloadSpec {
     }
 }
 
-/// A plan of the head with a shard per partition, as the converter Lambdas of a table
-/// with many queue groups convert it.
-async fn shard_per_partition(catalog: &dyn eqdv::catalog::Catalog) -> eqdv::plan::Plan {
-    let t = load(catalog).await;
-    eqdv::plan::plan(
-        &t,
-        "main",
-        &files(catalog).await,
-        &eqdv::plan::PlanOptions {
-            target_shard_bytes: 1,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_manifests_are_merged_and_emptied_ones_dropped() {
     let w = warehouse();

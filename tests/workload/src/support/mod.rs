@@ -247,3 +247,19 @@ pub async fn commit_metadata_change(
 pub async fn assert_manifests_decode_alike(catalog: &dyn Catalog) -> usize {
     manifests::assert_manifests_decode_alike(&load(catalog).await).await
 }
+
+/// A plan of the head with a shard per partition, as the converter Lambdas of a table
+/// with many queue groups convert it.
+pub async fn shard_per_partition(catalog: &dyn Catalog) -> eqdv::plan::Plan {
+    let t = load(catalog).await;
+    eqdv::plan::plan(
+        &t,
+        "main",
+        &files(catalog).await,
+        &eqdv::plan::PlanOptions {
+            target_shard_bytes: 1,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
