@@ -100,6 +100,8 @@ def row(report):
         "index_row_groups_read": r.get("index_row_groups_read", 0),
         "index_bytes_read": r.get("index_bytes_read", 0),
         "pruned_by_index": r.get("pruned_by_index", 0),
+        "pruned_by_index_dvs": r.get("pruned_by_index_dvs", 0),
+        "index_dvs_read": r.get("index_dvs_read", 0),
         "index_delta_files": r.get("index_delta_files", 0),
         "index_bypassed": r.get("index_bypassed", 0),
         "upkeep": upkeep,

@@ -200,7 +200,7 @@ async fn branch_files(
 }
 
 /// Resolves the live equality deletes of `branch`'s head without and with the key
-/// index: the same positions, or the same refusal. `Err` is a failure message.
+/// index: the same DVs to write, or the same refusal. `Err` is a failure message.
 async fn index_agrees_with_scan(
     catalog: &GlueCatalog,
     t: &JavaTable,
@@ -215,15 +215,33 @@ async fn index_agrees_with_scan(
     let off = resolve(&table, &files, &groups, &ResolveOptions::default()).await;
     let on = resolve(&table, &files, &groups, &indexed()).await;
     match (off, on) {
-        (Ok(off), Ok(on)) if off.positions == on.positions => Ok(()),
-        (Ok(off), Ok(on)) => Err(format!(
-            "the key index changed the positions of {branch}: {} files without it, {} with it (index: {} looked up, {} files ruled out, {} bypassed)",
-            off.positions.len(),
-            on.positions.len(),
-            on.metrics.index_lookups,
-            on.metrics.pruned_by_index,
-            on.metrics.index_bypassed
-        )),
+        (Ok(off), Ok(on)) => {
+            // The same DVs to write; the index may skip only files whose named rows an
+            // existing DV deletes, and finds the same positions in the files it reads.
+            let dvs = |resolved| eqdv::convert::dvs_to_write(&table, &files, resolved, 16);
+            let (dvs_off, dvs_on) = (dvs(&off).await, dvs(&on).await);
+            let same_dvs = match (&dvs_off, &dvs_on) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(_), Err(_)) => true,
+                _ => false,
+            };
+            let same_positions = on
+                .positions
+                .iter()
+                .all(|(path, positions)| off.positions.get(path) == Some(positions));
+            if same_dvs && same_positions {
+                return Ok(());
+            }
+            Err(format!(
+                "the key index changed the DVs of {branch} (same DVs: {same_dvs}, same positions in the files read: {same_positions}): {} files without it, {} with it (index: {} looked up, {} files ruled out, {} by DVs, {} bypassed)",
+                off.positions.len(),
+                on.positions.len(),
+                on.metrics.index_lookups,
+                on.metrics.pruned_by_index,
+                on.metrics.pruned_by_index_dvs,
+                on.metrics.index_bypassed
+            ))
+        }
         (Err(_), Err(_)) => Ok(()),
         (off, on) => Err(format!(
             "the key index changed whether {branch} resolves: without it {:?}, with it {:?}",

@@ -550,7 +550,7 @@ pub(super) async fn resolve_and_merge(
         files,
         resolved.positions,
         options.resolve.parallelism,
-        Some(&old_dvs),
+        (Some(&old_dvs), &resolved.existing_dvs),
     )
     .await?;
     Ok((

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use roaring::RoaringTreemap;
 
 use crate::puffin::FooterPrefetch;
+use crate::resolve::ExistingDvs;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -26,7 +27,7 @@ pub(super) async fn with_existing_deletes(
     files: &TableFiles,
     new_positions: BTreeMap<String, RoaringTreemap>,
     parallelism: usize,
-    old_dvs: Option<&FooterPrefetch>,
+    old_dvs: (Option<&FooterPrefetch>, &ExistingDvs),
 ) -> Result<(Vec<DvPlan>, Vec<LiveFile>)> {
     // Each v2 position delete file that may reference a file we write a DV for is
     // read once, for merging and for removal; the others (other partitions, other
@@ -59,6 +60,29 @@ pub(super) async fn with_existing_deletes(
     Ok((dv_plans, removed_position_deletes))
 }
 
+/// The DVs a conversion would write for `resolved` (per data file, every position
+/// deleted once they are written), without writing anything: what the key index must
+/// leave unchanged, whichever files it ruled out.
+pub async fn dvs_to_write(
+    table: &LoadedTable,
+    files: &TableFiles,
+    resolved: &crate::resolve::Resolved,
+    parallelism: usize,
+) -> Result<BTreeMap<String, RoaringTreemap>> {
+    let (plans, _) = with_existing_deletes(
+        table,
+        files,
+        resolved.positions.clone(),
+        parallelism,
+        (None, &resolved.existing_dvs),
+    )
+    .await?;
+    Ok(plans
+        .into_iter()
+        .map(|plan| (plan.data_file.path().to_string(), plan.positions))
+        .collect())
+}
+
 /// Unions new positions with each file's existing DV and applicable v2 position deletes.
 /// Files whose positions were all deleted already need no new DV.
 async fn merge_with_existing(
@@ -70,7 +94,7 @@ async fn merge_with_existing(
     ),
     new_positions: BTreeMap<String, RoaringTreemap>,
     parallelism: usize,
-    old_dvs: Option<&FooterPrefetch>,
+    old_dvs: (Option<&FooterPrefetch>, &ExistingDvs),
 ) -> Result<Vec<DvPlan>> {
     let data_by_path: HashMap<&str, &LiveFile> =
         files.data_files.iter().map(|f| (f.path(), f)).collect();
@@ -115,13 +139,14 @@ async fn merge_with_existing(
 /// The existing DV of each entry of `live` that a new one merges with (`None` where
 /// there is none, or where it predates the data file), checked and read together: one
 /// after another, each would cost its own round trips to object storage, and a
-/// streaming table's files mostly have one from the conversion before.
+/// streaming table's files mostly have one from the conversion before. DVs the resolve
+/// read (`already_read`, checked the same way) are not read again.
 async fn read_existing_dvs(
     table: &LoadedTable,
     files: &TableFiles,
     live: &[(String, RoaringTreemap, &LiveFile)],
     parallelism: usize,
-    prefetched: Option<&FooterPrefetch>,
+    (prefetched, already_read): (Option<&FooterPrefetch>, &ExistingDvs),
 ) -> Result<Vec<Option<RoaringTreemap>>> {
     let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
     let mut checks = Vec::new();
@@ -142,6 +167,10 @@ async fn read_existing_dvs(
                 "invalid manifest entry",
             ));
         };
+        if let Some(read) = already_read.get(&(dv.path().to_string(), offset)) {
+            existing[i] = Some(read.clone());
+            continue;
+        }
         checks.push(crate::puffin::DvEntryCheck {
             puffin_location: dv.path(),
             referenced_data_file: path,

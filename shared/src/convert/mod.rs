@@ -35,6 +35,7 @@ use crate::table::{LoadedTable, SkippedData};
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
+pub use merge::dvs_to_write;
 pub use ranges::{
     DataRange, DvTarget, Membership, RangeDv, RangeLayout, RangePuffin, RangeResult, commit_ranges,
     commit_ranges_of, convert_in_ranges, convert_range, convert_range_of, discard_ranges,

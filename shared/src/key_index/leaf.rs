@@ -8,7 +8,7 @@
 //! pages of the hash and path columns whose hash range holds one: a few KiB a key,
 //! never a whole leaf; the positions are not read by a lookup.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
@@ -26,6 +26,7 @@ use parquet::file::page_index::offset_index::PageLocation;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::statistics::Statistics;
 use parquet::schema::types::ColumnPath;
+use roaring::RoaringTreemap;
 
 use super::format::LeafMeta;
 use crate::parquet_io::reader::FileReader;
@@ -149,14 +150,14 @@ pub struct ProbeRead {
     pub bytes_read: u64,
 }
 
-/// Adds to `named` the data files of `leaf` that hold an entry whose hash is in
-/// `probes` (sorted, deduplicated). Reads the footer and the hash and path columns of
-/// only the row groups whose hash range holds a probe.
+/// Adds to `named` the entries of `leaf` whose hash is in `probes` (sorted,
+/// deduplicated): per data file, the positions. Reads the footer and the columns of only
+/// the pages (or row groups, without a page index) whose hash range holds a probe.
 pub async fn probe_leaf(
     file_io: &FileIO,
     leaf: &LeafMeta,
     probes: &[i64],
-    named: &mut HashSet<String>,
+    named: &mut HashMap<String, RoaringTreemap>,
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
@@ -191,7 +192,7 @@ pub async fn probe_leaf(
                 }
             }
             None => {
-                read.bytes_read += (0..2)
+                read.bytes_read += (0..3)
                     .map(|c| rg.column(c).compressed_size().max(0) as u64)
                     .sum::<u64>();
                 ranges.push(selected_rows..selected_rows + rows);
@@ -204,7 +205,7 @@ pub async fn probe_leaf(
         return Ok(read);
     }
     let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
-    let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1]);
+    let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1, 2]);
     let mut stream = builder
         .with_row_groups(selected)
         .with_row_selection(selection)
@@ -218,9 +219,22 @@ pub async fn probe_leaf(
         .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
     {
         let (hashes, paths) = columns(location, &batch)?;
+        let positions = batch
+            .column(2)
+            .as_primitive_opt::<Int64Type>()
+            .ok_or_else(|| bad_leaf(location))?;
         for (row, hash) in hashes.values().iter().enumerate() {
             if probes.binary_search(hash).is_ok() {
-                named.insert(path_at(&paths, row).to_string());
+                let path = path_at(&paths, row);
+                let position = positions.value(row).max(0) as u64;
+                match named.get_mut(path) {
+                    Some(rows) => {
+                        rows.insert(position);
+                    }
+                    None => {
+                        named.insert(path.to_string(), RoaringTreemap::from_iter([position]));
+                    }
+                }
             }
         }
     }
@@ -274,8 +288,8 @@ pub async fn read_leaf(
 }
 
 /// The pages of row group `rg` (of `rows` rows) whose hash range `wanted` accepts: per
-/// page, its rows within the row group and the bytes of it and of the path column's
-/// pages over the same rows. `None` when the leaf has no page index.
+/// page, its rows within the row group and the bytes of it and of the path and position
+/// columns' pages over the same rows. `None` when the leaf has no page index.
 fn page_ranges(
     metadata: &ParquetMetaData,
     rg: usize,
@@ -287,7 +301,10 @@ fn page_ranges(
     };
     let offsets = metadata.offset_index()?.get(rg)?;
     let hashes = offsets.first()?.page_locations();
-    let paths = offsets.get(1)?.page_locations();
+    let others = [
+        offsets.get(1)?.page_locations(),
+        offsets.get(2)?.page_locations(),
+    ];
     let ends = |pages: &[PageLocation], i: usize| {
         pages
             .get(i + 1)
@@ -302,15 +319,18 @@ fn page_ranges(
             continue;
         }
         let range = page.first_row_index.max(0) as usize..ends(hashes, p);
-        let path_bytes: u64 = paths
+        let other_bytes: u64 = others
             .iter()
-            .enumerate()
-            .filter(|(q, path)| {
-                (path.first_row_index.max(0) as usize) < range.end && ends(paths, *q) > range.start
+            .flat_map(|pages| {
+                let range = range.clone();
+                pages.iter().enumerate().filter(move |(q, other)| {
+                    (other.first_row_index.max(0) as usize) < range.end
+                        && ends(pages, *q) > range.start
+                })
             })
-            .map(|(_, path)| path.compressed_page_size.max(0) as u64)
+            .map(|(_, other)| other.compressed_page_size.max(0) as u64)
             .sum();
-        out.push((range, page.compressed_page_size.max(0) as u64 + path_bytes));
+        out.push((range, page.compressed_page_size.max(0) as u64 + other_bytes));
     }
     Some(out)
 }
@@ -432,12 +452,18 @@ mod tests {
         assert_eq!(leaf.min_key_hash, -500_000);
         assert_eq!(leaf.max_key_hash, (n as i64 - 1) * 10 - 500_000);
 
-        let mut named = HashSet::new();
-        // hashes[3] (file b) and one absent value.
+        let mut named = HashMap::new();
+        // hashes[3] (file b, position 3) and one absent value.
         let read = probe_leaf(&file_io, &leaf, &[hashes[3], hashes[3] + 1], &mut named)
             .await
             .unwrap();
-        assert_eq!(named, HashSet::from(["s3://b/b.parquet".to_string()]));
+        assert_eq!(
+            named,
+            HashMap::from([(
+                "s3://b/b.parquet".to_string(),
+                RoaringTreemap::from_iter([3u64])
+            )])
+        );
         assert_eq!(read.row_groups_read, 1);
         // One page of hashes (and of paths) read, not the row group: a few KiB of a
         // leaf of hundreds.
@@ -448,11 +474,16 @@ mod tests {
         );
         let one_page = read.bytes_read;
         // Two hashes far apart: two pages, in two row groups.
-        let mut two = HashSet::new();
+        let mut two = HashMap::new();
         let read = probe_leaf(&file_io, &leaf, &[hashes[0], hashes[n - 1]], &mut two)
             .await
             .unwrap();
         assert_eq!(two.len(), 2);
+        assert_eq!(two["s3://b/a.parquet"], RoaringTreemap::from_iter([0u64]));
+        assert_eq!(
+            two["s3://b/b.parquet"],
+            RoaringTreemap::from_iter([n as u64 - 1])
+        );
         assert_eq!(read.row_groups_read, 2);
         assert!(
             read.bytes_read <= 3 * one_page,
@@ -460,7 +491,7 @@ mod tests {
         );
 
         // A hash out of every range reads no row group.
-        let mut none = HashSet::new();
+        let mut none = HashMap::new();
         let read = probe_leaf(&file_io, &leaf, &[i64::MAX], &mut none)
             .await
             .unwrap();
@@ -493,7 +524,7 @@ mod tests {
         let bytes = std::fs::read(&location).unwrap();
         std::fs::write(&location, &bytes[..bytes.len() / 2]).unwrap();
         leaf.file_size_in_bytes = (bytes.len() / 2) as u64;
-        let error = probe_leaf(&file_io, &leaf, &[1], &mut HashSet::new())
+        let error = probe_leaf(&file_io, &leaf, &[1], &mut HashMap::new())
             .await
             .unwrap_err()
             .to_string();

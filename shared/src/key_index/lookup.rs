@@ -1,12 +1,13 @@
 //! Opening an index and looking keys up in it: which covered data files may hold one of
 //! a set of key hashes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
+use roaring::RoaringTreemap;
 
 use super::format::{CoveredFiles, IndexMetadata, covered_by_path, read_json};
 use super::leaf::{ProbeRead, probe_leaf};
@@ -76,8 +77,9 @@ pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
 /// What a lookup found and read.
 #[derive(Clone, Debug, Default)]
 pub struct IndexHits {
-    /// Covered data files holding an entry with one of the hashes looked up.
-    pub named: HashSet<String>,
+    /// Covered data files holding an entry with one of the hashes looked up, and the
+    /// positions of those entries.
+    pub named: HashMap<String, RoaringTreemap>,
     /// Distinct hashes looked up.
     pub keys: u64,
     pub leaves_read: u64,
@@ -128,12 +130,12 @@ impl OpenIndex {
                 (from < to).then(|| (leaf, &hashes[from..to]))
             })
             .collect();
-        type Probed = (HashSet<String>, ProbeRead);
+        type Probed = (HashMap<String, RoaringTreemap>, ProbeRead);
         let reads: Vec<BoxFuture<'_, Result<Probed>>> = probes
             .into_iter()
             .map(|(leaf, probes)| {
                 async move {
-                    let mut named = HashSet::new();
+                    let mut named = HashMap::new();
                     let read = probe_leaf(file_io, leaf, probes, &mut named).await?;
                     Ok((named, read))
                 }
@@ -148,7 +150,9 @@ impl OpenIndex {
             hits.leaves_read += 1;
             hits.row_groups_read += read.row_groups_read;
             hits.bytes_read += read.bytes_read;
-            hits.named.extend(named);
+            for (path, positions) in named {
+                *hits.named.entry(path).or_default() |= positions;
+            }
         }
         Ok(hits)
     }

@@ -32,6 +32,7 @@ use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
+pub use index_lookup::ExistingDvs;
 pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
 
 use crate::Result;
@@ -187,6 +188,13 @@ pub struct ResolveMetrics {
     /// table): the resolve went on without them.
     #[serde(default)]
     pub index_bypassed: u64,
+    /// Candidates the index named that were not read because an existing DV already
+    /// deletes every row of theirs the index named (a hot key's older rows).
+    #[serde(default)]
+    pub pruned_by_index_dvs: u64,
+    /// Existing DVs read to find those (the merge that follows reuses them).
+    #[serde(default)]
+    pub index_dvs_read: u64,
 }
 
 /// The deleted rows found, per data file.
@@ -203,6 +211,9 @@ pub struct Resolved {
     /// The key index of each group's equality field set, as the resolve found it (empty
     /// when the key index is off): a conversion keeps them up to date from there.
     pub key_indexes: IndexStates,
+    /// Existing DVs read to rule out files the index named (by the location and offset
+    /// of their blob), for the merge with the new positions to reuse.
+    pub existing_dvs: ExistingDvs,
 }
 
 /// Resolves `groups` against the live data files of `files`.
@@ -277,6 +288,7 @@ pub async fn resolve_observed(
         // An index that failed to read in a pass is bypassed for the rest, and not kept.
         resolved.key_indexes.extend(pass.key_indexes);
         resolved.opened.extend(pass.opened);
+        resolved.existing_dvs.extend(pass.existing_dvs);
         resolved.metrics.add(&pass.metrics);
     }
     resolved.metrics.key_passes = passes;
@@ -327,6 +339,8 @@ impl ResolveMetrics {
         self.pruned_by_index += pass.pruned_by_index;
         self.index_delta_files += pass.index_delta_files;
         self.index_bypassed += pass.index_bypassed;
+        self.pruned_by_index_dvs += pass.pruned_by_index_dvs;
+        self.index_dvs_read += pass.index_dvs_read;
     }
 }
 

@@ -117,10 +117,10 @@ pub(super) async fn resolve_pass(
     .await;
     let loaded = Arc::new(loaded);
 
-    // Candidates: per data file, the groups that may apply after bound pruning, and the
-    // columns they read (files with the same surviving groups share one projection).
-    let mut work: Vec<(LiveFile, Vec<usize>, Arc<KeyProjection>)> = Vec::new();
-    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
+    // Candidates: per data file, the groups that may apply after bound pruning.
+    let mut candidates: Vec<(&LiveFile, Vec<usize>)> = Vec::new();
+    // Of those, the ones every surviving group's index covers: the rows it named.
+    let mut named_rows: Vec<(&LiveFile, RoaringTreemap)> = Vec::new();
     for data in &files.data_files {
         let in_scope: Vec<usize> = loaded
             .iter()
@@ -143,15 +143,26 @@ pub(super) async fn resolve_pass(
         }
         // A group whose index covers the file reads it only if the lookup named it.
         let mut in_delta = false;
+        let mut rows = Some(RoaringTreemap::new());
         let surviving: Vec<usize> = surviving
             .into_iter()
-            .filter(|&i| match &group_hits[i] {
-                Some(hits) if hits.index.covers(data) => hits.named.contains(data.path()),
-                Some(_) => {
-                    in_delta = true;
+            .filter(|&i| match group_hits[i].as_ref().map(|h| h.rows_in(data)) {
+                Some(Some(named)) if named.is_empty() => false,
+                Some(Some(named)) => {
+                    if let Some(rows) = &mut rows {
+                        *rows |= named;
+                    }
                     true
                 }
-                None => true,
+                Some(None) => {
+                    in_delta = true;
+                    rows = None;
+                    true
+                }
+                None => {
+                    rows = None;
+                    true
+                }
             })
             .collect();
         if surviving.is_empty() {
@@ -159,6 +170,28 @@ pub(super) async fn resolve_pass(
             continue;
         }
         metrics.index_delta_files += u64::from(in_delta);
+        if let Some(rows) = rows {
+            named_rows.push((data, rows));
+        }
+        candidates.push((data, surviving));
+    }
+    let (deleted_already, existing_dvs) = if named_rows.is_empty() {
+        Default::default()
+    } else {
+        super::index_lookup::already_deleted(table, files, &named_rows, options, metrics).await
+    };
+    drop(named_rows);
+    resolved.existing_dvs = existing_dvs;
+
+    // The columns each candidate reads (files with the same surviving groups share one
+    // projection).
+    let mut work: Vec<(LiveFile, Vec<usize>, Arc<KeyProjection>)> = Vec::new();
+    let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
+    for (data, surviving) in candidates {
+        if deleted_already.contains(data.path()) {
+            metrics.pruned_by_index_dvs += 1;
+            continue;
+        }
         resolved.opened.insert(data.path().to_string());
         let projection = match projections.get(&surviving) {
             Some(p) => p.clone(),
