@@ -370,42 +370,48 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
     assert_no_orphans(&w.catalog).await;
 }
 
-/// An index whose recorded key type is not the table's is bypassed: a promoted column
-/// would hash otherwise.
+/// An index whose recorded key type is not the table's is bypassed (a promoted column
+/// would hash otherwise), and so is one written by an older eqdv (another format
+/// version: version 1 named data files by path); each is rebuilt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_index_of_another_key_type_is_bypassed() {
+async fn an_index_of_another_key_type_or_format_is_bypassed() {
     let w = warehouse();
     let spec = spec(22, vec![KeyType::Long], PartitionKind::None);
     generate_table(&w.catalog, &spec).await;
     let report = generate_table(&w.catalog, &spec).await;
     differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
 
-    let t = load(&w.catalog).await;
-    let property = key_index::location_property(&[1]);
-    let location = t.metadata.properties()[&property].clone();
-    let path = location.trim_start_matches("file://");
-    let mut metadata: key_index::IndexMetadata =
-        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    metadata.key_types[0].field_type = "int".into();
-    std::fs::write(path, serde_json::to_vec(&metadata).unwrap()).unwrap();
+    let changes: [(&str, fn(&mut key_index::IndexMetadata)); 2] = [
+        ("another key type", |m| {
+            m.key_types[0].field_type = "int".into()
+        }),
+        ("an older format", |m| m.format_version = 1),
+    ];
+    for (step, change) in changes {
+        let t = load(&w.catalog).await;
+        let property = key_index::location_property(&[1]);
+        let location = t.metadata.properties()[&property].clone();
+        let path = location.trim_start_matches("file://");
+        let mut metadata: key_index::IndexMetadata =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        change(&mut metadata);
+        std::fs::write(path, serde_json::to_vec(&metadata).unwrap()).unwrap();
 
-    let report = generate_table(
-        &w.catalog,
-        &WorkloadSpec {
-            commits: 1,
-            ..spec.clone()
-        },
-    )
-    .await;
-    let (resolved, converted) = differential_step(
-        &w.catalog,
-        &expected_rows(&report.state).unwrap(),
-        "another key type",
-    )
-    .await;
-    assert_eq!(resolved.metrics.index_bypassed, 1);
-    assert_eq!(resolved.metrics.index_lookups, 0);
-    assert!(converted.key_index.iter().any(|u| u.built));
+        let report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+        let (resolved, converted) =
+            differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), step).await;
+        assert_eq!(resolved.metrics.index_bypassed, 1, "{step}");
+        assert_eq!(resolved.metrics.index_lookups, 0, "{step}");
+        assert!(converted.key_index.iter().any(|u| u.built), "{step}");
+        assert_index_matches_a_full_scan(&w.catalog, step).await;
+    }
 }
 
 /// The table property turns the index off for one table whatever the options say, and
@@ -582,18 +588,10 @@ async fn verification_finds_a_wrong_entry() {
     let state = key_index::open_for(&t, &[1]).await;
     let index = state.usable().expect("usable").clone();
     let leaf = &index.metadata.runs[0].leaves[0];
-    let (mut hashes, mut numbers, mut positions, mut paths) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    key_index::leaf::read_leaf(&t.file_io, leaf, |hash, path, pos| {
-        let file = match paths.iter().position(|p| p == path) {
-            Some(i) => i,
-            None => {
-                paths.push(path.to_string());
-                paths.len() - 1
-            }
-        };
+    let (mut hashes, mut numbers, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+    key_index::leaf::read_leaf(&t.file_io, leaf, |hash, file, pos| {
         hashes.push(hash);
-        numbers.push(file as u32);
+        numbers.push(file);
         positions.push(pos);
     })
     .await
@@ -603,7 +601,6 @@ async fn verification_finds_a_wrong_entry() {
         hashes: &hashes,
         files: &numbers,
         positions: &positions,
-        paths: &paths,
     };
     let rewritten = key_index::leaf::write_leaf(&t.file_io, &leaf.location, &entries)
         .await

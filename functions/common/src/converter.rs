@@ -241,7 +241,10 @@ impl Converter {
                     .count("BloomFiltersRead", r.bloom_filters_read)
                     .count("FootersFromCache", r.footers_from_cache)
                     .count("IndexLookups", r.index_lookups)
-                    .count("FilesPrunedByIndex", r.pruned_by_index)
+                    .count(
+                        "FilesPrunedByIndex",
+                        r.pruned_by_index + r.pruned_by_index_dvs,
+                    )
                     .count("IndexDeltaFiles", r.index_delta_files)
                     .count("IndexBypassed", r.index_bypassed)
                     .put("IndexBytesRead", Unit::Bytes, r.index_bytes_read as f64)

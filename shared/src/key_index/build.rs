@@ -2,14 +2,14 @@
 //! written as leaves with their covered list; and runs merged into one, entries of data
 //! files no longer live dropped with their coverage.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::NameMapping;
 
-use super::format::{CoveredFile, CoveredFiles, RunMeta, write_json};
+use super::format::{CoveredFile, CoveredFiles, LeafMeta, RunMeta, write_json};
 use super::hash::hash_keys;
 use super::leaf::{Entries, read_leaf, write_leaf};
 use crate::Result;
@@ -112,32 +112,51 @@ pub(super) async fn read_runs(
     keep: &(dyn Fn(&str) -> bool + Sync),
     parallelism: usize,
 ) -> Result<(RunEntries, u64)> {
-    let covered: Vec<CoveredFile> = runs
+    // Per run, each of its ordinals' number in the merged run (`None`: left out).
+    let mut covered: Vec<CoveredFile> = Vec::new();
+    let mut renumber: Vec<Vec<Option<u32>>> = Vec::with_capacity(runs.len());
+    for (_, files) in runs {
+        renumber.push(
+            files
+                .files
+                .iter()
+                .map(|f| {
+                    keep(&f.path).then(|| {
+                        covered.push(f.clone());
+                        (covered.len() - 1) as u32
+                    })
+                })
+                .collect(),
+        );
+    }
+    let leaves: Vec<(&LeafMeta, &[Option<u32>], &str)> = runs
         .iter()
-        .flat_map(|(_, files)| files.files.iter())
-        .filter(|f| keep(&f.path))
-        .cloned()
+        .zip(&renumber)
+        .flat_map(|((run, _), numbers)| {
+            run.leaves
+                .iter()
+                .map(move |leaf| (leaf, numbers.as_slice(), run.covered_location.as_str()))
+        })
         .collect();
-    let index: HashMap<&str, u32> = covered
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (f.path.as_str(), i as u32))
-        .collect();
-    let leaves: Vec<_> = runs.iter().flat_map(|(run, _)| &run.leaves).collect();
-    let bytes = leaves.iter().map(|l| l.file_size_in_bytes).sum();
-    let index = &index;
+    let bytes = leaves.iter().map(|(l, ..)| l.file_size_in_bytes).sum();
     type LeafEntries = Vec<(i64, u32, u64)>;
     let reads: Vec<BoxFuture<'_, Result<LeafEntries>>> = leaves
         .into_iter()
-        .map(|leaf| {
+        .map(|(leaf, numbers, list)| {
             async move {
                 let mut entries = Vec::with_capacity(leaf.record_count as usize);
-                read_leaf(file_io, leaf, |hash, path, pos| {
-                    if let Some(&file) = index.get(path) {
-                        entries.push((hash, file, pos));
+                let mut out_of_list = false;
+                read_leaf(file_io, leaf, |hash, file, pos| {
+                    match numbers.get(file as usize) {
+                        Some(Some(file)) => entries.push((hash, *file, pos)),
+                        Some(None) => {}
+                        None => out_of_list = true,
                     }
                 })
                 .await?;
+                if out_of_list {
+                    return Err(super::format::ordinal_out_of_list(&leaf.location, list));
+                }
                 Ok(entries)
             }
             .boxed()
@@ -189,32 +208,18 @@ pub(super) async fn write_run(
     let files: Vec<u32> = order.iter().map(|&i| files[i as usize]).collect();
     let positions: Vec<u64> = order.iter().map(|&i| positions[i as usize]).collect();
     drop(order);
-    let paths: Vec<String> = covered.iter().map(|f| f.path.clone()).collect();
 
     let mut leaves = Vec::new();
     let chunk = leaf_entries.max(1);
     for start in (0..hashes.len()).step_by(chunk) {
         let end = (start + chunk).min(hashes.len());
-        // Each leaf's dictionary holds only the paths its entries name.
-        let mut local: HashMap<u32, u32> = HashMap::new();
-        let mut leaf_paths = Vec::new();
-        let leaf_files: Vec<u32> = files[start..end]
-            .iter()
-            .map(|f| {
-                *local.entry(*f).or_insert_with(|| {
-                    leaf_paths.push(paths[*f as usize].clone());
-                    (leaf_paths.len() - 1) as u32
-                })
-            })
-            .collect();
         let location =
             crate::storage::new_metadata_file(table_location, "eqdv-key-index-leaf", "parquet");
         written.push(location.clone());
         let entries = Entries {
             hashes: &hashes[start..end],
-            files: &leaf_files,
+            files: &files[start..end],
             positions: &positions[start..end],
-            paths: &leaf_paths,
         };
         leaves.push(write_leaf(file_io, &location, &entries).await?);
     }

@@ -14,7 +14,9 @@ use crate::{Error, Result};
 
 /// The format of the files this module writes; an index of another version is bypassed
 /// (and rebuilt by the next conversion that maintains it), never read.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 names data files in leaves by their ordinal in the run's covered list
+/// (version 1 by path).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How a key becomes the index's `key_hash`: xxHash64 (seed 0) of the key's arrow-row
 /// encoding in the table schema's types (`crate::keys::KeyColumns::encode`), as a
@@ -157,6 +159,15 @@ pub(super) async fn write_json<T: Serialize>(
         .await
         .map_err(|e| Error::file(location, "cannot write a key index file", e))?;
     Ok(len)
+}
+
+/// A leaf entry names a data file its run's covered list does not hold.
+pub(super) fn ordinal_out_of_list(leaf: &str, list: &str) -> Error {
+    Error::file(
+        leaf,
+        format!("an entry names a data file past the end of its run's covered list {list}"),
+        "inconsistent key index",
+    )
 }
 
 /// The covered files of every run, by path: `(size, run)`. Fails when two runs cover the

@@ -1,19 +1,24 @@
 //! Leaf files: Parquet files of index entries sorted by key hash (ties by data file
-//! path, then position), three columns as in Iceberg's draft index spec: `key_hash`
-//! (the index key), `source_file_path` and `source_file_pos` (the reserved field ids of
-//! `file_path` and `pos`).
+//! path, then position), three columns: `key_hash` (the index key), `source_file` (the
+//! data file's ordinal in its run's covered list, which is in path order) and
+//! `source_file_pos` (the reserved field id of `pos`).
+//!
+//! Iceberg's draft index spec names the data file by its path in every entry; a leaf
+//! sorted by hash names almost every file of its run, so a path column's dictionary
+//! would hold them all (2 MB at 20,000 files, past Parquet's dictionary page limit,
+//! after which every entry carries its path: 135 bytes an entry). An ordinal, delta
+//! encoded, costs a few bytes whatever the table's size.
 //!
 //! Pages are small ([`ROWS_PER_PAGE`] entries) and the hash column has a page index, so
 //! a lookup of a few keys reads, of the row groups whose statistics hold one, only the
-//! pages of the hash and path columns whose hash range holds one: a few KiB a key,
-//! never a whole leaf; the positions are not read by a lookup.
+//! pages whose hash range holds one: a few KiB a key, never a whole leaf.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{Array, ArrayRef, DictionaryArray, Int64Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use futures::TryStreamExt;
 use iceberg::io::FileIO;
@@ -35,23 +40,25 @@ use crate::{Error, Result};
 /// Rows per row group of a leaf.
 pub const ROWS_PER_ROW_GROUP: usize = 65_536;
 /// Rows per data page: 512 hashes are 4 KiB, what one lookup of a key reads of that
-/// column (and a page of the path column's dictionary indexes).
+/// column (and about 2 KiB of the other two).
 pub const ROWS_PER_PAGE: usize = 512;
 
 /// Field id of `key_hash`.
 const KEY_HASH_ID: i32 = 1;
-/// Iceberg's reserved field id of `file_path`.
-const FILE_PATH_ID: i32 = 2147483546;
+/// Field id of `source_file`.
+const SOURCE_FILE_ID: i32 = 2;
 /// Iceberg's reserved field id of `pos`.
 const POS_ID: i32 = 2147483545;
 
-/// Index entries, in index order: `hashes[i]` of row `positions[i]` of
-/// `paths[files[i]]`.
+/// The leaf's columns, in order.
+const COLUMNS: [&str; 3] = ["key_hash", "source_file", "source_file_pos"];
+
+/// Index entries, in index order: `hashes[i]` of row `positions[i]` of the data file
+/// `files[i]` of the run's covered list.
 pub struct Entries<'a> {
     pub hashes: &'a [i64],
     pub files: &'a [u32],
     pub positions: &'a [u64],
-    pub paths: &'a [String],
 }
 
 fn field(name: &str, data_type: DataType, id: i32) -> Field {
@@ -66,13 +73,9 @@ fn field(name: &str, data_type: DataType, id: i32) -> Field {
 
 fn leaf_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
-        field("key_hash", DataType::Int64, KEY_HASH_ID),
-        field(
-            "source_file_path",
-            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
-            FILE_PATH_ID,
-        ),
-        field("source_file_pos", DataType::Int64, POS_ID),
+        field(COLUMNS[0], DataType::Int64, KEY_HASH_ID),
+        field(COLUMNS[1], DataType::Int32, SOURCE_FILE_ID),
+        field(COLUMNS[2], DataType::Int64, POS_ID),
     ]))
 }
 
@@ -108,9 +111,7 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
         Error::file(location, "cannot encode a key index leaf", e.to_string())
     };
     let schema = leaf_schema();
-    let paths: ArrayRef = Arc::new(StringArray::from_iter_values(entries.paths.iter()));
-    let keys = arrow_array::Int32Array::from_iter_values(entries.files.iter().map(|&f| f as i32));
-    let files = DictionaryArray::<Int32Type>::try_new(keys, paths).map_err(|e| encode_error(&e))?;
+    let files = Int32Array::from_iter_values(entries.files.iter().map(|&f| f as i32));
     let positions = Int64Array::from_iter_values(entries.positions.iter().map(|&p| p as i64));
     let batch = RecordBatch::try_new(
         schema.clone(),
@@ -125,15 +126,14 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
         .set_max_row_group_row_count(Some(ROWS_PER_ROW_GROUP))
         .set_data_page_row_count_limit(ROWS_PER_PAGE)
         .set_write_batch_size(ROWS_PER_PAGE)
-        // Page statistics (the column index) on the hash only: the paths' would be long.
+        // Page statistics (the column index) on the hash only: lookups go by it alone.
         .set_statistics_enabled(EnabledStatistics::None)
-        .set_column_statistics_enabled(ColumnPath::from("key_hash"), EnabledStatistics::Page)
+        .set_column_statistics_enabled(ColumnPath::from(COLUMNS[0]), EnabledStatistics::Page)
+        // No dictionary (a lookup would read a row group's for one page), and the
+        // ordinals and positions delta encoded: a few bytes each.
         .set_dictionary_enabled(false)
-        .set_column_dictionary_enabled(ColumnPath::from("source_file_path"), true)
-        .set_column_encoding(
-            ColumnPath::from("source_file_pos"),
-            Encoding::DELTA_BINARY_PACKED,
-        )
+        .set_column_encoding(ColumnPath::from(COLUMNS[1]), Encoding::DELTA_BINARY_PACKED)
+        .set_column_encoding(ColumnPath::from(COLUMNS[2]), Encoding::DELTA_BINARY_PACKED)
         .build();
     let mut out = Vec::new();
     let mut writer =
@@ -151,13 +151,13 @@ pub struct ProbeRead {
 }
 
 /// Adds to `named` the entries of `leaf` whose hash is in `probes` (sorted,
-/// deduplicated): per data file, the positions. Reads the footer and the columns of only
+/// deduplicated): per data file (its ordinal in the run's covered list), the positions. Reads the footer and the columns of only
 /// the pages (or row groups, without a page index) whose hash range holds a probe.
 pub async fn probe_leaf(
     file_io: &FileIO,
     leaf: &LeafMeta,
     probes: &[i64],
-    named: &mut HashMap<String, RoaringTreemap>,
+    named: &mut HashMap<u32, RoaringTreemap>,
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
@@ -218,35 +218,25 @@ pub async fn probe_leaf(
         .await
         .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
     {
-        let (hashes, paths) = columns(location, &batch)?;
-        let positions = batch
-            .column(2)
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| bad_leaf(location))?;
+        let (hashes, files, positions) = columns(location, &batch)?;
         for (row, hash) in hashes.values().iter().enumerate() {
             if probes.binary_search(hash).is_ok() {
-                let path = path_at(&paths, row);
-                let position = positions.value(row).max(0) as u64;
-                match named.get_mut(path) {
-                    Some(rows) => {
-                        rows.insert(position);
-                    }
-                    None => {
-                        named.insert(path.to_string(), RoaringTreemap::from_iter([position]));
-                    }
-                }
+                named
+                    .entry(files.value(row) as u32)
+                    .or_default()
+                    .insert(positions.value(row) as u64);
             }
         }
     }
     Ok(read)
 }
 
-/// Every entry of `leaf`, appended to `out` as `(hash, path, position)` (for merging
-/// runs).
+/// Every entry of `leaf`, appended to `out` as `(hash, file ordinal, position)` (for
+/// merging runs).
 pub async fn read_leaf(
     file_io: &FileIO,
     leaf: &LeafMeta,
-    mut out: impl FnMut(i64, &str, u64),
+    mut out: impl FnMut(i64, u32, u64),
 ) -> Result<u64> {
     let location = leaf.location.as_str();
     let builder = open_leaf(file_io, leaf, false).await?;
@@ -260,16 +250,12 @@ pub async fn read_leaf(
         .await
         .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
     {
-        let (hashes, paths) = columns(location, &batch)?;
-        let positions = batch
-            .column(2)
-            .as_primitive_opt::<Int64Type>()
-            .ok_or_else(|| bad_leaf(location))?;
+        let (hashes, files, positions) = columns(location, &batch)?;
         for row in 0..batch.num_rows() {
             out(
                 hashes.value(row),
-                path_at(&paths, row),
-                positions.value(row).max(0) as u64,
+                files.value(row) as u32,
+                positions.value(row) as u64,
             );
         }
         rows += batch.num_rows() as u64;
@@ -288,8 +274,8 @@ pub async fn read_leaf(
 }
 
 /// The pages of row group `rg` (of `rows` rows) whose hash range `wanted` accepts: per
-/// page, its rows within the row group and the bytes of it and of the path and position
-/// columns' pages over the same rows. `None` when the leaf has no page index.
+/// page, its rows within the row group and the bytes of it and of the other columns'
+/// pages over the same rows. `None` when the leaf has no page index.
 fn page_ranges(
     metadata: &ParquetMetaData,
     rg: usize,
@@ -365,58 +351,48 @@ async fn open_leaf(
 fn bad_leaf(location: &str) -> Error {
     Error::file(
         location,
-        "not a key index leaf (key_hash long, source_file_path string, source_file_pos long)",
+        "not a key index leaf (key_hash long, source_file int, source_file_pos long, none null or negative)",
         "unexpected schema",
     )
 }
 
 fn check_schema(location: &str, schema: &Schema) -> Result<()> {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    if names != ["key_hash", "source_file_path", "source_file_pos"] {
+    if names != COLUMNS {
         return Err(bad_leaf(location));
     }
     Ok(())
 }
 
-/// The path column as read: a dictionary (as written) or plain strings.
-enum Paths<'a> {
-    Dictionary(&'a DictionaryArray<Int32Type>, &'a StringArray),
-    Plain(&'a StringArray),
-}
+type Columns<'a> = (
+    &'a PrimitiveArray<Int64Type>,
+    &'a PrimitiveArray<Int32Type>,
+    &'a PrimitiveArray<Int64Type>,
+);
 
-fn path_at<'a>(paths: &'a Paths<'_>, row: usize) -> &'a str {
-    match paths {
-        Paths::Dictionary(keys, values) => values.value(keys.keys().value(row) as usize),
-        Paths::Plain(values) => values.value(row),
-    }
-}
-
-fn columns<'a>(
-    location: &str,
-    batch: &'a RecordBatch,
-) -> Result<(&'a arrow_array::PrimitiveArray<Int64Type>, Paths<'a>)> {
+/// The three columns of a batch of a leaf, checked: no nulls, no negative ordinal or
+/// position.
+fn columns<'a>(location: &str, batch: &'a RecordBatch) -> Result<Columns<'a>> {
+    let bad = || bad_leaf(location);
     let hashes = batch
         .column(0)
         .as_primitive_opt::<Int64Type>()
-        .ok_or_else(|| bad_leaf(location))?;
-    let column = batch.column(1);
-    let paths = if let Some(dictionary) = column.as_dictionary_opt::<Int32Type>() {
-        let values = dictionary
-            .values()
-            .as_string_opt::<i32>()
-            .ok_or_else(|| bad_leaf(location))?;
-        Paths::Dictionary(dictionary, values)
-    } else {
-        Paths::Plain(
-            column
-                .as_string_opt::<i32>()
-                .ok_or_else(|| bad_leaf(location))?,
-        )
-    };
-    if hashes.null_count() > 0 || column.null_count() > 0 {
-        return Err(bad_leaf(location));
+        .ok_or_else(bad)?;
+    let files = batch
+        .column(1)
+        .as_primitive_opt::<Int32Type>()
+        .ok_or_else(bad)?;
+    let positions = batch
+        .column(2)
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(bad)?;
+    if hashes.null_count() > 0 || files.null_count() > 0 || positions.null_count() > 0 {
+        return Err(bad());
     }
-    Ok((hashes, paths))
+    if files.values().iter().any(|f| *f < 0) || positions.values().iter().any(|p| *p < 0) {
+        return Err(bad());
+    }
+    Ok((hashes, files, positions))
 }
 
 #[cfg(test)]
@@ -432,11 +408,7 @@ mod tests {
     async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
         let dir = tempfile::tempdir().unwrap();
         let (file_io, location) = io(dir.path());
-        let paths = vec![
-            "s3://b/a.parquet".to_string(),
-            "s3://b/b.parquet".to_string(),
-        ];
-        // 100,000 entries: hash i*10, alternating files.
+        // 100,000 entries: hash i*10, alternating files 0 and 1.
         let n = 100_000usize;
         let hashes: Vec<i64> = (0..n as i64).map(|i| i * 10 - 500_000).collect();
         let files: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
@@ -445,7 +417,6 @@ mod tests {
             hashes: &hashes,
             files: &files,
             positions: &positions,
-            paths: &paths,
         };
         let leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
         assert_eq!(leaf.record_count, n as u64);
@@ -453,16 +424,13 @@ mod tests {
         assert_eq!(leaf.max_key_hash, (n as i64 - 1) * 10 - 500_000);
 
         let mut named = HashMap::new();
-        // hashes[3] (file b, position 3) and one absent value.
+        // hashes[3] (file 1, position 3) and one absent value.
         let read = probe_leaf(&file_io, &leaf, &[hashes[3], hashes[3] + 1], &mut named)
             .await
             .unwrap();
         assert_eq!(
             named,
-            HashMap::from([(
-                "s3://b/b.parquet".to_string(),
-                RoaringTreemap::from_iter([3u64])
-            )])
+            HashMap::from([(1, RoaringTreemap::from_iter([3u64]))])
         );
         assert_eq!(read.row_groups_read, 1);
         // One page of hashes (and of paths) read, not the row group: a few KiB of a
@@ -479,11 +447,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(two.len(), 2);
-        assert_eq!(two["s3://b/a.parquet"], RoaringTreemap::from_iter([0u64]));
-        assert_eq!(
-            two["s3://b/b.parquet"],
-            RoaringTreemap::from_iter([n as u64 - 1])
-        );
+        assert_eq!(two[&0], RoaringTreemap::from_iter([0u64]));
+        assert_eq!(two[&1], RoaringTreemap::from_iter([n as u64 - 1]));
         assert_eq!(read.row_groups_read, 2);
         assert!(
             read.bytes_read <= 3 * one_page,
@@ -500,25 +465,27 @@ mod tests {
 
         // Every entry reads back in order.
         let mut back = Vec::new();
-        let rows = read_leaf(&file_io, &leaf, |h, p, pos| {
-            back.push((h, p.to_string(), pos))
-        })
-        .await
-        .unwrap();
+        let rows = read_leaf(&file_io, &leaf, |h, f, pos| back.push((h, f, pos)))
+            .await
+            .unwrap();
         assert_eq!(rows, n as u64);
-        assert_eq!(back[5], (hashes[5], paths[1].clone(), 5));
+        assert_eq!(back[5], (hashes[5], 1, 5));
+        // About 12 bytes an entry: the hash, a delta-encoded ordinal and position.
+        assert!(
+            leaf.file_size_in_bytes < 13 * n as u64,
+            "{} bytes for {n} entries",
+            leaf.file_size_in_bytes
+        );
     }
 
     #[tokio::test]
     async fn a_truncated_leaf_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let (file_io, location) = io(dir.path());
-        let paths = vec!["p".to_string()];
         let entries = Entries {
             hashes: &[1, 2, 3],
             files: &[0, 0, 0],
             positions: &[0, 1, 2],
-            paths: &paths,
         };
         let mut leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
         let bytes = std::fs::read(&location).unwrap();

@@ -119,25 +119,31 @@ impl OpenIndex {
             keys: hashes.len() as u64,
             ..Default::default()
         };
-        let probes: Vec<(&super::format::LeafMeta, &[i64])> = self
+        let probes: Vec<(&super::format::LeafMeta, usize, &[i64])> = self
             .metadata
             .runs
             .iter()
-            .flat_map(|run| &run.leaves)
-            .filter_map(|leaf| {
+            .enumerate()
+            .flat_map(|(run, meta)| meta.leaves.iter().map(move |leaf| (leaf, run)))
+            .filter_map(|(leaf, run)| {
                 let from = hashes.partition_point(|h| *h < leaf.min_key_hash);
                 let to = hashes.partition_point(|h| *h <= leaf.max_key_hash);
-                (from < to).then(|| (leaf, &hashes[from..to]))
+                (from < to).then(|| (leaf, run, &hashes[from..to]))
             })
             .collect();
-        type Probed = (HashMap<String, RoaringTreemap>, ProbeRead);
-        let reads: Vec<BoxFuture<'_, Result<Probed>>> = probes
+        type Probed<'a> = (
+            &'a super::format::LeafMeta,
+            usize,
+            HashMap<u32, RoaringTreemap>,
+            ProbeRead,
+        );
+        let reads: Vec<BoxFuture<'_, Result<Probed<'_>>>> = probes
             .into_iter()
-            .map(|(leaf, probes)| {
+            .map(|(leaf, run, probes)| {
                 async move {
                     let mut named = HashMap::new();
                     let read = probe_leaf(file_io, leaf, probes, &mut named).await?;
-                    Ok((named, read))
+                    Ok((leaf, run, named, read))
                 }
                 .boxed()
             })
@@ -146,12 +152,19 @@ impl OpenIndex {
             .buffer_unordered(parallelism.max(1))
             .try_collect()
             .await?;
-        for (named, read) in results {
+        for (leaf, run, named, read) in results {
             hits.leaves_read += 1;
             hits.row_groups_read += read.row_groups_read;
             hits.bytes_read += read.bytes_read;
-            for (path, positions) in named {
-                *hits.named.entry(path).or_default() |= positions;
+            let list = &self.covered_lists[run];
+            for (file, positions) in named {
+                let Some(covered) = list.files.get(file as usize) else {
+                    return Err(super::format::ordinal_out_of_list(
+                        &leaf.location,
+                        &self.metadata.runs[run].covered_location,
+                    ));
+                };
+                *hits.named.entry(covered.path.clone()).or_default() |= positions;
             }
         }
         Ok(hits)
