@@ -48,6 +48,8 @@ def classify(entry):
     if name != "GetObject":
         return name or "other"
     base = key.rsplit("/", 1)[-1]
+    if base.startswith("eqdv-key-index"):
+        return "index leaf" if base.endswith(".parquet") else "index json"
     if base.endswith(".metadata.json"):
         return "metadata"
     if base.endswith(".avro"):

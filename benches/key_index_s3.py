@@ -1,0 +1,223 @@
+"""The key index against the scan through S3 latency, on files of realistic size (driven by
+benches/key_index_s3, holding the services lock).
+
+Each scenario writes the same history twice, with the same seed, into two Glue + MinIO
+tables (direct to MinIO, as a writer would): after every writer commit one table is
+converted by `eqdv convert` as today (the baseline) and the other by
+`eqdv convert --key-index` (its first conversion builds the index). Both conversions are
+cold processes (wait4: wall, CPU, peak RSS) reading S3 through Toxiproxy (a first-byte
+latency on every response, an 80 MB/s cap per connection); Glue is direct. MinIO's audit
+webhook counts each conversion's S3 requests and bytes by kind (the index's files apart).
+At the end both tables must read the same rows (`eqdv rows`) and hold no equality delete.
+
+Scenarios (the base load's data files are 200,000 rows, about 20 MB, with a key column
+chunk of 1.6 MB; every commit after it writes small files, as a streaming writer does):
+- hashed: hashed long keys (spread over all of i64) without bloom filters, 300 changes a
+  commit: bounds rule out no base file;
+- zipf: sequential long keys with Zipf-skewed updates (a few hot keys updated again and
+  again) and deletes, 300 changes a commit;
+- sizes: one 300-change commit of hashed keys converted on tables of 10x apart sizes
+  (--sizes), after a first conversion that built the index; the second is recorded.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench import log, machine, measure  # noqa: E402
+from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
+
+ROWS_PER_FILE = 200_000
+SCENARIOS = {
+    "hashed": {
+        "what": "hashed long keys over all of i64, no bloom filters: 4,000,000 rows in files of "
+                "200,000 (about 20 MB), then commits of 300 changes",
+        "generate": ["--rows", "4000000", "--hashed-keys", "--changes-per-commit", "300"],
+    },
+    "zipf": {
+        "what": "sequential long keys, Zipf-skewed updates: 4,000,000 rows in files of 200,000 "
+                "(about 20 MB), then commits of 300 changes",
+        "generate": ["--rows", "4000000", "--zipf-keys", "--changes-per-commit", "300"],
+    },
+}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--bin-info", default="{}")
+    parser.add_argument("--toxiproxy", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--scenarios", default="hashed,zipf,sizes")
+    parser.add_argument("--commits", type=int, default=12)
+    parser.add_argument("--latency-ms", type=int, default=20)
+    parser.add_argument("--sizes", default="1000000,10000000,100000000")
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    results = {
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "binary": json.loads(args.bin_info),
+        "machine": machine(),
+        "storage": {"s3": "MinIO through Toxiproxy v2.5.0", "latency_ms": args.latency_ms,
+                    "bandwidth_kbps_per_connection": BANDWIDTH_KBPS, "glue": "direct (not proxied)",
+                    "writer": "direct (not proxied)", "processes": "cold: one per conversion"},
+        "rows_per_file": ROWS_PER_FILE,
+        "scenarios": {},
+    }
+    audit, env, proxy = start_services(args.toxiproxy)
+    direct = env["AWS_ENDPOINT_URL_S3"]
+    proxy.set_latency(args.latency_ms)
+    warehouse = env["EQDV_WAREHOUSE_S3"] + "kis3"
+
+    def common(table):
+        return ["--catalog", "glue", "--warehouse", warehouse, "--table", table]
+
+    def write(table, gen, commits):
+        os.environ["AWS_ENDPOINT_URL_S3"] = direct
+        out = run_plain([args.bin, "generate", *common(table), "--json", "--seed", str(args.seed),
+                         "--rows-per-file", str(ROWS_PER_FILE),
+                         "--rows-per-row-group", str(ROWS_PER_FILE), *gen,
+                         "--commits", str(commits)])
+        audit.take(quiet_s=0.3)
+        return out
+
+    def convert(table, index, label):
+        os.environ["AWS_ENDPOINT_URL_S3"] = proxy.endpoint
+        run = measure([args.bin, "convert", *common(table), "--json",
+                       *(["--key-index"] if index else [])], label)
+        run["s3"] = audit.take(quiet_s=0.3)
+        os.environ["AWS_ENDPOINT_URL_S3"] = direct
+        if run["exit"] not in (0, 3) or "out" not in run:
+            sys.exit(f"{label}: eqdv convert failed: {run.get('stderr', '')[-3000:]}")
+        return summarize(run)
+
+    def same_rows(scan_table, index_table):
+        os.environ["AWS_ENDPOINT_URL_S3"] = direct
+        rows = []
+        for table in (scan_table, index_table):
+            p = run_text([args.bin, "rows", *common(table)])
+            rows.append(p)
+        inspection = run_plain([args.bin, "inspect", *common(index_table), "--json"])
+        return {"same_rows": rows[0] == rows[1], "rows_read": rows[0].count("\n"),
+                "index_at_end": inspection.get("key_indexes", []),
+                "equality_delete_files_at_end": inspection["totals"]["equality_delete_files"]}
+
+    def save():
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+    try:
+        for name in args.scenarios.split(","):
+            log(f"scenario {name}")
+            if name == "sizes":
+                out = {"what": "one commit of 300 changes (hashed long keys, no bloom filters) "
+                               "converted on tables 10x apart in size, the index built by the "
+                               "conversion before", "sizes": []}
+                results["scenarios"]["sizes"] = out
+                for rows in [int(x) for x in args.sizes.split(",")]:
+                    # The index from the first file on (a table of 5 files of 20 MB reads
+                    # them as fast without it: eqdv.key-index.min-files is 16 by default).
+                    gen = ["--rows", str(rows), "--hashed-keys", "--changes-per-commit", "300",
+                           "--table-property", "eqdv.key-index.min-files=1"]
+                    scan_t, index_t = f"kis3.size{rows}_scan", f"kis3.size{rows}_index"
+                    t0 = time.monotonic()
+                    for t in (scan_t, index_t):
+                        write(t, gen, 1)
+                    written_s = time.monotonic() - t0
+                    first_scan = convert(scan_t, False, f"{rows} rows: first conversion, scan")
+                    build = convert(index_t, True, f"{rows} rows: first conversion, index build")
+                    for t in (scan_t, index_t):
+                        write(t, gen, 1)
+                    scan = convert(scan_t, False, f"{rows} rows: scan")
+                    index = convert(index_t, True, f"{rows} rows: index")
+                    check_same_dvs(f"sizes {rows}", scan, index)
+                    end = same_rows(scan_t, index_t)
+                    out["sizes"].append({"rows": rows, "write_s": written_s, "first_scan": first_scan,
+                                         "build": build, "scan": scan, "index": index, **end})
+                    log(f"  {rows:,} rows: wall {scan['wall_s']:.2f} s (scan) vs {index['wall_s']:.2f} s "
+                        f"(index); S3 requests {scan['s3_requests']} vs {index['s3_requests']}; build "
+                        f"{build['wall_s']:.2f} s against a first scan of {first_scan['wall_s']:.2f} s")
+                    if not end["same_rows"]:
+                        sys.exit(f"sizes {rows}: the two tables read different rows")
+                    save()
+                continue
+            spec = SCENARIOS[name]
+            scan_t, index_t = f"kis3.{name}_scan", f"kis3.{name}_index"
+            out = {"what": spec["what"], "generate": spec["generate"], "conversions": []}
+            results["scenarios"][name] = out
+            for c in range(1, args.commits + 1):
+                for t in (scan_t, index_t):
+                    write(t, spec["generate"], 1)
+                scan = convert(scan_t, False, f"{name} commit {c}: scan")
+                index = convert(index_t, True, f"{name} commit {c}: index")
+                check_same_dvs(f"{name} commit {c}", scan, index)
+                out["conversions"].append({"commit": c, "scan": scan, "index": index})
+                log(f"  {name} commit {c}: wall {scan['wall_s']:.2f} s (scan) vs {index['wall_s']:.2f} s "
+                    f"(index); files opened {scan['files_opened']} vs {index['files_opened']}; S3 "
+                    f"requests {scan['s3_requests']} vs {index['s3_requests']}, MB "
+                    f"{scan['s3_bytes'] / 1e6:.1f} vs {index['s3_bytes'] / 1e6:.1f}")
+                save()
+            out.update(same_rows(scan_t, index_t))
+            if not out["same_rows"]:
+                sys.exit(f"{name}: the two tables read different rows")
+            save()
+    finally:
+        proxy.stop()
+    results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    save()
+
+
+def run_text(cmd):
+    import subprocess
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr[-3000:]}")
+    return p.stdout
+
+
+def check_same_dvs(what, scan, index):
+    if (scan["dvs_written"], scan["positions_added"]) != (index["dvs_written"], index["positions_added"]):
+        sys.exit(f"{what}: the two conversions wrote different DVs: {scan} {index}")
+
+
+def summarize(run):
+    """One conversion's figures: the process's, the report's and S3's."""
+    report = run["out"]
+    r = report.get("resolve", {})
+    s3 = run["s3"]
+    return {
+        "wall_s": round(run["wall_s"], 4),
+        "cpu_s": round(run["cpu_s"], 4),
+        "max_rss_mb": round(run["max_rss_mb"], 1),
+        "outcome": report.get("outcome"),
+        "dvs_written": report.get("dvs_written", 0),
+        "positions_added": report.get("positions_added", 0),
+        "phases": report.get("phases", {}),
+        "live_data_files": r.get("live_data_files", 0),
+        "files_opened": r.get("files_opened", 0),
+        "files_with_matches": r.get("files_with_matches", 0),
+        "files_holding_deleted_values": r.get("files_holding_deleted_values", 0),
+        "bytes_read": r.get("bytes_read", 0),
+        "footer_bytes_read": r.get("footer_bytes_read", 0),
+        "index_lookups": r.get("index_lookups", 0),
+        "index_leaves_read": r.get("index_leaves_read", 0),
+        "index_bytes_read": r.get("index_bytes_read", 0),
+        "pruned_by_index": r.get("pruned_by_index", 0),
+        "pruned_by_index_dvs": r.get("pruned_by_index_dvs", 0),
+        "index_dvs_read": r.get("index_dvs_read", 0),
+        "index_delta_files": r.get("index_delta_files", 0),
+        "index_bypassed": r.get("index_bypassed", 0),
+        "upkeep": report.get("key_index", []),
+        "s3_requests": s3["total"],
+        "s3_bytes": sum(s3["bytes"].values()),
+        "s3": s3,
+    }
+
+
+if __name__ == "__main__":
+    main()
