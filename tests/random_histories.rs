@@ -172,9 +172,8 @@ struct Totals {
 fn indexed() -> ResolveOptions {
     ResolveOptions {
         key_index: KeyIndexOptions {
-            enabled: true,
-            min_files: 1,
             leaf_entries: 64,
+            ..KeyIndexOptions::always()
         },
         ..Default::default()
     }
@@ -212,7 +211,14 @@ async fn index_agrees_with_scan(
     let Ok(groups) = eqdv::plan::group_equality_deletes(&table, &files) else {
         return Ok(());
     };
-    let off = resolve(&table, &files, &groups, &ResolveOptions::default()).await;
+    let scan_only = ResolveOptions {
+        key_index: KeyIndexOptions {
+            mode: eqdv::key_index::KeyIndexMode::Off,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let off = resolve(&table, &files, &groups, &scan_only).await;
     let on = resolve(&table, &files, &groups, &indexed()).await;
     match (off, on) {
         (Ok(off), Ok(on)) => {

@@ -42,8 +42,12 @@ export interface EqdvConfig {
   readonly converterTimeout: number;
   readonly converterMemorySize: number;
   readonly keyMemoryMb: number;
-  /** Look deleted keys up in each table's key index and keep it (EQDV_KEY_INDEX). */
-  readonly keyIndex: boolean;
+  /**
+   * The key index's mode (EQDV_KEY_INDEX): `auto` uses and keeps a table's index and
+   * builds one where a conversion read many data files; `true` builds it for every
+   * table; `false` neither uses nor keeps one.
+   */
+  readonly keyIndex: 'auto' | 'true' | 'false';
   readonly parallelism: number;
   readonly readMemoryMb: number;
   /** Empty means the table's `commit.retry.num-retries`. */
@@ -80,7 +84,7 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   converterTimeout: '900',
   converterMemorySize: '2048',
   keyMemoryMb: '512',
-  keyIndex: 'false',
+  keyIndex: 'auto',
   parallelism: '0',
   readMemoryMb: '64',
   commitRetries: '',
@@ -139,10 +143,12 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     if (n < min || n > max) throw new ConfigError(`${key}: ${n} is not between ${min} and ${max}`);
     return n;
   };
-  const bool = (key: keyof EqdvConfig): boolean => {
+  const keyIndexMode = (key: keyof EqdvConfig): 'auto' | 'true' | 'false' => {
     const text = raw(key).toLowerCase();
-    if (text !== 'true' && text !== 'false') throw new ConfigError(`${key}: '${text}' is not true or false`);
-    return text === 'true';
+    if (text !== 'auto' && text !== 'true' && text !== 'false') {
+      throw new ConfigError(`${key}: '${text}' is not auto, true or false`);
+    }
+    return text;
   };
   const nonEmpty = (key: keyof EqdvConfig): string => {
     const text = raw(key);
@@ -208,7 +214,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     converterTimeout,
     converterMemorySize: int('converterMemorySize', 128, 10240),
     keyMemoryMb: int('keyMemoryMb', 1, 1_000_000),
-    keyIndex: bool('keyIndex'),
+    keyIndex: keyIndexMode('keyIndex'),
     parallelism: int('parallelism', 0, 1024),
     readMemoryMb: int('readMemoryMb', 1, 1_000_000),
     commitRetries,

@@ -28,7 +28,7 @@ describe('loadConfig', () => {
       converterTimeout: 900,
       converterMemorySize: 2048,
       keyMemoryMb: 512,
-      keyIndex: false,
+      keyIndex: 'auto',
       parallelism: 0,
       readMemoryMb: 64,
       commitRetries: '',

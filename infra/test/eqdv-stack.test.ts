@@ -148,7 +148,7 @@ describe('EqdvStack with the default settings', () => {
     // The converter's engine settings; the planner converts small shards with them too.
     const engine = {
       EQDV_KEY_MEMORY_MB: '512',
-      EQDV_KEY_INDEX: 'false',
+      EQDV_KEY_INDEX: 'auto',
       EQDV_PARALLELISM: '0',
       EQDV_READ_MEMORY_MB: '64',
       EQDV_COMMIT_RETRIES: '',

@@ -10,7 +10,7 @@ use eqdv_workload::support;
 
 use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
-use eqdv::key_index::{self, KeyIndexOptions};
+use eqdv::key_index::{self, KeyIndexMode, KeyIndexOptions};
 use eqdv::resolve::{ResolveOptions, Resolved};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::*;
@@ -20,9 +20,19 @@ use support::*;
 fn indexed() -> ResolveOptions {
     ResolveOptions {
         key_index: KeyIndexOptions {
-            enabled: true,
-            min_files: 1,
             leaf_entries: 400,
+            ..KeyIndexOptions::always()
+        },
+        ..Default::default()
+    }
+}
+
+/// The key index off: the scan alone.
+fn scan_only() -> ResolveOptions {
+    ResolveOptions {
+        key_index: KeyIndexOptions {
+            mode: KeyIndexMode::Off,
+            ..Default::default()
         },
         ..Default::default()
     }
@@ -51,7 +61,7 @@ async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
     let t = load(catalog).await;
     let f = files(catalog).await;
     let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-    let off = eqdv::resolve::resolve(&t, &f, &groups, &ResolveOptions::default())
+    let off = eqdv::resolve::resolve(&t, &f, &groups, &scan_only())
         .await
         .unwrap();
     let on = eqdv::resolve::resolve(&t, &f, &groups, &indexed())
@@ -93,7 +103,7 @@ async fn differential_step(
     let (off, on) = resolve_both(catalog).await;
     assert_eq!(
         off.metrics.index_lookups, 0,
-        "{step}: the index is off by default"
+        "{step}: the index was asked though off"
     );
     assert!(
         on.metrics.files_opened <= off.metrics.files_opened,
@@ -381,7 +391,8 @@ async fn an_index_of_another_key_type_or_format_is_bypassed() {
     let report = generate_table(&w.catalog, &spec).await;
     differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
 
-    let changes: [(&str, fn(&mut key_index::IndexMetadata)); 2] = [
+    type Change = fn(&mut key_index::IndexMetadata);
+    let changes: [(&str, Change); 2] = [
         ("another key type", |m| {
             m.key_types[0].field_type = "int".into()
         }),
@@ -415,7 +426,7 @@ async fn an_index_of_another_key_type_or_format_is_bypassed() {
 }
 
 /// The table property turns the index off for one table whatever the options say, and
-/// on for one table when the options leave it off.
+/// on for one table when the options turn it off.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_table_property_turns_the_index_on_and_off() {
     let w = warehouse();
@@ -463,9 +474,16 @@ async fn the_table_property_turns_the_index_on_and_off() {
         },
     )
     .await;
-    let on = convert(&w.catalog, &table(), &ConvertOptions::default())
-        .await
-        .unwrap();
+    let on = convert(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: scan_only(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(on.outcome, Outcome::Converted);
     assert!(on.key_index.iter().any(|u| u.built), "{:?}", on.key_index);
     assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
@@ -476,6 +494,53 @@ async fn the_table_property_turns_the_index_on_and_off() {
         1
     );
     assert_no_orphans(&w.catalog).await;
+}
+
+/// By default (mode auto) a conversion builds an index only after reading at least
+/// `min-files` data files: hashed keys (every file's bounds admit them) get one, a few
+/// sequential keys that bounds confine to a few files do not; the next conversion of the
+/// indexed table uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_an_index_is_built_where_the_scan_read_many_files() {
+    for (hashed_keys, changes) in [(true, 16), (false, 2)] {
+        let w = warehouse();
+        let spec = WorkloadSpec {
+            hashed_keys,
+            changes_per_commit: changes,
+            ..spec(28, vec![KeyType::Long], PartitionKind::None)
+        };
+        let report = generate_table(&w.catalog, &spec).await;
+        let first = convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(first.outcome, Outcome::Converted);
+        assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+        let pays = first.resolve.files_opened >= key_index::DEFAULT_MIN_FILES;
+        assert_eq!(pays, hashed_keys, "{:?}", first.resolve);
+        assert_eq!(
+            first.key_index.iter().any(|u| u.built),
+            pays,
+            "hashed keys {hashed_keys}: {} files read, {:?}",
+            first.resolve.files_opened,
+            first.key_index
+        );
+        let report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+        let (resolved, _) = differential_step(
+            &w.catalog,
+            &expected_rows(&report.state).unwrap(),
+            "after the first conversion",
+        )
+        .await;
+        assert!(resolved.metrics.index_lookups > 0 || !pays);
+        assert_no_orphans(&w.catalog).await;
+    }
 }
 
 /// Two converters with the index on, planned on the same head, meet before their first

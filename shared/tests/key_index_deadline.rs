@@ -42,11 +42,7 @@ async fn an_upkeep_past_half_the_time_left_is_abandoned_and_the_conversion_commi
         &table(),
         &ConvertOptions {
             resolve: ResolveOptions {
-                key_index: KeyIndexOptions {
-                    enabled: true,
-                    min_files: 1,
-                    ..Default::default()
-                },
+                key_index: KeyIndexOptions::always(),
                 ..Default::default()
             },
             deadline: Some(Instant::now() + Duration::from_secs(20)),

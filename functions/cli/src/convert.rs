@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use eqdv::convert::{ConvertOptions, Outcome, convert, convert_in_ranges};
+use eqdv::key_index::KeyIndexMode;
 use eqdv::plan::{Plan, Shard};
 
 use crate::args::{DEFAULT_BRANCH, TableArgs};
@@ -42,12 +43,18 @@ pub struct ConvertArgs {
     /// or bloom filters (for tables whose writers recorded bad ones).
     #[arg(long)]
     no_pruning: bool,
-    /// Look keys up in the table's key index and keep it up to date (build it where there
-    /// is none): a conversion then reads the data files that hold a deleted key and the
-    /// files the index does not cover yet, not every file whose bounds allow a key. The
-    /// table property eqdv.key-index.enabled overrides this either way.
-    #[arg(long)]
+    /// Look keys up in the table's key index and keep it up to date, and build it where
+    /// there is none (from 16 live data files, eqdv.key-index.min-files): a conversion
+    /// then reads the data files that hold a deleted key and the files the index does not
+    /// cover yet, not every file whose bounds allow a key. Without this flag or
+    /// --no-key-index the index is used where it pays: the index a table has is used and
+    /// kept, and one is built after a conversion that read at least 16 data files. The
+    /// table property eqdv.key-index.enabled (true, false or auto) overrides both.
+    #[arg(long, conflicts_with = "no_key_index")]
     key_index: bool,
+    /// Neither use nor keep a key index (see --key-index).
+    #[arg(long)]
+    no_key_index: bool,
     /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
     #[arg(
         long,
@@ -87,7 +94,11 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         options.resolve.row_group_pruning = false;
         options.resolve.bloom_pruning = false;
     }
-    options.resolve.key_index.enabled = args.key_index;
+    if args.key_index {
+        options.resolve.key_index.mode = KeyIndexMode::On;
+    } else if args.no_key_index {
+        options.resolve.key_index.mode = KeyIndexMode::Off;
+    }
     options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
     options.resolve.read_memory_budget = args.read_memory_mb.saturating_mul(1024 * 1024).max(1);
     if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {

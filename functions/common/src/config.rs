@@ -97,8 +97,9 @@ pub const ENV_KEY_MEMORY_MB: &str = "EQDV_KEY_MEMORY_MB";
 pub const ENV_PARALLELISM: &str = "EQDV_PARALLELISM";
 pub const ENV_READ_MEMORY_MB: &str = "EQDV_READ_MEMORY_MB";
 pub const ENV_FOOTER_CACHE_MB: &str = "EQDV_FOOTER_CACHE_MB";
-/// `true` turns the key index on for every table the functions convert (a table's
-/// `eqdv.key-index.enabled` property overrides it); off by default.
+/// The key index's mode for every table the functions convert: `auto` (the default:
+/// where it pays), `true` or `false` (a table's `eqdv.key-index.enabled` property
+/// overrides it).
 pub const ENV_KEY_INDEX: &str = "EQDV_KEY_INDEX";
 pub const ENV_COMMIT_RETRIES: &str = "EQDV_COMMIT_RETRIES";
 pub const ENV_DEADLINE_MARGIN_SECONDS: &str = "EQDV_DEADLINE_MARGIN_SECONDS";
@@ -218,7 +219,7 @@ impl FunctionConfig {
             Some(n) => resolve.parallelism = n as usize,
         }
         if let Some(v) = get(ENV_KEY_INDEX) {
-            resolve.key_index.enabled = parse_bool(ENV_KEY_INDEX, &v)?;
+            resolve.key_index.mode = v.parse().map_err(|e: String| bad(ENV_KEY_INDEX, e))?;
         }
         // One cache per process (the config is cloned into every conversion): 0 is off.
         let footer_cache_mb = match number(ENV_FOOTER_CACHE_MB)? {
@@ -390,14 +391,16 @@ mod tests {
         assert_eq!(mb(&[(ENV_FOOTER_CACHE_MB, "0")]), 0);
     }
 
-    /// The key index: off unless EQDV_KEY_INDEX turns it on; a value that is not a
-    /// boolean is refused, naming the variable.
+    /// The key index: where it pays unless EQDV_KEY_INDEX says otherwise; a value that is
+    /// not a mode is refused, naming the variable.
     #[test]
-    fn the_key_index_is_off_unless_turned_on() {
-        let on = |vars: &[(&str, &str)]| config(vars).unwrap().resolve.key_index.enabled;
-        assert!(!on(&[]));
-        assert!(on(&[(ENV_KEY_INDEX, "true")]));
-        assert!(!on(&[(ENV_KEY_INDEX, "0")]));
+    fn the_key_index_is_auto_unless_set() {
+        use eqdv::key_index::KeyIndexMode;
+        let mode = |vars: &[(&str, &str)]| config(vars).unwrap().resolve.key_index.mode;
+        assert_eq!(mode(&[]), KeyIndexMode::Auto);
+        assert_eq!(mode(&[(ENV_KEY_INDEX, "true")]), KeyIndexMode::On);
+        assert_eq!(mode(&[(ENV_KEY_INDEX, "0")]), KeyIndexMode::Off);
+        assert_eq!(mode(&[(ENV_KEY_INDEX, "auto")]), KeyIndexMode::Auto);
         let error = config(&[(ENV_KEY_INDEX, "sometimes")])
             .unwrap_err()
             .to_string();

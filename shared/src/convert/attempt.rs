@@ -197,6 +197,7 @@ impl Attempt<'_> {
             &files,
             key_indexes,
             options,
+            report.resolve.files_opened,
             attempt_files,
         )
         .await

@@ -40,11 +40,13 @@ pub use verify::{IndexVerification, verify_indexes};
 use crate::table::LoadedTable;
 use format::KeyFieldType;
 
-/// Table property turning the key index on (`true`) or off (`false`) for one table,
-/// whatever the conversion's options say.
+/// Table property setting the key index's mode for one table (`true`, `false` or
+/// `auto`, see [`KeyIndexMode`]), whatever the conversion's options say.
 pub const ENABLED_PROPERTY: &str = "eqdv.key-index.enabled";
-/// Table property: the fewest live data files (in a conversion's scope) for which a
-/// conversion builds an index where there is none. Below it a scan costs less.
+/// Table property: how many data files make an index worth building where there is
+/// none. In mode `auto`, the fewest data files a conversion read (the scan the index
+/// would spare); in mode `true`, the fewest live data files in its scope. Below it a
+/// scan costs less.
 pub const MIN_FILES_PROPERTY: &str = "eqdv.key-index.min-files";
 /// Prefix of the table property naming the index of one equality field set, followed by
 /// the field ids joined by commas (`eqdv.key-index.location.1,3`).
@@ -53,12 +55,42 @@ pub const LOCATION_PROPERTY_PREFIX: &str = "eqdv.key-index.location.";
 /// The default of [`MIN_FILES_PROPERTY`].
 pub const DEFAULT_MIN_FILES: u64 = 16;
 
+/// Whether conversions use and keep a key index, and when they build one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyIndexMode {
+    /// Neither look keys up in an index nor keep one.
+    Off,
+    /// Where it pays (the default): look keys up in the index the table has and keep it
+    /// up to date; build one only after a conversion that had to read at least
+    /// `min_files` data files (a table whose bounds prune well never gets one).
+    #[default]
+    Auto,
+    /// Look keys up and keep the index; build it in the first conversion with at least
+    /// `min_files` live data files in scope.
+    On,
+}
+
+impl std::str::FromStr for KeyIndexMode {
+    type Err = String;
+
+    fn from_str(value: &str) -> std::result::Result<Self, String> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "true" | "on" | "1" | "yes" => Ok(Self::On),
+            "false" | "off" | "0" | "no" => Ok(Self::Off),
+            other => Err(format!(
+                "'{other}' is not a key index mode (auto, true or false)"
+            )),
+        }
+    }
+}
+
 /// Whether and when conversions use and keep a key index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyIndexOptions {
-    /// Look keys up in the table's index and keep it up to date in each conversion
-    /// (unless the table's [`ENABLED_PROPERTY`] says otherwise).
-    pub enabled: bool,
+    /// See [`KeyIndexMode`]; the table's [`ENABLED_PROPERTY`] overrides it.
+    pub mode: KeyIndexMode,
     /// See [`MIN_FILES_PROPERTY`] (which overrides it).
     pub min_files: u64,
     /// Entries per leaf file written.
@@ -68,7 +100,7 @@ pub struct KeyIndexOptions {
 impl Default for KeyIndexOptions {
     fn default() -> Self {
         Self {
-            enabled: false,
+            mode: KeyIndexMode::default(),
             min_files: DEFAULT_MIN_FILES,
             leaf_entries: DEFAULT_LEAF_ENTRIES,
         }
@@ -76,17 +108,41 @@ impl Default for KeyIndexOptions {
 }
 
 impl KeyIndexOptions {
-    /// These options with the table's properties applied.
+    /// The index on from the first file on (`On`, `min_files` 1): for tests and for
+    /// callers that want it whatever the table's size.
+    pub fn always() -> Self {
+        Self {
+            mode: KeyIndexMode::On,
+            min_files: 1,
+            ..Default::default()
+        }
+    }
+
+    /// Whether keys are looked up in the table's index and the index is kept.
+    pub fn enabled(&self) -> bool {
+        self.mode != KeyIndexMode::Off
+    }
+
+    /// Whether a conversion builds an index where there is none: `live_files` in its
+    /// scope, of which its resolve read `files_read`.
+    pub fn builds(&self, live_files: u64, files_read: u64) -> bool {
+        match self.mode {
+            KeyIndexMode::Off => false,
+            KeyIndexMode::Auto => files_read >= self.min_files,
+            KeyIndexMode::On => live_files >= self.min_files,
+        }
+    }
+
+    /// These options with the table's properties applied (a value that is not a mode
+    /// leaves the options' own).
     pub fn for_table(&self, table: &LoadedTable) -> Self {
         let props = table.metadata.properties();
         let mut options = self.clone();
-        match props
+        if let Some(mode) = props
             .get(ENABLED_PROPERTY)
-            .map(|v| v.trim().to_ascii_lowercase())
+            .and_then(|v| v.parse::<KeyIndexMode>().ok())
         {
-            Some(v) if v == "true" => options.enabled = true,
-            Some(v) if v == "false" => options.enabled = false,
-            _ => {}
+            options.mode = mode;
         }
         if let Some(min) = props
             .get(MIN_FILES_PROPERTY)

@@ -250,7 +250,7 @@ pub async fn resolve_observed(
         .collect();
     table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
-    if options.key_index.for_table(table).enabled {
+    if options.key_index.for_table(table).enabled() {
         for group in groups {
             if !resolved.key_indexes.contains_key(&group.equality_ids) {
                 let state = crate::key_index::open_for(table, &group.equality_ids).await;
