@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -184,7 +185,55 @@ def sizes_scenario(binary, seed, sizes):
     return out
 
 
+def measured_convert(binary, warehouse, index, key_memory_mb):
+    """`convert`, as its own process measured with wait4 (peak RSS)."""
+    cmd = [binary, "--json", "convert", "--warehouse", warehouse, "--table", TABLE,
+           "--key-memory-mb", str(key_memory_mb), "--key-index" if index else "--no-key-index"]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate()
+    wall = time.monotonic() - t0
+    # communicate() reaped the process: its rusage is the children's, taken per run.
+    rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    if proc.returncode not in (0, 3):
+        sys.exit(f"eqdv convert failed: {err}")
+    report = json.loads(out)
+    report["wall_s"] = wall
+    return row(report), rss_mb
+
+
+def million_scenario(binary, seed, keys):
+    """`keys` deleted keys looked up in one conversion: a table of hashed long keys whose
+    index the first conversion built, then one commit of `keys` changes, converted with
+    the index under a 256 MiB key budget; its peak RSS against the issue's 512 MiB. Each
+    measured conversion runs in a fresh Python child so that RUSAGE_CHILDREN's peak is its
+    own."""
+    rows = 2 * keys
+    gen = ["--rows", str(rows), "--rows-per-file", "10000", "--rows-per-row-group", "10000",
+           "--hashed-keys"]
+    out = {"what": f"{keys:,} changes of hashed long keys in one commit on a table of {rows:,} rows "
+                   "(files of 10,000), converted with the index its first conversion built",
+           "keys": keys, "key_memory_mb": 256}
+    with tempfile.TemporaryDirectory(prefix="eqdv-key-index-million-") as tmp:
+        generate(binary, tmp, seed, [*gen, "--changes-per-commit", "300", "--commits", "1"])
+        build = row(convert(binary, tmp, True))
+        generate(binary, tmp, seed, [*gen, "--changes-per-commit", str(keys), "--commits", "1"])
+        child = subprocess.run(
+            [sys.executable, __file__, "--measure-one", binary, tmp],
+            capture_output=True, text=True)
+        if child.returncode != 0:
+            sys.exit(f"million: the measured conversion failed: {child.stderr}")
+        index, rss = json.loads(child.stdout)
+    out.update(build=build, index=index, max_rss_mb=round(rss, 1))
+    print(f"  {index['delete_keys']:,} deleted keys looked up ({index['index_lookups']:,} hashes): "
+          f"peak RSS {rss:.0f} MB, wall {index['wall_s']:.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--measure-one":
+        print(json.dumps(measured_convert(sys.argv[2], sys.argv[3], True, 256)))
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--bin", required=True)
     parser.add_argument("--bin-info", default="{}")
@@ -204,7 +253,9 @@ def main():
     }
     for name in args.scenarios.split(","):
         print(f"==> scenario {name}", file=sys.stderr, flush=True)
-        if name == "sizes":
+        if name == "million":
+            results["scenarios"][name] = million_scenario(args.bin, args.seed, 1_000_000)
+        elif name == "sizes":
             results["scenarios"][name] = sizes_scenario(
                 args.bin, args.seed, [int(x) for x in args.sizes.split(",")])
         else:
