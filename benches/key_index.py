@@ -68,7 +68,8 @@ def generate(binary, warehouse, seed, extra):
 
 
 def convert(binary, warehouse, index):
-    args = ["--key-index"] if index else []
+    # The baseline turns the index off: by default eqdv uses it where it pays.
+    args = ["--key-index"] if index else ["--no-key-index"]
     p, wall = eqdv(args, binary, warehouse, "--json", "convert")
     if p.returncode not in (0, 3):
         sys.exit(f"eqdv convert failed: {p.stderr}")

@@ -48,7 +48,8 @@ pub struct ConvertArgs {
     /// then reads the data files that hold a deleted key and the files the index does not
     /// cover yet, not every file whose bounds allow a key. Without this flag or
     /// --no-key-index the index is used where it pays: the index a table has is used and
-    /// kept, and one is built after a conversion that read at least 16 data files. The
+    /// kept, and one is built after a conversion that read at least 16 data files holding
+    /// none of its deleted keys. The
     /// table property eqdv.key-index.enabled (true, false or auto) overrides both.
     #[arg(long, conflicts_with = "no_key_index")]
     key_index: bool,

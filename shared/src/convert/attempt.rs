@@ -197,7 +197,10 @@ impl Attempt<'_> {
             &files,
             key_indexes,
             options,
-            report.resolve.files_opened,
+            report
+                .resolve
+                .files_opened
+                .saturating_sub(report.resolve.files_holding_deleted_values),
             attempt_files,
         )
         .await

@@ -10,16 +10,16 @@ use crate::key_index::{IndexStates, IndexUpdate, update_index};
 use crate::table::{LoadedTable, TableFiles};
 
 /// Brings the key index of each group's equality field set up to date with `files` (see
-/// [`crate::key_index::update_index`]), when the key index is on for the table (a
-/// resolve that read `files_read` data files); the files written are recorded in
-/// `attempt_files`. An index that cannot be updated is
+/// [`crate::key_index::update_index`]), when the key index is on for the table (after a
+/// resolve that read `read_in_vain` data files holding none of the keys); the files
+/// written are recorded in `attempt_files`. An index that cannot be updated is
 /// logged and left as it is: the conversion never depends on it.
 pub(super) async fn keep_key_indexes(
     table: &LoadedTable,
     files: &TableFiles,
     states: &IndexStates,
     options: &ConvertOptions,
-    files_read: u64,
+    read_in_vain: u64,
     attempt_files: &mut Vec<String>,
 ) -> Vec<IndexUpdate> {
     let settings = options.resolve.key_index.for_table(table);
@@ -43,7 +43,7 @@ pub(super) async fn keep_key_indexes(
             ids,
             &states[ids],
             &settings,
-            (options.resolve.parallelism, files_read),
+            (options.resolve.parallelism, read_in_vain),
             &mut written,
         );
         let result = match budget {

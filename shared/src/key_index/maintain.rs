@@ -67,8 +67,8 @@ pub struct IndexUpdate {
 }
 
 /// Brings the index of `equality_ids` up to date with the live data files of `files`
-/// (the conversion's base snapshot, in its scope), whose resolve read `files_read` data
-/// files. `None` when there is nothing to write: no index and the options do not build
+/// (the conversion's base snapshot, in its scope), whose resolve read `read_in_vain`
+/// data files holding none of its deleted keys. `None` when there is nothing to write: no index and the options do not build
 /// one for so few files ([`KeyIndexOptions::builds`]), or an index that already covers
 /// every file. Each file written is recorded in `written` before it is written.
 pub async fn update_index(
@@ -77,7 +77,7 @@ pub async fn update_index(
     equality_ids: &[i32],
     state: &IndexState,
     options: &KeyIndexOptions,
-    (parallelism, files_read): (usize, u64),
+    (parallelism, read_in_vain): (usize, u64),
     written: &mut Vec<String>,
 ) -> Result<Option<IndexUpdate>> {
     let started = Instant::now();
@@ -102,7 +102,7 @@ pub async fn update_index(
             .filter(|f| !index.covers(f))
             .cloned()
             .collect(),
-        None if !options.builds(files.data_files.len() as u64, files_read) => return Ok(None),
+        None if !options.builds(files.data_files.len() as u64, read_in_vain) => return Ok(None),
         None => files.data_files.clone(),
     };
     if base.is_some() && delta.is_empty() {

@@ -44,9 +44,9 @@ use format::KeyFieldType;
 /// `auto`, see [`KeyIndexMode`]), whatever the conversion's options say.
 pub const ENABLED_PROPERTY: &str = "eqdv.key-index.enabled";
 /// Table property: how many data files make an index worth building where there is
-/// none. In mode `auto`, the fewest data files a conversion read (the scan the index
-/// would spare); in mode `true`, the fewest live data files in its scope. Below it a
-/// scan costs less.
+/// none. In mode `auto`, the fewest data files a conversion read in vain (holding none
+/// of its deleted keys: what the index would have spared it); in mode `true`, the
+/// fewest live data files in its scope. Below it a scan costs less.
 pub const MIN_FILES_PROPERTY: &str = "eqdv.key-index.min-files";
 /// Prefix of the table property naming the index of one equality field set, followed by
 /// the field ids joined by commas (`eqdv.key-index.location.1,3`).
@@ -62,8 +62,10 @@ pub enum KeyIndexMode {
     /// Neither look keys up in an index nor keep one.
     Off,
     /// Where it pays (the default): look keys up in the index the table has and keep it
-    /// up to date; build one only after a conversion that had to read at least
-    /// `min_files` data files (a table whose bounds prune well never gets one).
+    /// up to date; build one only after a conversion that read at least `min_files` data
+    /// files holding none of its deleted keys. A table whose bounds prune well never gets
+    /// one, nor does one whose every file holds some deleted key (a few big files): the
+    /// index could not spare those reads.
     #[default]
     Auto,
     /// Look keys up and keep the index; build it in the first conversion with at least
@@ -124,11 +126,11 @@ impl KeyIndexOptions {
     }
 
     /// Whether a conversion builds an index where there is none: `live_files` in its
-    /// scope, of which its resolve read `files_read`.
-    pub fn builds(&self, live_files: u64, files_read: u64) -> bool {
+    /// scope, of which its resolve read `read_in_vain` that hold none of its keys.
+    pub fn builds(&self, live_files: u64, read_in_vain: u64) -> bool {
         match self.mode {
             KeyIndexMode::Off => false,
-            KeyIndexMode::Auto => files_read >= self.min_files,
+            KeyIndexMode::Auto => read_in_vain >= self.min_files,
             KeyIndexMode::On => live_files >= self.min_files,
         }
     }
