@@ -90,8 +90,8 @@ def history(name, sc, md):
 def sizes(sc, md):
     md.append(f"### Table size: {sc['what']}\n\n")
     md.append("| rows | live files | scan: s | scan: S3 GETs | scan: MB | index: s | index: S3 requests "
-              "(index files) | index: MB | index bytes / row | build: s | first scan: s | build peak RSS MB |\n")
-    md.append("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+              "(index files) | index: MB | index bytes / row | build: s | first scan: s |\n")
+    md.append("|---|---|---|---|---|---|---|---|---|---|---|\n")
     for z in sc["sizes"]:
         s, i, b, f = z["scan"], z["index"], z["build"], z["first_scan"]
         ups = z.get("index_at_end") or []
@@ -99,8 +99,7 @@ def sizes(sc, md):
         md.append(
             f"| {z['rows']:,} | {i['live_data_files']:,} | {s['wall_s']:.2f} | {s['s3_requests']:,} "
             f"| {mb(s['s3_bytes']):,.1f} | {i['wall_s']:.2f} | {i['s3_requests']:,} ({index_requests(i):,}) "
-            f"| {mb(i['s3_bytes']):,.1f} | {per_row:.1f} | {b['wall_s']:.2f} | {f['wall_s']:.2f} "
-            f"| {b['max_rss_mb']:,.0f} |\n")
+            f"| {mb(i['s3_bytes']):,.1f} | {per_row:.1f} | {b['wall_s']:.2f} | {f['wall_s']:.2f} |\n")
     zs = sc["sizes"]
     if len(zs) > 1:
         walls = [z["index"]["wall_s"] for z in zs]

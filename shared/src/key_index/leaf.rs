@@ -20,9 +20,10 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::{Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
-use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
 use parquet::basic::Encoding;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
@@ -46,6 +47,9 @@ pub const ROWS_PER_PAGE: usize = 512;
 /// Pages of a probe closer than this are fetched in one read: 64 KiB cost about a
 /// millisecond more at S3's per-connection throughput, a read of their own a round trip.
 const PROBE_COALESCE_GAP: u64 = 64 * 1024;
+
+/// Row groups of one leaf a probe reads at once.
+const ROW_GROUPS_IN_FLIGHT: usize = 16;
 
 /// Field id of `key_hash`.
 const KEY_HASH_ID: i32 = 1;
@@ -171,10 +175,8 @@ pub async fn probe_leaf(
         let first = probes.partition_point(|p| *p < min);
         first < probes.len() && probes[first] <= max
     };
-    let mut selected = Vec::new();
-    // Row ranges to read, relative to the selected row groups' rows (as a selection is).
-    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut selected_rows = 0usize;
+    // Per row group whose hash range holds a probe: the row ranges to read in it.
+    let mut selected: Vec<(usize, Vec<std::ops::Range<usize>>, usize)> = Vec::new();
     for (i, rg) in metadata.row_groups().iter().enumerate() {
         let (min, max) = match rg.column(0).statistics() {
             Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
@@ -186,50 +188,77 @@ pub async fn probe_leaf(
         if !holds_probe(min, max) {
             continue;
         }
-        selected.push(i);
         let rows = rg.num_rows().max(0) as usize;
-        match page_ranges(&metadata, i, rows, &holds_probe) {
-            Some(pages) => {
-                for (range, bytes) in pages {
-                    read.bytes_read += bytes;
-                    ranges.push(selected_rows + range.start..selected_rows + range.end);
+        let ranges: Vec<std::ops::Range<usize>> =
+            match page_ranges(&metadata, i, rows, &holds_probe) {
+                Some(pages) => pages
+                    .into_iter()
+                    .map(|(range, bytes)| {
+                        read.bytes_read += bytes;
+                        range
+                    })
+                    .collect(),
+                None => {
+                    read.bytes_read += (0..3)
+                        .map(|c| rg.column(c).compressed_size().max(0) as u64)
+                        .sum::<u64>();
+                    std::iter::once(0..rows).collect()
                 }
-            }
-            None => {
-                read.bytes_read += (0..3)
-                    .map(|c| rg.column(c).compressed_size().max(0) as u64)
-                    .sum::<u64>();
-                ranges.push(selected_rows..selected_rows + rows);
-            }
+            };
+        if !ranges.is_empty() {
+            selected.push((i, ranges, rows));
         }
-        selected_rows += rows;
     }
     read.row_groups_read = selected.len() as u64;
-    if selected.is_empty() || ranges.is_empty() {
+    if selected.is_empty() {
         return Ok(read);
     }
-    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), selected_rows);
+    // The row groups are read at once, each by a stream of its own: one stream reads its
+    // row groups one after another, a round trip to object storage each.
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let arrow_metadata = ArrowReaderMetadata::try_new(metadata.clone(), options)
+        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
     let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1, 2]);
-    let mut stream = builder
-        .with_row_groups(selected)
-        .with_row_selection(selection)
-        .with_projection(mask)
-        .with_batch_size(ROWS_PER_ROW_GROUP)
-        .build()
-        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?;
-    while let Some(batch) = stream
-        .try_next()
-        .await
-        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
-    {
-        let (hashes, files, positions) = columns(location, &batch)?;
-        for (row, hash) in hashes.values().iter().enumerate() {
-            if probes.binary_search(hash).is_ok() {
-                named
-                    .entry(files.value(row) as u32)
-                    .or_default()
-                    .insert(positions.value(row) as u64);
+    let reads: Vec<BoxFuture<'_, Result<HashMap<u32, RoaringTreemap>>>> = selected
+        .into_iter()
+        .map(|(rg, ranges, rows)| {
+            let (arrow_metadata, mask) = (arrow_metadata.clone(), mask.clone());
+            async move {
+                let reader = leaf_reader(file_io, leaf, true).await?;
+                let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), rows);
+                let mut stream =
+                    ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow_metadata)
+                        .with_row_groups(vec![rg])
+                        .with_row_selection(selection)
+                        .with_projection(mask)
+                        .with_batch_size(ROWS_PER_ROW_GROUP)
+                        .build()
+                        .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?;
+                let mut found: HashMap<u32, RoaringTreemap> = HashMap::new();
+                while let Some(batch) = stream
+                    .try_next()
+                    .await
+                    .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?
+                {
+                    let (hashes, files, positions) = columns(location, &batch)?;
+                    for (row, hash) in hashes.values().iter().enumerate() {
+                        if probes.binary_search(hash).is_ok() {
+                            found
+                                .entry(files.value(row) as u32)
+                                .or_default()
+                                .insert(positions.value(row) as u64);
+                        }
+                    }
+                }
+                Ok(found)
             }
+            .boxed()
+        })
+        .collect();
+    let mut results = futures::stream::iter(reads).buffer_unordered(ROW_GROUPS_IN_FLIGHT);
+    while let Some(found) = results.try_next().await? {
+        for (file, positions) in found {
+            *named.entry(file).or_default() |= positions;
         }
     }
     Ok(read)
@@ -333,17 +362,7 @@ async fn open_leaf(
     page_index: bool,
 ) -> Result<ParquetRecordBatchStreamBuilder<FileReader>> {
     let location = leaf.location.as_str();
-    let inner = file_io
-        .new_input(location)?
-        .reader()
-        .await
-        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
-    let mut reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
-    if page_index {
-        // A probe reads a few pages scattered over the leaf: merged across the reader's
-        // default gap (1 MiB) they would be most of the leaf.
-        reader = reader.with_coalesce_gap(PROBE_COALESCE_GAP);
-    }
+    let reader = leaf_reader(file_io, leaf, page_index).await?;
     let policy = if page_index {
         PageIndexPolicy::Optional
     } else {
@@ -355,6 +374,24 @@ async fn open_leaf(
         .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
     check_schema(location, builder.schema())?;
     Ok(builder)
+}
+
+/// A reader of `leaf`; for a probe (`probe`), one that fetches its pages apart.
+async fn leaf_reader(file_io: &FileIO, leaf: &LeafMeta, probe: bool) -> Result<FileReader> {
+    let location = leaf.location.as_str();
+    let inner = file_io
+        .new_input(location)?
+        .reader()
+        .await
+        .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
+    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    // A probe reads a few pages scattered over the leaf: merged across the reader's
+    // default gap (1 MiB) they would be most of the leaf.
+    Ok(if probe {
+        reader.with_coalesce_gap(PROBE_COALESCE_GAP)
+    } else {
+        reader
+    })
 }
 
 fn bad_leaf(location: &str) -> Error {
