@@ -252,6 +252,14 @@ def main():
         "storage": "local disk (SQLite catalog, files on disk); no S3 latency",
         "scenarios": {},
     }
+    # A run of some scenarios keeps the others' results from the file (each scenario
+    # records the binary that ran it).
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            before = json.load(f)
+        for name, kept in before.get("scenarios", {}).items():
+            kept.setdefault("binary", before.get("binary", {}))
+            results["scenarios"][name] = kept
     for name in args.scenarios.split(","):
         print(f"==> scenario {name}", file=sys.stderr, flush=True)
         if name == "million":
@@ -261,6 +269,7 @@ def main():
                 args.bin, args.seed, [int(x) for x in args.sizes.split(",")])
         else:
             results["scenarios"][name] = scenario(name, args.bin, args.seed, args.commits)
+        results["scenarios"][name]["binary"] = results["binary"]
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

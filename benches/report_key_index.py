@@ -42,6 +42,8 @@ def upkeep_of(side):
 def scenario_section(name, s):
     convs = s["conversions"]
     md = [f"### `{name}`: {s['what']}\n\n"]
+    if s.get("binary"):
+        md.append(f"Revision `{s['binary'].get('rev', '?')[:12]}`, profile `{s['binary'].get('profile', '?')}`. ")
     md.append(f"`eqdv generate --seed {s['seed']} {' '.join(s['generate'])}`, then one commit at a "
               f"time; {s['commits']} conversions per table. Both tables read the same "
               f"{s['rows']:,} rows at the end: {'yes' if s['same_rows'] else 'NO'}; equality delete "
@@ -99,6 +101,8 @@ def scenario_section(name, s):
 
 def sizes_section(s):
     md = [f"### `sizes`: {s['what']}\n\n"]
+    if s.get("binary"):
+        md.append(f"Revision `{s['binary'].get('rev', '?')[:12]}`, profile `{s['binary'].get('profile', '?')}`.\n\n")
     md.append("| table rows | live files | opened: scan | opened: index | new DVs | index KB read "
               "| resolve KB read: scan / index | wall s: scan / index | the index's build: files read, s |\n")
     md.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
