@@ -246,6 +246,7 @@ impl Converter {
                         r.pruned_by_index + r.pruned_by_index_dvs,
                     )
                     .count("IndexDeltaFiles", r.index_delta_files)
+                    .count("FilesReadByPosition", r.files_read_by_position)
                     .count("IndexBypassed", r.index_bypassed)
                     .put("IndexBytesRead", Unit::Bytes, r.index_bytes_read as f64)
                     .count(

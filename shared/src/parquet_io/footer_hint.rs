@@ -174,9 +174,16 @@ mod tests {
     async fn open(path: &Path, row_groups: usize, hint: &FooterHint) -> ParquetFile {
         let size = std::fs::metadata(path).unwrap().len();
         let path = path.to_str().unwrap();
-        ParquetFile::open_learning(&FileIO::new_with_fs(), path, size, Some(row_groups), hint)
-            .await
-            .unwrap()
+        ParquetFile::open_learning(
+            &FileIO::new_with_fs(),
+            path,
+            size,
+            Some(row_groups),
+            hint,
+            false,
+        )
+        .await
+        .unwrap()
     }
 
     /// The bloom filters of the first column that lie after the last column chunk.

@@ -25,6 +25,8 @@
 mod convert;
 pub mod footer_cache;
 pub mod footer_hint;
+#[cfg(test)]
+mod positioned_tests;
 pub mod reader;
 mod source;
 mod stream;
@@ -37,16 +39,48 @@ use arrow_schema::SchemaRef as ArrowSchemaRef;
 use iceberg::io::FileIO;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
-use parquet::file::metadata::ParquetMetaData;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 
 pub use convert::{converts_exactly, target_schema};
 pub use footer_cache::FooterCache;
 pub use footer_hint::FooterHint;
 pub use source::{FieldIdSource, FieldSource};
+pub use stream::row_group_starts;
 
 use crate::{Error, Result};
 use reader::FileReader;
 use source::field_id_of;
+
+/// `metadata` with the file's offset index added (read through `reader`, most often
+/// from the footer's read), or as it was when the file has none or it cannot be read:
+/// the index only saves bytes, so a read without it is whole column chunks, still right.
+async fn with_offset_index(
+    path: &str,
+    reader: &mut FileReader,
+    metadata: ArrowReaderMetadata,
+) -> ArrowReaderMetadata {
+    if metadata.metadata().offset_index().is_some() {
+        return metadata;
+    }
+    let mut loader = ParquetMetaDataReader::new_with_metadata(metadata.metadata().as_ref().clone())
+        .with_column_index_policy(PageIndexPolicy::Skip)
+        .with_offset_index_policy(PageIndexPolicy::Optional);
+    let loaded = match loader.load_page_index(reader::FooterFetch(reader)).await {
+        Ok(()) => loader.finish(),
+        Err(e) => Err(e),
+    };
+    let with_index = loaded.map_err(|e| e.to_string()).and_then(|m| {
+        ArrowReaderMetadata::try_new(Arc::new(m), ArrowReaderOptions::new())
+            .map_err(|e| e.to_string())
+    });
+    match with_index {
+        Ok(with_index) => with_index,
+        Err(e) => {
+            tracing::debug!(path, error = %e, "offset index unreadable: reading whole column chunks");
+            metadata
+        }
+    }
+}
 
 /// An open Parquet file with its footer read.
 pub struct ParquetFile {
@@ -60,6 +94,8 @@ pub struct ParquetFile {
     /// See [`FileReader::footer_read_start`].
     footer_read_start: u64,
     footer_read: FooterRead,
+    /// What loading the offset index took (see [`ParquetFile::open_learning`]).
+    offset_index_read: FooterRead,
 }
 
 /// What reading a file's footer took.
@@ -84,15 +120,21 @@ impl ParquetFile {
     /// entry's split offsets) with the footer read that `hint` has learned from the
     /// table's files opened before, and teaches `hint` this one. A footer the hint's
     /// cache keeps for this file is used without a request; one read is kept there.
+    ///
+    /// `by_position`: the file will be read at a few known positions
+    /// ([`ParquetFile::read_positions_as`]), so its offset index is loaded too (when it
+    /// has one) and ranges are coalesced less: only the pages holding those rows are
+    /// fetched, not whole column chunks.
     pub async fn open_learning(
         file_io: &FileIO,
         path: &str,
         size: u64,
         row_groups: Option<usize>,
         hint: &FooterHint,
+        by_position: bool,
     ) -> Result<Self> {
         let (size, reader) = Self::input(file_io, path, Some(size)).await?;
-        if let Some(kept) = hint.cache().get(path, size) {
+        let file = if let Some(kept) = hint.cache().get(path, size) {
             // Nothing is read now; what the first open's footer read fetched is held.
             let (reader, read_start) = match kept.tail {
                 Some((offset, tail)) => (
@@ -101,21 +143,31 @@ impl ParquetFile {
                 ),
                 None => (FileReader::new(path, size, reader), size),
             };
-            return Ok(Self::assemble(
-                path,
-                reader,
-                kept.metadata,
-                read_start,
-                FooterRead::default(),
-            ));
+            (reader, kept.metadata, read_start, FooterRead::default())
+        } else {
+            let reader = FileReader::new(path, size, reader)
+                .with_footer_hint(hint.for_file(size, row_groups));
+            let (reader, metadata, read_start, footer_read, footer_len, kept) =
+                Self::read_footer(path, reader).await?;
+            if let Some(footer_len) = footer_len {
+                hint.learn(size, metadata.metadata(), footer_len);
+            }
+            hint.cache().keep(path, size, kept);
+            (reader, metadata, read_start, footer_read)
+        };
+        let (mut reader, mut metadata, read_start, footer_read) = file;
+        let mut offset_index_read = FooterRead::default();
+        if by_position {
+            reader = reader.with_coalesce_gap(reader::POSITIONED_COALESCE_GAP);
+            let before = (reader.reads(), reader.footer_bytes());
+            metadata = with_offset_index(path, &mut reader, metadata).await;
+            offset_index_read = FooterRead {
+                requests: reader.reads() - before.0,
+                bytes: reader.footer_bytes() - before.1,
+            };
         }
-        let reader =
-            FileReader::new(path, size, reader).with_footer_hint(hint.for_file(size, row_groups));
-        let (file, footer_len, kept) = Self::open_measured(path, reader).await?;
-        if let Some(footer_len) = footer_len {
-            hint.learn(size, file.metadata(), footer_len);
-        }
-        hint.cache().keep(path, size, kept);
+        let mut file = Self::assemble(path, reader, metadata, read_start, footer_read);
+        file.offset_index_read = offset_index_read;
         Ok(file)
     }
 
@@ -152,8 +204,31 @@ impl ParquetFile {
     /// [`FileReader::footer_len`]) and what a [`FooterCache`] keeps of the open.
     async fn open_measured(
         path: &str,
-        mut reader: FileReader,
+        reader: FileReader,
     ) -> Result<(Self, Option<u64>, footer_cache::KeptOpen)> {
+        let (reader, metadata, footer_read_start, footer_read, footer_len, kept) =
+            Self::read_footer(path, reader).await?;
+        Ok((
+            Self::assemble(path, reader, metadata, footer_read_start, footer_read),
+            footer_len,
+            kept,
+        ))
+    }
+
+    /// Reads the footer through `reader`: the reader, the footer, where its read
+    /// started, what it took, the footer's metadata length and what a cache keeps.
+    #[allow(clippy::type_complexity)]
+    async fn read_footer(
+        path: &str,
+        mut reader: FileReader,
+    ) -> Result<(
+        FileReader,
+        ArrowReaderMetadata,
+        u64,
+        FooterRead,
+        Option<u64>,
+        footer_cache::KeptOpen,
+    )> {
         let footer_read_start = reader.footer_read_start();
         let metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
@@ -168,7 +243,10 @@ impl ParquetFile {
             tail: reader.tail(),
         };
         Ok((
-            Self::assemble(path, reader, metadata, footer_read_start, footer_read),
+            reader,
+            metadata,
+            footer_read_start,
+            footer_read,
             footer_len,
             kept,
         ))
@@ -210,12 +288,24 @@ impl ParquetFile {
             mapped_ids: Vec::new(),
             footer_read_start,
             footer_read,
+            offset_index_read: FooterRead::default(),
         }
     }
 
     /// What reading the footer took.
     pub fn footer_read(&self) -> FooterRead {
         self.footer_read
+    }
+
+    /// What loading the offset index took (nothing unless opened `by_position`).
+    pub fn offset_index_read(&self) -> FooterRead {
+        self.offset_index_read
+    }
+
+    /// Whether the file's offset index is loaded: a read by position then fetches only
+    /// the pages holding its rows.
+    pub fn has_offset_index(&self) -> bool {
+        self.metadata().offset_index().is_some()
     }
 
     /// Whether the bytes at `offset` came with the footer's read (a later read of them
@@ -262,6 +352,51 @@ impl ParquetFile {
                     .sum::<u64>()
             })
             .sum()
+    }
+
+    /// Compressed bytes of the given leaf columns a read of `rows` (positions in the
+    /// file) fetches from the given row groups: with an offset index, the pages holding
+    /// them (and a dictionary page before); without, whole chunks of groups holding any.
+    pub fn positioned_bytes(
+        &self,
+        leaves: &[usize],
+        row_groups: &[usize],
+        rows: &roaring::RoaringTreemap,
+    ) -> u64 {
+        let meta = self.metadata();
+        let rg_rows = self.row_group_rows();
+        let starts = stream::row_group_starts(&rg_rows);
+        let mut bytes = 0;
+        for &rg in row_groups {
+            let (start, end) = (starts[rg], starts[rg] + rg_rows[rg]);
+            if rows.range_cardinality(start..end) == 0 {
+                continue;
+            }
+            for &leaf in leaves {
+                let chunk = meta.row_group(rg).column(leaf);
+                let pages = meta
+                    .offset_index()
+                    .and_then(|index| index.get(rg)?.get(leaf))
+                    .map(|index| index.page_locations())
+                    .filter(|pages| !pages.is_empty());
+                let Some(pages) = pages else {
+                    bytes += chunk.compressed_size().max(0) as u64;
+                    continue;
+                };
+                let (chunk_start, _) = chunk.byte_range();
+                bytes += (pages[0].offset.max(0) as u64).saturating_sub(chunk_start);
+                for (i, page) in pages.iter().enumerate() {
+                    let first = start + page.first_row_index.max(0) as u64;
+                    let last = pages
+                        .get(i + 1)
+                        .map_or(end, |next| start + next.first_row_index.max(0) as u64);
+                    if rows.range_cardinality(first..last) > 0 {
+                        bytes += page.compressed_page_size.max(0) as u64;
+                    }
+                }
+            }
+        }
+        bytes
     }
 
     /// Rows per row group, in file order.

@@ -34,6 +34,10 @@ pub const DEFAULT_FOOTER_HINT: usize = 64 * 1024;
 /// Ranges of one read closer than this are fetched as one range.
 pub const DEFAULT_COALESCE_GAP: u64 = 1024 * 1024;
 
+/// The coalescing gap of a read by position: its pages are scattered through a chunk,
+/// and the 1 MiB default would merge them back into most of it.
+pub const POSITIONED_COALESCE_GAP: u64 = 64 * 1024;
+
 /// Merged ranges of one read fetched at once (matters on object stores); iceberg-rust's
 /// `ArrowFileReader` default.
 const FETCH_CONCURRENCY: usize = 10;
@@ -185,7 +189,7 @@ fn external(
 }
 
 /// Serves the footer reads of [`ParquetMetaDataReader`] and keeps the first suffix read.
-struct FooterFetch<'a>(&'a mut FileReader);
+pub(super) struct FooterFetch<'a>(pub(super) &'a mut FileReader);
 
 impl MetadataFetch for FooterFetch<'_> {
     fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {

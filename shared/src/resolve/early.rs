@@ -104,7 +104,7 @@ impl EarlyOpens {
             let path = path.clone();
             tokio::spawn(async move {
                 let _slot = budget.file().await?;
-                ParquetFile::open_learning(&file_io, &path, size, row_groups, &hint).await
+                ParquetFile::open_learning(&file_io, &path, size, row_groups, &hint, false).await
             })
         };
         state.opens.insert(path, task);

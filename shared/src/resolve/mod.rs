@@ -19,6 +19,7 @@
 mod bloom;
 mod budget;
 mod early;
+mod file_scan;
 mod index_lookup;
 mod key_set;
 mod long_keys;
@@ -195,6 +196,15 @@ pub struct ResolveMetrics {
     /// Existing DVs read to find those (the merge that follows reuses them).
     #[serde(default)]
     pub index_dvs_read: u64,
+    /// Files read at the rows the index named and nowhere else (every other file opened
+    /// is read whole: its key columns over the row groups pruning kept).
+    #[serde(default)]
+    pub files_read_by_position: u64,
+    /// Of those, the files read through their offset index: only the pages holding the
+    /// named rows were fetched (the index's bytes, when not in the footer's read, are
+    /// in `footer_bytes_read`).
+    #[serde(default)]
+    pub offset_indexes_read: u64,
 }
 
 /// The deleted rows found, per data file.
@@ -341,6 +351,8 @@ impl ResolveMetrics {
         self.index_bypassed += pass.index_bypassed;
         self.pruned_by_index_dvs += pass.pruned_by_index_dvs;
         self.index_dvs_read += pass.index_dvs_read;
+        self.files_read_by_position += pass.files_read_by_position;
+        self.offset_indexes_read += pass.offset_indexes_read;
     }
 }
 

@@ -1,26 +1,20 @@
-//! One pass of the resolve: the candidates of every group (after bound pruning), then
-//! their files opened in parallel tasks, row groups pruned, key columns read once per
-//! file and probed against each group's key set.
+//! One pass of the resolve: the candidates of every group (after bound pruning and the
+//! key index's lookup), then their files scanned in parallel tasks (`file_scan`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
-use arrow_array::{Array, ArrayRef, RecordBatch};
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::{NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
 
-use super::bloom::BloomVerdict;
 use super::budget::ReadBudget;
-use super::early::{self, EarlyOpen, EarlyOpens, GroupWatch};
-use super::key_set::{GroupKeys, KeyPass, KeySet, load_group_keys};
-use super::prune::ColumnRanges;
+use super::early::{EarlyOpens, GroupWatch};
+use super::file_scan::{KeyProjection, ScanContext, ScanWork, scan_file};
+use super::key_set::{GroupKeys, KeyPass, load_group_keys};
 use super::{ResolveMetrics, ResolveOptions, Resolved};
 use crate::key_index::{IndexState, IndexStates};
-use crate::parquet_io::{FieldSource, FooterHint, FooterRead, ParquetFile};
+use crate::parquet_io::FooterHint;
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
@@ -180,12 +174,17 @@ pub(super) async fn resolve_pass(
     } else {
         super::index_lookup::already_deleted(table, files, &named_rows, options, metrics).await
     };
-    drop(named_rows);
     resolved.existing_dvs = existing_dvs;
+    // A file every surviving group's index named is read at the rows named and nowhere
+    // else: the index holds every row of it, so no other row can hold a deleted key.
+    let mut named_rows: HashMap<&str, RoaringTreemap> = named_rows
+        .into_iter()
+        .map(|(data, rows)| (data.path(), rows))
+        .collect();
 
     // The columns each candidate reads (files with the same surviving groups share one
     // projection).
-    let mut work: Vec<(LiveFile, Vec<usize>, Arc<KeyProjection>)> = Vec::new();
+    let mut work: Vec<ScanWork> = Vec::new();
     let mut projections: HashMap<Vec<usize>, Arc<KeyProjection>> = HashMap::new();
     for (data, surviving) in candidates {
         if deleted_already.contains(data.path()) {
@@ -201,49 +200,49 @@ pub(super) async fn resolve_pass(
                 p
             }
         };
-        work.push((data.clone(), surviving, projection));
+        let named = named_rows.remove(data.path());
+        metrics.files_read_by_position += u64::from(named.is_some());
+        work.push(ScanWork {
+            open: early.take(data.path()),
+            data: data.clone(),
+            group_ids: surviving,
+            projection,
+            named,
+        });
     }
     // Footers already fetched (or on their way) first: their scans can start at once.
-    let mut work: Vec<_> = work
-        .into_iter()
-        .map(|(data, group_ids, projection)| {
-            let open = early.take(data.path());
-            (data, group_ids, projection, open)
-        })
-        .collect();
-    work.sort_by_key(|(.., open)| open.is_none());
-    metrics.footers_opened_early = work.iter().filter(|(.., open)| open.is_some()).count() as u64;
+    work.sort_by_key(|w| w.open.is_none());
+    metrics.footers_opened_early = work.iter().filter(|w| w.open.is_some()).count() as u64;
 
-    let mut scans =
-        futures::stream::iter(work.into_iter().map(|(data, group_ids, projection, open)| {
-            let table = table.clone();
-            let loaded = loaded.clone();
-            let options = options.clone();
-            let name_mapping = name_mapping.clone();
-            let budget = budget.clone();
-            let footer_hint = footer_hint.clone();
-            let path = data.path().to_string();
-            async move {
-                let task = tokio::spawn(async move {
-                    let context = ScanContext {
-                        table: &table,
-                        loaded: &loaded,
-                        options: &options,
-                        name_mapping: name_mapping.as_deref(),
-                        budget: &budget,
-                        footer_hint: &footer_hint,
-                    };
-                    scan_file(&context, &data, open, &group_ids, &projection).await
-                });
-                // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
-                let _abort_on_drop = AbortOnDrop(task.abort_handle());
-                task.await.map_err(|e| Error::ScanTask {
-                    path,
-                    message: e.to_string(),
-                })?
-            }
-        }))
-        .buffer_unordered(options.parallelism.max(1));
+    let mut scans = futures::stream::iter(work.into_iter().map(|work| {
+        let table = table.clone();
+        let loaded = loaded.clone();
+        let options = options.clone();
+        let name_mapping = name_mapping.clone();
+        let budget = budget.clone();
+        let footer_hint = footer_hint.clone();
+        let path = work.data.path().to_string();
+        async move {
+            let task = tokio::spawn(async move {
+                let context = ScanContext {
+                    table: &table,
+                    loaded: &loaded,
+                    options: &options,
+                    name_mapping: name_mapping.as_deref(),
+                    budget: &budget,
+                    footer_hint: &footer_hint,
+                };
+                scan_file(&context, work).await
+            });
+            // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
+            let _abort_on_drop = AbortOnDrop(task.abort_handle());
+            task.await.map_err(|e| Error::ScanTask {
+                path,
+                message: e.to_string(),
+            })?
+        }
+    }))
+    .buffer_unordered(options.parallelism.max(1));
     let mut scanned = Vec::new();
     while let Some(scan) = scans.try_next().await? {
         // What follows a match (reading the file's old DV) can start before the rest.
@@ -266,6 +265,8 @@ pub(super) async fn resolve_pass(
         metrics.footer_bytes_read += scan.footer.bytes;
         metrics.footers_read_twice += u64::from(scan.footer.requests > 1);
         metrics.footers_from_cache += u64::from(scan.footer.requests == 0);
+        metrics.offset_indexes_read += u64::from(scan.by_pages);
+        metrics.footer_bytes_read += scan.offset_index.bytes;
         metrics.row_groups_read += scan.row_groups_read;
         metrics.row_groups_pruned += scan.row_groups_pruned;
         metrics.row_groups_pruned_by_bloom += scan.row_groups_pruned_by_bloom;
@@ -289,256 +290,6 @@ pub(super) async fn resolve_pass(
     Ok(resolved)
 }
 
-/// The key columns a set of groups reads (their union), as read from each file.
-struct KeyProjection {
-    fields: Vec<NestedFieldRef>,
-    /// The Arrow schema `fields` are read into, built once for every file.
-    target: arrow_schema::SchemaRef,
-    /// Field id to column index in the batches read with `fields`.
-    column_of: HashMap<i32, usize>,
-}
-
-impl KeyProjection {
-    fn new(loaded: &[GroupKeys], group_ids: &[usize]) -> Result<Self> {
-        let mut fields: Vec<NestedFieldRef> = Vec::new();
-        for &g in group_ids {
-            for field in &loaded[g].key_columns.fields {
-                if !fields.iter().any(|f| f.id == field.id) {
-                    fields.push(field.clone());
-                }
-            }
-        }
-        let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
-        let target = crate::parquet_io::target_schema(&fields)?;
-        Ok(Self {
-            fields,
-            target,
-            column_of,
-        })
-    }
-}
-
-/// What every file scan of one pass shares.
-struct ScanContext<'a> {
-    table: &'a LoadedTable,
-    loaded: &'a [GroupKeys],
-    options: &'a ResolveOptions,
-    name_mapping: Option<&'a NameMapping>,
-    budget: &'a ReadBudget,
-    footer_hint: &'a FooterHint,
-}
-
-async fn scan_file(
-    context: &ScanContext<'_>,
-    data: &LiveFile,
-    early_open: Option<EarlyOpen>,
-    group_ids: &[usize],
-    projection: &KeyProjection,
-) -> Result<FileScan> {
-    let (table, loaded, options) = (context.table, context.loaded, context.options);
-    let file = match early_open {
-        Some(open) => early::finish(data.path(), open).await?,
-        None => {
-            ParquetFile::open_learning(
-                &table.file_io,
-                data.path(),
-                data.file.file_size_in_bytes(),
-                data.row_groups(),
-                context.footer_hint,
-            )
-            .await?
-        }
-    };
-    let mut file = file.with_name_mapping(context.name_mapping);
-    // The invariant: every candidate's key columns are resolved faithfully (by field id,
-    // through the name mapping, or as a known default), or the whole resolve fails with
-    // an error naming the file and the field. Checked before any pruning, so a file whose
-    // row groups are all skipped is held to it too.
-    let sources: HashMap<i32, FieldSource> = projection
-        .fields
-        .iter()
-        .map(|f| Ok((f.id, file.source_of(f)?)))
-        .collect::<Result<_>>()?;
-    let total_groups = file.row_group_rows().len();
-    let mut keep = vec![!options.row_group_pruning; total_groups];
-    let mut pruned_by_bloom = 0;
-    let mut bloom_filters_read = 0;
-    // Had the file held no deleted value, the chance that the filters would have ruled
-    // out every row group that statistics keep (so that it is not read). `None` once a
-    // row group is kept without a filter's say: it is read whatever the filters say.
-    let mut skip_chance: Option<f64> = options.row_group_pruning.then_some(1.0);
-    if options.row_group_pruning {
-        let candidates: Vec<Vec<Option<ColumnRanges>>> = group_ids
-            .iter()
-            .map(|&g| loaded[g].row_group_candidates(&file, &sources))
-            .collect::<Result<_>>()?;
-        for (rg, keep_rg) in keep.iter_mut().enumerate() {
-            let mut by_stats = false;
-            // Had it held none of the values, the chance that no group would keep it.
-            let mut ruled_out_chance = Some(1.0);
-            for (n, &g) in group_ids.iter().enumerate() {
-                let Some(ranges) = &candidates[n][rg] else {
-                    continue;
-                };
-                by_stats = true;
-                let verdict = if options.bloom_pruning {
-                    loaded[g]
-                        .bloom_verdict(&mut file, rg, ranges, &mut bloom_filters_read)
-                        .await?
-                } else {
-                    BloomVerdict::UNPROBED
-                };
-                ruled_out_chance = ruled_out_chance
-                    .zip(verdict.pass_chance)
-                    .map(|(c, pass)| c * (1.0 - pass));
-                if !verdict.ruled_out {
-                    // The groups after it are not probed: the chance leaves them out,
-                    // so it understates, never overstates, the filters' false positives.
-                    *keep_rg = true;
-                    break;
-                }
-            }
-            if by_stats && !*keep_rg {
-                pruned_by_bloom += 1;
-            }
-            skip_chance = skip_chance.zip(ruled_out_chance).map(|(m, c)| m * c);
-        }
-    }
-    let selected: Vec<usize> = (0..total_groups).filter(|&i| keep[i]).collect();
-    let mut scan = FileScan {
-        path: data.path().to_string(),
-        positions: RoaringTreemap::new(),
-        row_groups_read: selected.len() as u64,
-        row_groups_pruned: (total_groups - selected.len()) as u64,
-        row_groups_pruned_by_bloom: pruned_by_bloom,
-        bloom_filters_read,
-        read_chance_if_absent: skip_chance.map(|skip| 1.0 - skip),
-        footer: file.footer_read(),
-        holds_deleted_value: false,
-        rows_scanned: 0,
-        bytes_read: 0,
-    };
-    if selected.is_empty() {
-        return Ok(scan);
-    }
-
-    // Read the union of the groups' key columns once.
-    let leaves: Vec<usize> = projection
-        .fields
-        .iter()
-        .filter_map(|f| file.leaf_index(f.id))
-        .collect();
-    scan.bytes_read = file.projected_bytes(&leaves, &selected);
-    // The stream fetches one row group's chunks at a time: the largest is what this
-    // scan holds, until it is done.
-    let largest = selected
-        .iter()
-        .map(|&rg| file.projected_bytes(&leaves, &[rg]))
-        .max()
-        .unwrap_or(0);
-    let _held = context.budget.bytes(largest).await?;
-
-    let mut stream = Box::pin(file.read_as(
-        &projection.fields,
-        projection.target.clone(),
-        Some(selected),
-        options.batch_size,
-    )?);
-    while let Some((first, batch)) = stream.try_next().await? {
-        scan.rows_scanned += batch.num_rows() as u64;
-        for &g in group_ids {
-            scan.holds_deleted_value |= match_batch(
-                &loaded[g],
-                data,
-                &batch,
-                &projection.column_of,
-                first,
-                &mut scan.positions,
-            )?;
-        }
-    }
-    Ok(scan)
-}
-
-/// Adds the positions of `batch` that `group` deletes; true when some row holds a
-/// deleted key at all (whether or not the delete is newer than the data file).
-fn match_batch(
-    group: &GroupKeys,
-    data: &LiveFile,
-    batch: &RecordBatch,
-    column_of: &HashMap<i32, usize>,
-    first_position: u64,
-    positions: &mut RoaringTreemap,
-) -> Result<bool> {
-    let mut held = false;
-    let mut deletes = |seq: Option<i64>| {
-        held |= seq.is_some();
-        seq.is_some_and(|seq| data.data_sequence_number < seq)
-    };
-    match &group.keys {
-        KeySet::Long(keys) => {
-            let column = batch
-                .column(column_of[&group.key_columns.field_ids[0]])
-                .as_primitive_opt::<Int64Type>()
-                .ok_or_else(|| {
-                    Error::file(data.path(), "key column is not a long", "type mismatch")
-                })?;
-            if column.null_count() == 0 {
-                for (offset, &value) in column.values().iter().enumerate() {
-                    if deletes(keys.get(value)) {
-                        positions.insert(first_position + offset as u64);
-                    }
-                }
-            } else {
-                for (offset, value) in column.iter().enumerate() {
-                    let seq = match value {
-                        Some(v) => keys.get(v),
-                        None => keys.null(),
-                    };
-                    if deletes(seq) {
-                        positions.insert(first_position + offset as u64);
-                    }
-                }
-            }
-        }
-        KeySet::Str(keys) => {
-            let column = batch.column(column_of[&group.key_columns.field_ids[0]]);
-            let is_string =
-                super::string_keys::for_each_string(column.as_ref(), |offset, value| {
-                    let seq = match value {
-                        Some(v) => keys.get(v),
-                        None => keys.null(),
-                    };
-                    if deletes(seq) {
-                        positions.insert(first_position + offset as u64);
-                    }
-                });
-            if !is_string {
-                return Err(Error::file(
-                    data.path(),
-                    "key column is not a string",
-                    "type mismatch",
-                ));
-            }
-        }
-        KeySet::Rows(keys) => {
-            let columns: Vec<ArrayRef> = group
-                .key_columns
-                .field_ids
-                .iter()
-                .map(|id| batch.column(column_of[id]).clone())
-                .collect();
-            let rows = group.key_columns.encode(&columns)?;
-            for (offset, row) in rows.iter().enumerate() {
-                if deletes(keys.get(row.as_ref()).copied()) {
-                    positions.insert(first_position + offset as u64);
-                }
-            }
-        }
-    }
-    Ok(held)
-}
-
 /// Aborts a spawned task when dropped, so that cancelled work does not run on.
 struct AbortOnDrop(tokio::task::AbortHandle);
 
@@ -546,22 +297,4 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// Result of scanning one data file.
-struct FileScan {
-    path: String,
-    positions: RoaringTreemap,
-    row_groups_read: u64,
-    row_groups_pruned: u64,
-    row_groups_pruned_by_bloom: u64,
-    bloom_filters_read: u64,
-    /// Had the file held no deleted value, the chance that the bloom filters would have
-    /// let it be read anyway; `None` when some row group was kept without their say.
-    read_chance_if_absent: Option<f64>,
-    /// Some row read holds a deleted key (a newer row of it included).
-    holds_deleted_value: bool,
-    footer: FooterRead,
-    rows_scanned: u64,
-    bytes_read: u64,
 }

@@ -1,0 +1,271 @@
+//! What the key index tests share: the index on and off, small CDC tables, and the
+//! differential step (the same positions with and without the index, then a conversion
+//! judged by PyIceberg).
+
+#![allow(dead_code)]
+
+use eqdv_workload::support;
+
+use eqdv::catalog::Catalog;
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
+use eqdv::key_index::{self, KeyIndexMode, KeyIndexOptions};
+use eqdv::resolve::{ResolveOptions, Resolved};
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use support::*;
+
+/// The key index on for every table, built from the first data file on, in leaves of
+/// a few hundred entries (so that lookups probe some leaves and not others).
+pub fn indexed() -> ResolveOptions {
+    ResolveOptions {
+        key_index: KeyIndexOptions {
+            leaf_entries: 400,
+            ..KeyIndexOptions::always()
+        },
+        ..Default::default()
+    }
+}
+
+/// The key index off: the scan alone.
+pub fn scan_only() -> ResolveOptions {
+    ResolveOptions {
+        key_index: KeyIndexOptions {
+            mode: KeyIndexMode::Off,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+pub fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> WorkloadSpec {
+    WorkloadSpec {
+        seed,
+        rows: 2_400,
+        commits: 2,
+        keys,
+        partition,
+        // Few changes over many small files: most files hold no deleted key, which is
+        // what the index should find out without reading them.
+        changes_per_commit: 16,
+        rows_per_file: 80,
+        rows_per_row_group: 40,
+        ..Default::default()
+    }
+}
+
+/// Resolves the table's live equality deletes without and with the index: the same DVs
+/// to write, and the same positions in every file both read (the index skips files
+/// whose named rows an existing DV deletes, so those alone may be missing with it).
+pub async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let off = eqdv::resolve::resolve(&t, &f, &groups, &scan_only())
+        .await
+        .unwrap();
+    let on = eqdv::resolve::resolve(&t, &f, &groups, &indexed())
+        .await
+        .unwrap();
+    let dvs = |resolved| eqdv::convert::dvs_to_write(&t, &f, resolved, 8);
+    assert_eq!(
+        dvs(&off).await.unwrap(),
+        dvs(&on).await.unwrap(),
+        "the index changed the DVs to write"
+    );
+    for (path, positions) in &on.positions {
+        assert_eq!(
+            Some(positions),
+            off.positions.get(path),
+            "the index changed the positions found in {path}"
+        );
+    }
+    let missing = off
+        .positions
+        .keys()
+        .filter(|path| !on.positions.contains_key(*path))
+        .count() as u64;
+    assert!(
+        missing <= on.metrics.pruned_by_index_dvs,
+        "{missing} files found without the index and not with it, {} ruled out by DVs",
+        on.metrics.pruned_by_index_dvs
+    );
+    (off, on)
+}
+
+/// One step: the same positions with and without the index, then the conversion that
+/// keeps it, judged by PyIceberg.
+pub async fn differential_step(
+    catalog: &dyn Catalog,
+    expected: &[String],
+    step: &str,
+) -> (Resolved, ConvertReport) {
+    let (off, on) = resolve_both(catalog).await;
+    assert_eq!(
+        off.metrics.index_lookups, 0,
+        "{step}: the index was asked though off"
+    );
+    assert!(
+        on.metrics.files_opened <= off.metrics.files_opened,
+        "{step}: the index opened more files ({} > {})",
+        on.metrics.files_opened,
+        off.metrics.files_opened
+    );
+    let report = convert(
+        catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: indexed(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{step}: conversion failed: {e}"));
+    assert_eq!(report.outcome, Outcome::Converted, "{step}");
+    assert_converted(catalog, expected).await;
+    (on, report)
+}
+
+/// What the indexes the conversion kept cover, against the live data files: every live
+/// file of the conversion's scope (all of them when it read the whole table), each with
+/// one entry per row.
+pub async fn assert_index_covers_live_files(
+    catalog: &dyn Catalog,
+    converted: &ConvertReport,
+    step: &str,
+) {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    let summaries = key_index::summaries(&t, Some(&f)).await;
+    assert!(!summaries.is_empty(), "{step}: no index");
+    let mut covered = 0;
+    for summary in &summaries {
+        assert!(summary.usable, "{step}: {summary:?}");
+        // An index is kept by the conversions of its own equality field set only (a
+        // table whose deletes moved on to another key keeps the old index as it was).
+        if !converted
+            .key_index
+            .iter()
+            .any(|u| u.equality_ids == summary.equality_ids)
+        {
+            continue;
+        }
+        let state = key_index::open_for(&t, &summary.equality_ids).await;
+        let index = state.usable().expect("usable");
+        for data in &f.data_files {
+            if index.covers(data) {
+                covered += 1;
+                let listed = index
+                    .covered_lists
+                    .iter()
+                    .flat_map(|l| &l.files)
+                    .find(|c| c.path == data.path())
+                    .expect("listed");
+                assert_eq!(
+                    listed.record_count,
+                    data.file.record_count(),
+                    "{step}: entries of {}",
+                    data.path()
+                );
+            } else {
+                assert!(
+                    converted.skipped_data.is_partial(),
+                    "{step}: live data file {} of a conversion that read them all is not covered by {:?}",
+                    data.path(),
+                    summary.equality_ids
+                );
+            }
+        }
+    }
+    assert!(covered > 0, "{step}: the index covers no live data file");
+}
+
+/// Every index of the table, proved against a full scan of the live files it covers.
+pub async fn assert_index_matches_a_full_scan(catalog: &dyn Catalog, step: &str) {
+    let t = load(catalog).await;
+    let f = files(catalog).await;
+    let verified = key_index::verify_indexes(&t, &f).await.unwrap();
+    assert!(!verified.is_empty(), "{step}: no index to verify");
+    for v in &verified {
+        assert_eq!(v.unusable, None, "{step}");
+        assert!(v.mismatches.is_empty(), "{step}: {:?}", v.mismatches);
+        assert!(
+            v.files_checked > 0 && v.entries_checked > 0,
+            "{step}: {v:?}"
+        );
+    }
+}
+
+/// A table converted over several rounds of CDC commits with the index kept by each
+/// conversion: identical positions with and without it in every round, the index built,
+/// folded and merged, and (from the second round on) data files ruled out by it. Returns
+/// the files ruled out because existing DVs delete the rows the index named.
+pub async fn rounds(spec: WorkloadSpec, rounds: usize) -> u64 {
+    let w = warehouse();
+    let mut report = generate_table(&w.catalog, &spec).await;
+    let mut pruned = 0;
+    let mut ruled_out_by_dvs = 0;
+    let mut merged = 0;
+    let mut by_position = 0;
+    for round in 0..rounds {
+        let step = format!(
+            "{} seed {} round {round}",
+            spec.keys
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join("+"),
+            spec.seed
+        );
+        let expected = expected_rows(&report.state).expect("expected rows");
+        let (resolved, converted) = differential_step(&w.catalog, &expected, &step).await;
+        if round == 0 {
+            assert_eq!(resolved.metrics.index_lookups, 0, "{step}: no index yet");
+            assert!(
+                converted.key_index.iter().all(|u| u.built),
+                "{step}: the first conversion builds the index: {:?}",
+                converted.key_index
+            );
+        } else {
+            assert!(
+                resolved.metrics.index_lookups > 0,
+                "{step}: the index was not asked"
+            );
+            assert!(
+                converted.key_index.iter().all(|u| !u.built),
+                "{step}: an index that serves is folded into, not rebuilt"
+            );
+        }
+        assert!(
+            !converted.key_index.is_empty(),
+            "{step}: the index was not kept"
+        );
+        pruned += resolved.metrics.pruned_by_index;
+        by_position += resolved.metrics.files_read_by_position;
+        ruled_out_by_dvs += resolved.metrics.pruned_by_index_dvs;
+        merged += converted
+            .key_index
+            .iter()
+            .map(|u| u.runs_merged)
+            .sum::<u64>();
+        assert_index_covers_live_files(&w.catalog, &converted, &step).await;
+        assert_index_matches_a_full_scan(&w.catalog, &step).await;
+        report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+    }
+    assert!(
+        pruned > 0,
+        "the index ruled out no data file in {rounds} rounds"
+    );
+    assert!(merged > 0, "no run was ever merged in {rounds} rounds");
+    assert!(
+        by_position > 0,
+        "no file was read at the rows the index named in {rounds} rounds"
+    );
+    assert_no_orphans(&w.catalog).await;
+    ruled_out_by_dvs
+}

@@ -1,0 +1,409 @@
+//! The key index in operation, on real local warehouses judged by PyIceberg: an index
+//! that is corrupt, of another key type or format, or overtaken by another commit is
+//! bypassed, rebuilt or left alone, never trusted; the table property and the default
+//! decide where one is built; racing converters and rebased shards keep one index; the
+//! verification finds a wrong entry; split ranges look keys up in it.
+
+mod key_index_common;
+
+use eqdv_workload::support;
+
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::key_index;
+use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use key_index_common::*;
+use support::*;
+
+/// Damages every leaf of the table's index, then checks that the resolve bypasses it
+/// (same positions, a bypass counted), that the conversion still converts, and that
+/// the next conversion that keeps the index builds a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_index_is_bypassed_and_rebuilt() {
+    let w = warehouse();
+    let spec = spec(21, vec![KeyType::Long], PartitionKind::None);
+    generate_table(&w.catalog, &spec).await;
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    differential_step(&w.catalog, &expected, "build").await;
+
+    let t = load(&w.catalog).await;
+    let state = key_index::open_for(&t, &[1]).await;
+    let index = state
+        .usable()
+        .expect("an index after the first conversion")
+        .clone();
+    for leaf in index.metadata.runs.iter().flat_map(|r| &r.leaves) {
+        let path = leaf.location.trim_start_matches("file://");
+        let bytes = std::fs::read(path).unwrap();
+        std::fs::write(path, &bytes[..bytes.len() / 3]).unwrap();
+    }
+    let report = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec.clone()
+        },
+    )
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    let (resolved, converted) = differential_step(&w.catalog, &expected, "corrupt").await;
+    assert_eq!(resolved.metrics.index_bypassed, 1, "{:?}", resolved.metrics);
+    assert_eq!(resolved.metrics.pruned_by_index, 0);
+    assert!(
+        converted.key_index.iter().any(|u| u.built),
+        "a bypassed index is rebuilt: {:?}",
+        converted.key_index
+    );
+    let t = load(&w.catalog).await;
+    assert!(key_index::open_for(&t, &[1]).await.usable().is_some());
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// An index whose recorded key type is not the table's is bypassed (a promoted column
+/// would hash otherwise), and so is one written by an older eqdv (another format
+/// version: version 1 named data files by path); each is rebuilt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_of_another_key_type_or_format_is_bypassed() {
+    let w = warehouse();
+    let spec = spec(22, vec![KeyType::Long], PartitionKind::None);
+    generate_table(&w.catalog, &spec).await;
+    let report = generate_table(&w.catalog, &spec).await;
+    differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
+
+    type Change = fn(&mut key_index::IndexMetadata);
+    let changes: [(&str, Change); 2] = [
+        ("another key type", |m| {
+            m.key_types[0].field_type = "int".into()
+        }),
+        ("an older format", |m| m.format_version = 1),
+    ];
+    for (step, change) in changes {
+        let t = load(&w.catalog).await;
+        let property = key_index::location_property(&[1]);
+        let location = t.metadata.properties()[&property].clone();
+        let path = location.trim_start_matches("file://");
+        let mut metadata: key_index::IndexMetadata =
+            serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        change(&mut metadata);
+        std::fs::write(path, serde_json::to_vec(&metadata).unwrap()).unwrap();
+
+        let report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+        let (resolved, converted) =
+            differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), step).await;
+        assert_eq!(resolved.metrics.index_bypassed, 1, "{step}");
+        assert_eq!(resolved.metrics.index_lookups, 0, "{step}");
+        assert!(converted.key_index.iter().any(|u| u.built), "{step}");
+        assert_index_matches_a_full_scan(&w.catalog, step).await;
+    }
+}
+
+/// The table property turns the index off for one table whatever the options say, and
+/// on for one table when the options turn it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_property_turns_the_index_on_and_off() {
+    let w = warehouse();
+    let spec = spec(23, vec![KeyType::Long], PartitionKind::None);
+    let report = generate_table(&w.catalog, &spec).await;
+    commit_metadata_change(&w.catalog, |b| {
+        b.set_properties([(key_index::ENABLED_PROPERTY.to_string(), "false".to_string())].into())
+    })
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    let off = convert(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: indexed(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(off.outcome, Outcome::Converted);
+    assert!(off.key_index.is_empty(), "{:?}", off.key_index);
+    assert_converted(&w.catalog, &expected).await;
+    assert!(
+        key_index::summaries(&load(&w.catalog).await, None)
+            .await
+            .is_empty()
+    );
+
+    commit_metadata_change(&w.catalog, |b| {
+        b.set_properties(
+            [
+                (key_index::ENABLED_PROPERTY.to_string(), "true".to_string()),
+                (key_index::MIN_FILES_PROPERTY.to_string(), "1".to_string()),
+            ]
+            .into(),
+        )
+    })
+    .await;
+    let report = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec.clone()
+        },
+    )
+    .await;
+    let on = convert(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: scan_only(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(on.outcome, Outcome::Converted);
+    assert!(on.key_index.iter().any(|u| u.built), "{:?}", on.key_index);
+    assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+    assert_eq!(
+        key_index::summaries(&load(&w.catalog).await, None)
+            .await
+            .len(),
+        1
+    );
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// By default (mode auto) a conversion builds an index only after reading at least
+/// `min-files` data files that hold none of its keys: hashed keys (every file's bounds
+/// admit them, few files hold one) get one, a few sequential keys that bounds confine to
+/// a few files do not; the next conversion of the indexed table uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_an_index_is_built_where_the_scan_read_many_files() {
+    for (hashed_keys, changes) in [(true, 16), (false, 2)] {
+        let w = warehouse();
+        let spec = WorkloadSpec {
+            hashed_keys,
+            changes_per_commit: changes,
+            ..spec(28, vec![KeyType::Long], PartitionKind::None)
+        };
+        let report = generate_table(&w.catalog, &spec).await;
+        let first = convert(&w.catalog, &table(), &ConvertOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(first.outcome, Outcome::Converted);
+        assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;
+        let in_vain = first.resolve.files_opened - first.resolve.files_holding_deleted_values;
+        let pays = in_vain >= key_index::DEFAULT_MIN_FILES;
+        assert_eq!(pays, hashed_keys, "{:?}", first.resolve);
+        assert_eq!(
+            first.key_index.iter().any(|u| u.built),
+            pays,
+            "hashed keys {hashed_keys}: {in_vain} files read in vain, {:?}",
+            first.key_index
+        );
+        let report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+        let (resolved, _) = differential_step(
+            &w.catalog,
+            &expected_rows(&report.state).unwrap(),
+            "after the first conversion",
+        )
+        .await;
+        assert!(resolved.metrics.index_lookups > 0 || !pays);
+        assert_no_orphans(&w.catalog).await;
+    }
+}
+
+/// Two converters with the index on, planned on the same head, meet before their first
+/// swap: the winner commits its DVs and its index, the loser plans again, finds nothing
+/// to do and leaves no file of its index behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_converters_leave_one_index_and_no_orphans() {
+    let w = warehouse();
+    let spec = spec(24, vec![KeyType::Long], PartitionKind::None);
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let a = support::race::meeting(w.another_handle(), both.clone());
+    let b = support::race::meeting(w.another_handle(), both);
+    let options = ConvertOptions {
+        resolve: indexed(),
+        ..Default::default()
+    };
+    let name = table();
+    let (ra, rb) = tokio::join!(convert(&a, &name, &options), convert(&b, &name, &options));
+    let (ra, rb) = (ra.expect("converter A"), rb.expect("converter B"));
+    let (winner, loser) = support::race::winner_and_loser(&ra, &rb);
+    support::race::assert_lost_the_race(loser, winner);
+    assert!(loser.key_index.is_empty(), "{:?}", loser.key_index);
+    let location = &winner.key_index[0].location;
+    let t = load(&w.catalog).await;
+    assert_eq!(
+        t.metadata
+            .properties()
+            .get(&key_index::location_property(&[1])),
+        Some(location)
+    );
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// Two shards of one table (other partitions) convert at once with the index on: the
+/// second rebases on the first's commit, which updated the index meanwhile, so it keeps
+/// the first's index and removes the files of its own; a later conversion folds the
+/// rest in, and the table converts as without an index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
+    let w = warehouse();
+    let spec = spec(25, vec![KeyType::Long], PartitionKind::Bucket(4));
+    let report = generate_table(&w.catalog, &spec).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let plan = shard_per_partition(&w.catalog).await;
+    assert!(plan.shards.len() >= 2, "{} shards", plan.shards.len());
+    let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let a = support::race::meeting(w.another_handle(), both.clone());
+    let b = support::race::meeting(w.another_handle(), both);
+    let shard_options = |shard: &eqdv::plan::Shard| ConvertOptions {
+        shard: Some(shard.clone()),
+        resolve: indexed(),
+        ..Default::default()
+    };
+    let (oa, ob) = (
+        shard_options(&plan.shards[0]),
+        shard_options(&plan.shards[1]),
+    );
+    let name = table();
+    let (ra, rb) = tokio::join!(convert(&a, &name, &oa), convert(&b, &name, &ob));
+    let (ra, rb) = (ra.expect("shard A"), rb.expect("shard B"));
+    assert_eq!(
+        (ra.outcome, rb.outcome),
+        (Outcome::Converted, Outcome::Converted)
+    );
+    let (first, second) = if ra.rebases > 0 {
+        (&rb, &ra)
+    } else {
+        (&ra, &rb)
+    };
+    assert_eq!(
+        (second.conflicts, second.rebases, second.replans),
+        (1, 1, 0)
+    );
+    assert_eq!(first.key_index.len(), 1);
+    assert_eq!(second.key_index.len(), 1);
+    let t = load(&w.catalog).await;
+    assert_eq!(
+        t.metadata
+            .properties()
+            .get(&key_index::location_property(&[1])),
+        Some(&first.key_index[0].location),
+        "the rebased shard overwrote the index the first one committed"
+    );
+    let second_location = second.key_index[0].location.trim_start_matches("file://");
+    assert!(
+        !std::path::Path::new(second_location).exists(),
+        "the overtaken index was not removed"
+    );
+    assert_no_orphans(&w.catalog).await;
+
+    // The rest of the table, converted with the index as without it.
+    differential_step(&w.catalog, &expected, "the rest").await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// The full-scan check finds an index entry that does not match its data file: one
+/// hash of a leaf changed (the leaf rewritten in place, its count unchanged).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_finds_a_wrong_entry() {
+    let w = warehouse();
+    let spec = spec(26, vec![KeyType::Long], PartitionKind::None);
+    let report = generate_table(&w.catalog, &spec).await;
+    differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
+    assert_index_matches_a_full_scan(&w.catalog, "built").await;
+
+    let t = load(&w.catalog).await;
+    let state = key_index::open_for(&t, &[1]).await;
+    let index = state.usable().expect("usable").clone();
+    let leaf = &index.metadata.runs[0].leaves[0];
+    let (mut hashes, mut numbers, mut positions) = (Vec::new(), Vec::new(), Vec::new());
+    key_index::leaf::read_leaf(&t.file_io, leaf, |hash, file, pos| {
+        hashes.push(hash);
+        numbers.push(file);
+        positions.push(pos);
+    })
+    .await
+    .unwrap();
+    hashes[0] = hashes[0].wrapping_sub(1);
+    let entries = key_index::leaf::Entries {
+        hashes: &hashes,
+        files: &numbers,
+        positions: &positions,
+    };
+    let rewritten = key_index::leaf::write_leaf(&t.file_io, &leaf.location, &entries)
+        .await
+        .unwrap();
+    assert_eq!(rewritten.record_count, leaf.record_count);
+    // The size recorded in the index metadata must still be the file's for it to open.
+    assert_eq!(rewritten.file_size_in_bytes, leaf.file_size_in_bytes);
+    let f = files(&w.catalog).await;
+    let verified = key_index::verify_indexes(&t, &f).await.unwrap();
+    assert_eq!(verified.len(), 1);
+    assert_eq!(verified[0].mismatches.len(), 1, "{:?}", verified[0]);
+    assert!(
+        verified[0].mismatches[0].contains(".parquet"),
+        "{:?}",
+        verified[0].mismatches
+    );
+}
+
+/// A conversion split into data ranges looks its keys up in the index (each range in
+/// its own files) and writes the DVs a whole conversion with the index writes: the
+/// table reads the same under PyIceberg, and the index rules files out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_look_keys_up_in_the_index() {
+    let w = warehouse();
+    let spec = WorkloadSpec {
+        hashed_keys: true,
+        ..spec(27, vec![KeyType::Long], PartitionKind::None)
+    };
+    let report = generate_table(&w.catalog, &spec).await;
+    differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
+    let report = generate_table(
+        &w.catalog,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec.clone()
+        },
+    )
+    .await;
+    let expected = expected_rows(&report.state).unwrap();
+    let (_, on) = resolve_both(&w.catalog).await;
+    let ranged = eqdv::convert::convert_in_ranges(
+        &w.catalog,
+        &table(),
+        &ConvertOptions {
+            resolve: indexed(),
+            ..Default::default()
+        },
+        3,
+    )
+    .await
+    .unwrap();
+    assert_eq!(ranged.outcome, Outcome::Converted);
+    assert!(ranged.resolve.index_lookups > 0, "{:?}", ranged.resolve);
+    assert!(ranged.resolve.pruned_by_index > 0, "{:?}", ranged.resolve);
+    assert_eq!(
+        ranged.positions_added,
+        on.metrics.positions_matched.min(ranged.positions_added)
+    );
+    assert_eq!(ranged.dvs_written, on.positions.len());
+    assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
