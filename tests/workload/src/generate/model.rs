@@ -1,7 +1,7 @@
 //! The model: which rows are live under the spec's delete rules, computed without
 //! looking at any file, and the plan of rows and deletes for each commit.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::{
@@ -15,6 +15,7 @@ use crate::read::canonical_rows_for_schema;
 use crate::rng::{Rng, mix64};
 use eqdv::{Error, Result};
 
+use super::key_rows::KeyRows;
 use super::spec::{GeneratorState, PartitionKind, WorkloadSpec};
 use super::values::{KeyCode, Keys};
 use super::{ABSENT_KID_OFFSET, DAY_MICROS, REGIONS, TAGS, TS_BASE, TS_DAYS};
@@ -85,7 +86,7 @@ pub(super) struct Model {
     pub(super) live: Vec<usize>,
     /// Position of a row in `live` (`usize::MAX` once deleted).
     live_pos: Vec<usize>,
-    by_key: HashMap<KeyCode, Vec<usize>>,
+    by_key: KeyRows,
     next_kid: u64,
     hot: Vec<u64>,
     dead_kids: Vec<u64>,
@@ -112,7 +113,7 @@ impl Model {
             rows: Vec::new(),
             live: Vec::new(),
             live_pos: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: KeyRows::default(),
             next_kid: 0,
             hot: Vec::new(),
             dead_kids: Vec::new(),
@@ -160,7 +161,7 @@ impl Model {
         self.rows.push(row);
         self.live_pos.push(self.live.len());
         self.live.push(id);
-        self.by_key.entry(code).or_default().push(id);
+        self.by_key.add(code, id);
         id
     }
 
@@ -175,23 +176,16 @@ impl Model {
         }
         self.live_pos[id] = usize::MAX;
         let code = self.keys.code(self.rows[id].kid);
-        if let Some(ids) = self.by_key.get_mut(&code) {
-            ids.retain(|&i| i != id);
-            if ids.is_empty() {
-                self.by_key.remove(&code);
-            }
-        }
+        self.by_key.remove(&code, id);
     }
 
     /// Applies an equality delete of commit `version` by the spec's rule: rows of older
     /// commits with equal key (and tag, when it is an equality column) in its scope.
     fn apply_delete(&mut self, d: &DeleteRow, version: u32) {
-        let Some(ids) = self.by_key.get(&self.keys.code(d.kid)) else {
-            return;
-        };
-        let victims: Vec<usize> = ids
-            .iter()
-            .copied()
+        let victims: Vec<usize> = self
+            .by_key
+            .ids(&self.keys.code(d.kid))
+            .into_iter()
             .filter(|&id| {
                 let r = &self.rows[id];
                 r.version < version
@@ -208,7 +202,7 @@ impl Model {
     }
 
     fn is_live(&self, kid: u64) -> bool {
-        self.by_key.contains_key(&self.keys.code(kid))
+        self.by_key.contains(&self.keys.code(kid))
     }
 
     fn random_ts(rng: &mut Rng) -> i64 {
@@ -253,6 +247,13 @@ impl Model {
 
     fn initial_load(&mut self, spec: &WorkloadSpec, rng: &mut Rng) -> Result<CommitPlan> {
         let mut plan = CommitPlan::default();
+        // Sized once: a load of 10^8 rows must not hold a grown table and its copy.
+        let rows = usize::try_from(spec.rows).unwrap_or(usize::MAX);
+        self.rows.reserve_exact(rows);
+        self.live.reserve_exact(rows);
+        self.live_pos.reserve_exact(rows);
+        self.by_key.reserve(rows);
+        plan.inserted.reserve_exact(rows);
         for _ in 0..spec.rows {
             let kid = self.next_kid;
             self.next_kid += 1;
@@ -385,7 +386,7 @@ impl Model {
         if !touched.insert(code) {
             return Ok(());
         }
-        let victims: Vec<usize> = self.by_key.get(&code).cloned().unwrap_or_default();
+        let victims: Vec<usize> = self.by_key.ids(&code);
         let Some(&first) = victims.first() else {
             return Ok(());
         };
@@ -601,6 +602,7 @@ pub(super) fn zipf_rank(rng: &mut Rng, n: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn zipf_ranks_follow_the_law() {
