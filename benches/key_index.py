@@ -79,6 +79,7 @@ def convert(binary, warehouse, index):
 
 
 def row(report):
+    """One conversion's figures from its JSON report (with the process's `wall_s`)."""
     r = report.get("resolve", {})
     upkeep = report.get("key_index", [])
     return {
@@ -106,6 +107,9 @@ def row(report):
         "index_dvs_read": r.get("index_dvs_read", 0),
         "index_delta_files": r.get("index_delta_files", 0),
         "index_bypassed": r.get("index_bypassed", 0),
+        "files_read_by_position": r.get("files_read_by_position", 0),
+        "offset_indexes_read": r.get("offset_indexes_read", 0),
+        "rows_scanned": r.get("rows_scanned", 0),
         "upkeep": upkeep,
     }
 

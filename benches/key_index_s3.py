@@ -29,6 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
+from key_index import row  # noqa: E402
 from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
 
 ROWS_PER_FILE = 200_000
@@ -187,33 +188,15 @@ def check_same_dvs(what, scan, index):
 
 
 def summarize(run):
-    """One conversion's figures: the process's, the report's and S3's."""
+    """One conversion's figures: the report's (as the local bench keeps them), the
+    process's and S3's."""
     report = run["out"]
-    r = report.get("resolve", {})
     s3 = run["s3"]
     return {
-        "wall_s": round(run["wall_s"], 4),
+        **row({**report, "wall_s": run["wall_s"]}),
         "cpu_s": round(run["cpu_s"], 4),
         "max_rss_mb": round(run["max_rss_mb"], 1),
-        "outcome": report.get("outcome"),
-        "dvs_written": report.get("dvs_written", 0),
-        "positions_added": report.get("positions_added", 0),
         "phases": report.get("phases", {}),
-        "live_data_files": r.get("live_data_files", 0),
-        "files_opened": r.get("files_opened", 0),
-        "files_with_matches": r.get("files_with_matches", 0),
-        "files_holding_deleted_values": r.get("files_holding_deleted_values", 0),
-        "bytes_read": r.get("bytes_read", 0),
-        "footer_bytes_read": r.get("footer_bytes_read", 0),
-        "index_lookups": r.get("index_lookups", 0),
-        "index_leaves_read": r.get("index_leaves_read", 0),
-        "index_bytes_read": r.get("index_bytes_read", 0),
-        "pruned_by_index": r.get("pruned_by_index", 0),
-        "pruned_by_index_dvs": r.get("pruned_by_index_dvs", 0),
-        "index_dvs_read": r.get("index_dvs_read", 0),
-        "index_delta_files": r.get("index_delta_files", 0),
-        "index_bypassed": r.get("index_bypassed", 0),
-        "upkeep": report.get("key_index", []),
         "s3_requests": s3["total"],
         "s3_bytes": sum(s3["bytes"].values()),
         "s3": s3,
