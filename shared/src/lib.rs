@@ -36,6 +36,7 @@ pub mod catalog;
 pub mod cleanup;
 pub mod commit;
 pub mod convert;
+pub mod current_dv;
 pub mod data_range;
 pub mod dv;
 pub mod error;

@@ -9,7 +9,7 @@ use roaring::RoaringTreemap;
 use crate::puffin::FooterPrefetch;
 use crate::resolve::ExistingDvs;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
-use crate::{Error, Result};
+use crate::Result;
 
 /// The DV to write for one data file.
 pub(super) struct DvPlan {
@@ -151,34 +151,16 @@ async fn read_existing_dvs(
     let mut existing: Vec<Option<RoaringTreemap>> = vec![None; live.len()];
     let mut checks = Vec::new();
     let mut with_dv = Vec::new();
-    for (i, (path, _, data)) in live.iter().enumerate() {
-        let Some(dv) = files.dvs.get(path) else {
+    for (i, (_, _, data)) in live.iter().enumerate() {
+        let Some(check) = crate::current_dv::applicable(files, data) else {
             continue;
         };
-        if dv.data_sequence_number < data.data_sequence_number {
-            continue;
-        }
-        let (Some(offset), Some(size)) =
-            (dv.file.content_offset(), dv.file.content_size_in_bytes())
-        else {
-            return Err(Error::file(
-                dv.path(),
-                "deletion vector entry lacks content_offset/content_size_in_bytes",
-                "invalid manifest entry",
-            ));
-        };
-        if let Some(read) = already_read.get(&(dv.path().to_string(), offset)) {
+        let check = check?;
+        if let Some(read) = already_read.get(&crate::current_dv::blob_key(&check)) {
             existing[i] = Some(read.clone());
             continue;
         }
-        checks.push(crate::puffin::DvEntryCheck {
-            puffin_location: dv.path(),
-            referenced_data_file: path,
-            content_offset: offset,
-            content_size_in_bytes: size,
-            record_count: dv.file.record_count(),
-            file_size_in_bytes: dv.file.file_size_in_bytes(),
-        });
+        checks.push(check);
         with_dv.push(i);
     }
     let read = crate::puffin::validate_dv_entries_prefetched(

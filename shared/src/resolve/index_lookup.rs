@@ -53,27 +53,12 @@ pub(super) async fn already_deleted(
     let mut checks = Vec::new();
     let mut checked = Vec::new();
     for (data, named) in rows {
-        let Some(dv) = files.dvs.get(data.path()) else {
+        // An entry without its blob's place rules nothing out (the merge reports it).
+        let Some(Ok(check)) = crate::current_dv::applicable(files, data) else {
             continue;
         };
-        // As the merge: a DV older than its data file deletes nothing of it.
-        if dv.data_sequence_number < data.data_sequence_number {
-            continue;
-        }
-        let (Some(offset), Some(size)) =
-            (dv.file.content_offset(), dv.file.content_size_in_bytes())
-        else {
-            continue;
-        };
-        checks.push(crate::puffin::DvEntryCheck {
-            puffin_location: dv.path(),
-            referenced_data_file: data.path(),
-            content_offset: offset,
-            content_size_in_bytes: size,
-            record_count: dv.file.record_count(),
-            file_size_in_bytes: dv.file.file_size_in_bytes(),
-        });
-        checked.push((data.path(), named, (dv.path().to_string(), offset)));
+        checked.push((data.path(), named, crate::current_dv::blob_key(&check)));
+        checks.push(check);
     }
     let mut pruned = HashSet::new();
     let mut existing = ExistingDvs::new();
