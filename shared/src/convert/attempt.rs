@@ -16,7 +16,7 @@ use crate::plan::{DataScope, DeleteGroup, Shard, group_equality_deletes};
 use crate::puffin::{
     DvBlobInput, EncodedPuffin, FooterPrefetch, WrittenDv, WrittenPuffin, encode_dv_puffin,
 };
-use crate::resolve::{ResolveMetrics, resolve_observed};
+use crate::resolve::{ResolveMetrics, ScannedKeys, resolve_observed};
 use crate::snapshot::{
     AddedFile, CONVERTED_FROM_PROPERTY, PropertyUpdate, SHARD_PROPERTY, SOURCE_PROPERTY,
     SPLIT_PROPERTY, SnapshotChanges, build_and_write_snapshot,
@@ -161,7 +161,7 @@ impl Attempt<'_> {
         groups: Vec<DeleteGroup>,
         dv_plans: Vec<DvPlan>,
         removed: Vec<LiveFile>,
-        key_indexes: &IndexStates,
+        key_indexes: &(IndexStates, ScannedKeys),
         report: &mut ConvertReport,
         attempt_files: &mut Vec<String>,
     ) -> Result<AttemptEnd> {
@@ -532,7 +532,12 @@ pub(super) async fn resolve_and_merge(
     files: &TableFiles,
     groups: &[DeleteGroup],
     options: &ConvertOptions,
-) -> Result<(ResolveMetrics, Vec<DvPlan>, Vec<LiveFile>, IndexStates)> {
+) -> Result<(
+    ResolveMetrics,
+    Vec<DvPlan>,
+    Vec<LiveFile>,
+    (IndexStates, ScannedKeys),
+)> {
     options.check_deadline(&table.name, "resolving keys to positions")?;
     // A file with a new deleted row merges with its old DV: its Puffin footer is read
     // while the other files are scanned, not in a round of its own after them.
@@ -561,6 +566,6 @@ pub(super) async fn resolve_and_merge(
         resolved.metrics,
         dv_plans,
         removed_position_deletes,
-        resolved.key_indexes,
+        (resolved.key_indexes, resolved.scanned_keys),
     ))
 }

@@ -7,17 +7,19 @@ use std::time::Instant;
 use super::ConvertOptions;
 use crate::Error;
 use crate::key_index::{IndexStates, IndexUpdate, update_index};
+use crate::resolve::ScannedKeys;
 use crate::table::{LoadedTable, TableFiles};
 
 /// Brings the key index of each group's equality field set up to date with `files` (see
 /// [`crate::key_index::update_index`]), when the key index is on for the table (after a
-/// resolve that read `read_in_vain` data files holding none of the keys); the files
+/// resolve that read `read_in_vain` data files holding none of the keys; the key hashes
+/// its scan took of whole files are used instead of reading them again); the files
 /// written are recorded in `attempt_files`. An index that cannot be updated is
 /// logged and left as it is: the conversion never depends on it.
 pub(super) async fn keep_key_indexes(
     table: &LoadedTable,
     files: &TableFiles,
-    states: &IndexStates,
+    (states, scanned): &(IndexStates, ScannedKeys),
     options: &ConvertOptions,
     read_in_vain: u64,
     attempt_files: &mut Vec<String>,
@@ -42,6 +44,7 @@ pub(super) async fn keep_key_indexes(
             files,
             ids,
             &states[ids],
+            scanned.get(ids),
             &settings,
             (options.resolve.parallelism, read_in_vain),
             &mut written,

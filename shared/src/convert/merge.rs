@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use roaring::RoaringTreemap;
 
+use crate::Result;
 use crate::puffin::FooterPrefetch;
 use crate::resolve::ExistingDvs;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
-use crate::Result;
 
 /// The DV to write for one data file.
 pub(super) struct DvPlan {

@@ -10,12 +10,15 @@
 //! Nothing here changes the table: the caller names the new index metadata file in its
 //! own commit's metadata ([`IndexUpdate::property`]), or removes the files written.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use serde::Serialize;
 
 use super::build::{RunEntries, paths_of, read_files, read_runs, write_run};
-use super::format::{CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json};
+use super::format::{
+    CoveredFile, CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json,
+};
 use super::{IndexState, KeyFingerprint, KeyIndexOptions, location_property};
 use crate::Result;
 use crate::keys::KeyColumns;
@@ -33,8 +36,10 @@ pub struct Upkeep {
     pub location: String,
     /// A new index (none, or one that could not be used, before).
     pub built: bool,
-    /// Data files read for it (the delta, or every file in scope when built).
+    /// Data files read for it (the delta, or every file in scope when built), besides
+    /// those whose key hashes the conversion's scan took as it read them.
     pub data_files_read: u64,
+    pub data_files_from_scan: u64,
     pub data_rows_read: u64,
     pub data_bytes_read: u64,
     /// Runs merged into the new one, and the leaf bytes read to merge them.
@@ -68,14 +73,18 @@ pub struct IndexUpdate {
 
 /// Brings the index of `equality_ids` up to date with the live data files of `files`
 /// (the conversion's base snapshot, in its scope), whose resolve read `read_in_vain`
-/// data files holding none of its deleted keys. `None` when there is nothing to write: no index and the options do not build
-/// one for so few files ([`KeyIndexOptions::builds`]), or an index that already covers
+/// data files holding none of its deleted keys; `scanned` has the key hashes of whole
+/// files that the resolve read (by path, in position order), which are not read again.
+/// `None` when there is nothing to write: no index and the options do not build one
+/// for so few files ([`KeyIndexOptions::builds`]), or an index that already covers
 /// every file. Each file written is recorded in `written` before it is written.
+#[allow(clippy::too_many_arguments)]
 pub async fn update_index(
     table: &LoadedTable,
     files: &TableFiles,
     equality_ids: &[i32],
     state: &IndexState,
+    scanned: Option<&HashMap<String, Vec<i64>>>,
     options: &KeyIndexOptions,
     (parallelism, read_in_vain): (usize, u64),
     written: &mut Vec<String>,
@@ -112,6 +121,12 @@ pub async fn update_index(
     let schema = table.metadata.current_schema();
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, equality_ids)?;
     let name_mapping = table.name_mapping()?;
+    // A file the scan hashed whole (a hash per row the manifest counts) is not read.
+    let (from_scan, delta): (Vec<LiveFile>, Vec<LiveFile>) = delta.into_iter().partition(|f| {
+        scanned
+            .and_then(|s| s.get(f.path()))
+            .is_some_and(|hashes| hashes.len() as u64 == f.file.record_count())
+    });
     let (mut pending, scan) = read_files(
         &table.file_io,
         name_mapping.as_deref(),
@@ -120,6 +135,10 @@ pub async fn update_index(
         parallelism,
     )
     .await?;
+    if let Some(scanned) = scanned {
+        upkeep.data_files_from_scan = from_scan.len() as u64;
+        append(&mut pending, entries_of(&from_scan, scanned));
+    }
     upkeep.data_files_read = scan.files;
     upkeep.data_rows_read = scan.rows;
     upkeep.data_bytes_read = scan.bytes;
@@ -221,6 +240,27 @@ pub async fn update_index(
         files: update_files,
         upkeep,
     }))
+}
+
+/// The entries of `data_files`, each hashed whole by the resolve's scan (`scanned`).
+fn entries_of(data_files: &[LiveFile], scanned: &HashMap<String, Vec<i64>>) -> RunEntries {
+    let mut run = RunEntries::default();
+    for data in data_files {
+        let Some(hashes) = scanned.get(data.path()) else {
+            continue;
+        };
+        let ordinal = run.covered.len();
+        run.covered.push(CoveredFile {
+            path: data.path().to_string(),
+            file_size_in_bytes: data.file.file_size_in_bytes(),
+            record_count: hashes.len() as u64,
+        });
+        run.files
+            .extend(std::iter::repeat_n(ordinal as u32, hashes.len()));
+        run.hashes.extend_from_slice(hashes);
+        run.positions.extend(0..hashes.len() as u64);
+    }
+    run
 }
 
 /// Adds `other`'s entries and covered files to `run` (file numbers shifted; `write_run`

@@ -32,6 +32,9 @@ pub(super) struct ScanWork {
     pub(super) projection: Arc<KeyProjection>,
     /// The only rows that can hold a deleted key, when the groups' indexes named them.
     pub(super) named: Option<RoaringTreemap>,
+    /// Groups (one per field set) whose key hashes the index's upkeep wants of every
+    /// row, if the file is read whole.
+    pub(super) index_keys: Vec<usize>,
 }
 
 /// Rows of a data page as the common writers cut them (parquet-mr's and parquet-rs'
@@ -86,6 +89,7 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
         group_ids,
         projection,
         named,
+        index_keys,
     } = work;
     let (data, group_ids, projection) = (&data, &group_ids[..], &*projection);
     let by_position = named.as_ref().is_some_and(|rows| {
@@ -175,6 +179,7 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
         holds_deleted_value: false,
         rows_scanned: 0,
         bytes_read: 0,
+        index_keys: Vec::new(),
     };
     if selected.is_empty() {
         return Ok(scan);
@@ -250,6 +255,13 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
             }
         }
         None => {
+            // Every row read, in position order: the index can have their hashes.
+            let whole = selected.len() == total_groups;
+            let mut hashes: Vec<Vec<i64>> = if whole {
+                index_keys.iter().map(|_| Vec::new()).collect()
+            } else {
+                Vec::new()
+            };
             let mut stream = Box::pin(file.read_as(
                 &projection.fields,
                 projection.target.clone(),
@@ -258,7 +270,21 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
             )?);
             while let Some((first, batch)) = stream.try_next().await? {
                 matches(&mut scan, &|i| first + i as u64, &batch)?;
+                for (&g, out) in index_keys.iter().zip(&mut hashes) {
+                    let key_columns = &loaded[g].key_columns;
+                    let columns: Vec<ArrayRef> = key_columns
+                        .field_ids
+                        .iter()
+                        .map(|id| batch.column(projection.column_of[id]).clone())
+                        .collect();
+                    crate::key_index::hash::hash_keys(key_columns, &columns, out)?;
+                }
             }
+            scan.index_keys = index_keys
+                .iter()
+                .zip(hashes)
+                .map(|(&g, hashes)| (loaded[g].group.equality_ids.clone(), hashes))
+                .collect();
         }
     }
     Ok(scan)
@@ -361,5 +387,8 @@ pub(super) struct FileScan {
     /// Read by position with an offset index: only the pages holding the named rows.
     pub(super) by_pages: bool,
     pub(super) rows_scanned: u64,
+    /// Per field set, the key hash of every row (the file read whole; see
+    /// [`ScanWork::index_keys`]).
+    pub(super) index_keys: Vec<(Vec<i32>, Vec<i64>)>,
     pub(super) bytes_read: u64,
 }

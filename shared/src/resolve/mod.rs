@@ -27,7 +27,7 @@ mod prune;
 mod scan;
 mod string_keys;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use roaring::RoaringTreemap;
@@ -224,7 +224,14 @@ pub struct Resolved {
     /// Existing DVs read to rule out files the index named (by the location and offset
     /// of their blob), for the merge with the new positions to reuse.
     pub existing_dvs: ExistingDvs,
+    /// Key hashes of every row of the files the scan read whole that the key index's
+    /// upkeep will fold in (not covered yet, or all of them for a build): the upkeep
+    /// takes them instead of reading those files again.
+    pub scanned_keys: ScannedKeys,
 }
+
+/// Key hashes of whole data files in position order, by equality field ids and path.
+pub type ScannedKeys = HashMap<Vec<i32>, HashMap<String, Vec<i64>>>;
 
 /// Resolves `groups` against the live data files of `files`.
 pub async fn resolve(
@@ -299,6 +306,9 @@ pub async fn resolve_observed(
         resolved.key_indexes.extend(pass.key_indexes);
         resolved.opened.extend(pass.opened);
         resolved.existing_dvs.extend(pass.existing_dvs);
+        for (ids, keys) in pass.scanned_keys {
+            resolved.scanned_keys.entry(ids).or_default().extend(keys);
+        }
         resolved.metrics.add(&pass.metrics);
     }
     resolved.metrics.key_passes = passes;

@@ -13,7 +13,7 @@ use super::early::{EarlyOpens, GroupWatch};
 use super::file_scan::{KeyProjection, ScanContext, ScanWork, scan_file};
 use super::key_set::{GroupKeys, KeyPass, load_group_keys};
 use super::{ResolveMetrics, ResolveOptions, Resolved};
-use crate::key_index::{IndexState, IndexStates};
+use crate::key_index::{IndexState, IndexStates, KeyIndexMode};
 use crate::parquet_io::FooterHint;
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
@@ -111,8 +111,16 @@ pub(super) async fn resolve_pass(
     .await;
     let loaded = Arc::new(loaded);
 
+    // Whether the conversion will index every file it reads (mode `true` and no index
+    // yet): then a scan hashes the keys of the files it reads whole, for the build.
+    let settings = options.key_index.for_table(table);
+    let builds_all = pass.index == 0
+        && settings.mode == KeyIndexMode::On
+        && settings.builds(files.data_files.len() as u64, 0);
     // Candidates: per data file, the groups that may apply after bound pruning.
     let mut candidates: Vec<(&LiveFile, Vec<usize>)> = Vec::new();
+    // Per candidate, the groups (one per field set) whose index wants its keys hashed.
+    let mut keys_for_index: HashMap<&str, Vec<usize>> = HashMap::new();
     // Of those, the ones every surviving group's index covers: the rows it named.
     let mut named_rows: Vec<(&LiveFile, RoaringTreemap)> = Vec::new();
     for data in &files.data_files {
@@ -164,6 +172,23 @@ pub(super) async fn resolve_pass(
             continue;
         }
         metrics.index_delta_files += u64::from(in_delta);
+        // The index's upkeep folds in the files it does not cover, and a build every
+        // file: those the scan reads whole, it hashes once here instead of reading them
+        // again.
+        let mut wanted: Vec<usize> = Vec::new();
+        for &i in &surviving {
+            let want = match group_hits[i].as_ref() {
+                Some(hits) => pass.index == 0 && !hits.index.covers(data),
+                None => builds_all,
+            };
+            let ids = &loaded[i].group.equality_ids;
+            if want && !wanted.iter().any(|&w| loaded[w].group.equality_ids == *ids) {
+                wanted.push(i);
+            }
+        }
+        if !wanted.is_empty() {
+            keys_for_index.insert(data.path(), wanted);
+        }
         if let Some(rows) = rows {
             named_rows.push((data, rows));
         }
@@ -202,7 +227,9 @@ pub(super) async fn resolve_pass(
         };
         let named = named_rows.remove(data.path());
         metrics.files_read_by_position += u64::from(named.is_some());
+        let index_keys = keys_for_index.remove(data.path()).unwrap_or_default();
         work.push(ScanWork {
+            index_keys,
             open: early.take(data.path()),
             data: data.clone(),
             group_ids: surviving,
@@ -281,6 +308,13 @@ pub(super) async fn resolve_pass(
         }
         metrics.rows_scanned += scan.rows_scanned;
         metrics.bytes_read += scan.bytes_read;
+        for (ids, hashes) in scan.index_keys {
+            resolved
+                .scanned_keys
+                .entry(ids)
+                .or_default()
+                .insert(scan.path.clone(), hashes);
+        }
         if !scan.positions.is_empty() {
             metrics.files_with_matches += 1;
             metrics.positions_matched += scan.positions.len();

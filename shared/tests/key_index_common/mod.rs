@@ -205,6 +205,7 @@ pub async fn rounds(spec: WorkloadSpec, rounds: usize) -> u64 {
     let mut ruled_out_by_dvs = 0;
     let mut merged = 0;
     let mut by_position = 0;
+    let mut from_scan = 0;
     for round in 0..rounds {
         let step = format!(
             "{} seed {} round {round}",
@@ -246,6 +247,11 @@ pub async fn rounds(spec: WorkloadSpec, rounds: usize) -> u64 {
             .iter()
             .map(|u| u.runs_merged)
             .sum::<u64>();
+        from_scan += converted
+            .key_index
+            .iter()
+            .map(|u| u.data_files_from_scan)
+            .sum::<u64>();
         assert_index_covers_live_files(&w.catalog, &converted, &step).await;
         assert_index_matches_a_full_scan(&w.catalog, &step).await;
         report = generate_table(
@@ -262,6 +268,10 @@ pub async fn rounds(spec: WorkloadSpec, rounds: usize) -> u64 {
         "the index ruled out no data file in {rounds} rounds"
     );
     assert!(merged > 0, "no run was ever merged in {rounds} rounds");
+    assert!(
+        from_scan > 0,
+        "the index's upkeep took no file's keys from the scan in {rounds} rounds"
+    );
     assert!(
         by_position > 0,
         "no file was read at the rows the index named in {rounds} rounds"
