@@ -110,6 +110,7 @@ def row(report):
         "files_read_by_position": r.get("files_read_by_position", 0),
         "offset_indexes_read": r.get("offset_indexes_read", 0),
         "rows_scanned": r.get("rows_scanned", 0),
+        "resolve_steps_ms": r.get("steps_ms", {}),
         "upkeep": upkeep,
     }
 

@@ -58,6 +58,10 @@ def history(name, sc, md):
             f"| {i['s3_requests']:,} ({index_requests(i):,}) | {mb(i['s3_bytes']):,.1f} | {i['dvs_written']:,} "
             f"| {i['index_delta_files']:,} | {i['pruned_by_index'] + i['pruned_by_index_dvs']:,} "
             f"({i['pruned_by_index_dvs']:,}) |\n")
+    if "same_rows" in sc:
+        md.append(f"\nBoth tables read the same rows at the end: {'yes' if sc['same_rows'] else 'no'} "
+                  f"({sc.get('rows_read') or 0:,} rows); equality delete files left in the indexed table: "
+                  f"{sc.get('equality_delete_files_at_end', '?')}.\n")
     later = convs[1:]
     if later:
         scan_s = sum(c["scan"]["wall_s"] for c in later)
@@ -102,6 +106,13 @@ def sizes(sc, md):
             f"({i.get('files_read_by_position', 0):,}) | {i['s3_requests']:,} ({index_requests(i):,}) "
             f"| {mb(i['s3_bytes']):,.1f} | {per_row:.1f} | {b['wall_s']:.2f} | {f['wall_s']:.2f} |\n")
     zs = sc["sizes"]
+    read_back = [f"{z['rows']:,}: {'yes' if z.get('same_rows') else 'no'} ({z['rows_read']:,} rows)"
+                 for z in zs if z.get("same_rows") is not None]
+    unread = [f"{z['rows']:,}" for z in zs if z.get("same_rows") is None]
+    md.append("\nEvery conversion wrote the same DVs with and without the index (checked). Both tables "
+              f"read the same rows at the end: {'; '.join(read_back) or 'none read back'}"
+              + (f"; not read back at {', '.join(unread)} rows (`eqdv rows` sorts them all in memory)."
+                 if unread else ".") + "\n")
     if len(zs) > 1:
         walls = [z["index"]["wall_s"] for z in zs]
         reqs = [z["index"]["s3_requests"] for z in zs]

@@ -81,6 +81,11 @@ pub struct LeafMeta {
     pub record_count: u64,
     pub min_key_hash: i64,
     pub max_key_hash: i64,
+    /// Bytes from where its page indexes begin to its end (page indexes and footer):
+    /// a probe reads them in one request. Absent in leaves written before eqdv recorded
+    /// it (read with the default footer hint, then what the footer asks for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tail_bytes: Option<u64>,
 }
 
 /// The data files a run covers: every row of each is in the run's leaves.
@@ -220,6 +225,7 @@ mod tests {
                 covered_files: 1,
                 entries: 2,
                 leaves: vec![LeafMeta {
+                    tail_bytes: None,
                     location: "l".into(),
                     file_size_in_bytes: 10,
                     record_count: 2,

@@ -98,7 +98,7 @@ pub async fn write_leaf(
             "key index leaf {location} would be empty"
         )));
     };
-    let bytes = encode_leaf(location, entries)?;
+    let (bytes, tail_bytes) = encode_leaf(location, entries)?;
     let size = bytes.len() as u64;
     file_io
         .new_output(location)?
@@ -111,10 +111,12 @@ pub async fn write_leaf(
         record_count: entries.hashes.len() as u64,
         min_key_hash: min,
         max_key_hash: max,
+        tail_bytes: Some(tail_bytes),
     })
 }
 
-fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
+/// The leaf's bytes, and how many of its last bytes hold its page indexes and footer.
+fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<(Vec<u8>, u64)> {
     let encode_error = |e: &dyn std::fmt::Display| {
         Error::file(location, "cannot encode a key index leaf", e.to_string())
     };
@@ -147,8 +149,24 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<Vec<u8>> {
     let mut writer =
         ArrowWriter::try_new(&mut out, schema, Some(properties)).map_err(|e| encode_error(&e))?;
     writer.write(&batch).map_err(|e| encode_error(&e))?;
-    writer.close().map_err(|e| encode_error(&e))?;
-    Ok(out)
+    let metadata = writer.close().map_err(|e| encode_error(&e))?;
+    let page_indexes = metadata
+        .row_groups()
+        .iter()
+        .flat_map(|rg| rg.columns())
+        .flat_map(|c| [c.column_index_offset(), c.offset_index_offset()])
+        .flatten()
+        .min();
+    let len = out.len() as u64;
+    let tail = match page_indexes.and_then(|at| u64::try_from(at).ok()) {
+        Some(at) if at < len => len - at,
+        // No page index: the footer and its 8-byte trailer.
+        _ => out
+            .get(out.len().saturating_sub(8)..out.len().saturating_sub(4))
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(len, |b| u64::from(u32::from_le_bytes(b)) + 8),
+    };
+    Ok((out, tail))
 }
 
 /// What probing leaves read.
@@ -384,7 +402,11 @@ async fn leaf_reader(file_io: &FileIO, leaf: &LeafMeta, probe: bool) -> Result<F
         .reader()
         .await
         .map_err(|e| Error::file(location, "cannot open a key index leaf (missing?)", e))?;
-    let reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    let mut reader = FileReader::new(location, leaf.file_size_in_bytes, inner);
+    if let Some(tail) = leaf.tail_bytes.and_then(|t| usize::try_from(t).ok()) {
+        // Page indexes and footer in one request.
+        reader = reader.with_footer_hint(tail);
+    }
     // A probe reads a few pages scattered over the leaf: merged across the reader's
     // default gap (1 MiB) they would be most of the leaf.
     Ok(if probe {
@@ -522,6 +544,34 @@ mod tests {
             "{} bytes for {n} entries",
             leaf.file_size_in_bytes
         );
+    }
+
+    #[tokio::test]
+    async fn a_leafs_footer_and_page_indexes_are_read_in_one_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_io, location) = io(dir.path());
+        let n = 1_000_000usize;
+        let hashes: Vec<i64> = (0..n as i64).map(|i| i * 7).collect();
+        let files = vec![0u32; n];
+        let positions: Vec<u64> = (0..n as u64).collect();
+        let entries = Entries {
+            hashes: &hashes,
+            files: &files,
+            positions: &positions,
+        };
+        let leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
+        let tail = leaf.tail_bytes.expect("recorded");
+        // Thousands of pages: their indexes outgrow the default hint (64 KiB).
+        assert!(tail > 64 * 1024, "{tail}");
+        let mut reader = leaf_reader(&file_io, &leaf, true).await.unwrap();
+        let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Required);
+        let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
+            .await
+            .unwrap();
+        assert!(metadata.metadata().offset_index().is_some());
+        assert!(metadata.metadata().column_index().is_some());
+        assert_eq!(reader.reads(), 1);
+        assert_eq!(reader.footer_bytes(), tail);
     }
 
     #[tokio::test]

@@ -200,11 +200,41 @@ pub struct ResolveMetrics {
     /// is read whole: its key columns over the row groups pruning kept).
     #[serde(default)]
     pub files_read_by_position: u64,
+    /// Where the resolve's time went, in its steps one after another (milliseconds,
+    /// summed over key passes): opening the key indexes, loading the deleted keys,
+    /// looking them up, reading existing DVs to rule files out, and scanning.
+    #[serde(default)]
+    pub steps_ms: ResolveSteps,
     /// Of those, the files read through their offset index: only the pages holding the
     /// named rows were fetched (the index's bytes, when not in the footer's read, are
     /// in `footer_bytes_read`).
     #[serde(default)]
     pub offset_indexes_read: u64,
+}
+
+/// Milliseconds of a resolve's steps (see [`ResolveMetrics::steps_ms`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ResolveSteps {
+    pub index_open: f64,
+    pub keys: f64,
+    pub index_lookup: f64,
+    pub index_dvs: f64,
+    pub scan: f64,
+}
+
+impl ResolveSteps {
+    fn add(&mut self, other: &ResolveSteps) {
+        self.index_open += other.index_open;
+        self.keys += other.keys;
+        self.index_lookup += other.index_lookup;
+        self.index_dvs += other.index_dvs;
+        self.scan += other.scan;
+    }
+}
+
+/// Milliseconds since `start`.
+pub(crate) fn ms_since(start: std::time::Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1000.0
 }
 
 /// The deleted rows found, per data file.
@@ -267,6 +297,7 @@ pub async fn resolve_observed(
         .collect();
     table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
+    let opening = std::time::Instant::now();
     if options.key_index.for_table(table).enabled() {
         for group in groups {
             if !resolved.key_indexes.contains_key(&group.equality_ids) {
@@ -286,6 +317,7 @@ pub async fn resolve_observed(
             }
         }
     }
+    resolved.metrics.steps_ms.index_open = ms_since(opening);
     for index in 0..passes {
         let pass = scan::resolve_pass(
             table,
@@ -362,6 +394,7 @@ impl ResolveMetrics {
         self.pruned_by_index_dvs += pass.pruned_by_index_dvs;
         self.index_dvs_read += pass.index_dvs_read;
         self.files_read_by_position += pass.files_read_by_position;
+        self.steps_ms.add(&pass.steps_ms);
         self.offset_indexes_read += pass.offset_indexes_read;
     }
 }

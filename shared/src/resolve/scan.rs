@@ -12,7 +12,7 @@ use super::budget::ReadBudget;
 use super::early::{EarlyOpens, GroupWatch};
 use super::file_scan::{KeyProjection, ScanContext, ScanWork, scan_file};
 use super::key_set::{GroupKeys, KeyPass, load_group_keys};
-use super::{ResolveMetrics, ResolveOptions, Resolved};
+use super::{ResolveMetrics, ResolveOptions, Resolved, ms_since};
 use crate::key_index::{IndexState, IndexStates, KeyIndexMode};
 use crate::parquet_io::FooterHint;
 use crate::plan::DeleteGroup;
@@ -91,6 +91,7 @@ pub(super) async fn resolve_pass(
             .boxed()
         })
         .collect();
+    let step = std::time::Instant::now();
     let mut loads = futures::stream::iter(loads).buffered(groups.len().max(1));
     let mut loaded: Vec<GroupKeys> = Vec::with_capacity(groups.len());
     while let Some((keys, group_metrics)) = loads.try_next().await? {
@@ -100,6 +101,8 @@ pub(super) async fn resolve_pass(
     }
     drop(loads);
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
+    metrics.steps_ms.keys = ms_since(step);
+    let step = std::time::Instant::now();
     let group_hits = super::index_lookup::look_up(
         table,
         &mut loaded,
@@ -109,6 +112,7 @@ pub(super) async fn resolve_pass(
         &mut resolved.key_indexes,
     )
     .await;
+    metrics.steps_ms.index_lookup = ms_since(step);
     let loaded = Arc::new(loaded);
 
     // Whether the conversion will index every file it reads (mode `true` and no index
@@ -194,12 +198,15 @@ pub(super) async fn resolve_pass(
         }
         candidates.push((data, surviving));
     }
+    let step = std::time::Instant::now();
     let (deleted_already, existing_dvs) = if named_rows.is_empty() {
         Default::default()
     } else {
         super::index_lookup::already_deleted(table, files, &named_rows, options, metrics).await
     };
     resolved.existing_dvs = existing_dvs;
+    metrics.steps_ms.index_dvs = ms_since(step);
+    let step = std::time::Instant::now();
     // A file every surviving group's index named is read at the rows named and nowhere
     // else: the index holds every row of it, so no other row can hold a deleted key.
     let mut named_rows: HashMap<&str, RoaringTreemap> = named_rows
@@ -280,6 +287,7 @@ pub(super) async fn resolve_pass(
     }
     drop(scans);
 
+    metrics.steps_ms.scan = ms_since(step);
     // Every footer opened early belongs to a file bound pruning kept (it is monotone in
     // the keys), so the scans took them all: an open left over was a wasted request.
     debug_assert_eq!(
