@@ -113,6 +113,13 @@ def sizes(sc, md):
               f"read the same rows at the end: {'; '.join(read_back) or 'none read back'}"
               + (f"; not read back at {', '.join(unread)} rows (`eqdv rows` sorts them all in memory)."
                  if unread else ".") + "\n")
+    big = zs[-1]
+    md.append(f"\nAt {big['rows']:,} rows the index opened {big['index']['files_opened']:,} of the "
+              f"{big['scan']['files_opened']:,} data files the scan opened and read "
+              f"{ratio(big['index']['s3_bytes'], big['scan']['s3_bytes']):.2f}x its bytes from S3 (index files "
+              f"included) in {ratio(big['index']['wall_s'], big['scan']['wall_s']):.2f}x its time; its build "
+              f"took {big['build']['wall_s']:.1f} s against the scan's first conversion of "
+              f"{big['first_scan']['wall_s']:.1f} s, at a peak RSS of {big['build'].get('max_rss_mb', 0):,.0f} MB.\n")
     if len(zs) > 1:
         walls = [z["index"]["wall_s"] for z in zs]
         reqs = [z["index"]["s3_requests"] for z in zs]
