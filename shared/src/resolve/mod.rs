@@ -29,6 +29,7 @@ mod string_keys;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use futures::FutureExt;
 use iceberg::spec::{NestedFieldRef, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
@@ -297,35 +298,60 @@ pub async fn resolve_observed(
         .collect();
     table.refuse_unparsed_defaults(&key_fields).await?;
     let mut resolved = Resolved::default();
-    let opening = std::time::Instant::now();
-    if options.key_index.for_table(table).enabled() {
-        for group in groups {
-            if !resolved.key_indexes.contains_key(&group.equality_ids) {
-                let state = crate::key_index::open_for(table, &group.equality_ids).await;
+    // The indexes open while the first pass loads its keys.
+    let mut first = if options.key_index.for_table(table).enabled() {
+        let mut ids: Vec<Vec<i32>> = groups.iter().map(|g| g.equality_ids.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let named = ids
+            .iter()
+            .filter(|ids| {
+                let property = crate::key_index::location_property(ids);
+                table.metadata.properties().contains_key(&property)
+            })
+            .cloned()
+            .collect();
+        let open = async move {
+            let started = std::time::Instant::now();
+            let states = futures::future::join_all(
+                ids.iter().map(|ids| crate::key_index::open_for(table, ids)),
+            )
+            .await;
+            let mut opened = scan::OpenedIndexes {
+                states: IndexStates::new(),
+                bytes_read: 0,
+                bypassed: 0,
+                ms: 0.0,
+            };
+            for (ids, state) in ids.into_iter().zip(states) {
                 match &state {
                     crate::key_index::IndexState::Usable(index) => {
-                        resolved.metrics.index_bytes_read += index.bytes_read;
+                        opened.bytes_read += index.bytes_read
                     }
-                    crate::key_index::IndexState::Bypassed(_) => {
-                        resolved.metrics.index_bypassed += 1;
-                    }
+                    crate::key_index::IndexState::Bypassed(_) => opened.bypassed += 1,
                     crate::key_index::IndexState::Absent => {}
                 }
-                resolved
-                    .key_indexes
-                    .insert(group.equality_ids.clone(), state);
+                opened.states.insert(ids, state);
             }
-        }
-    }
-    resolved.metrics.steps_ms.index_open = ms_since(opening);
+            opened.ms = ms_since(started);
+            opened
+        };
+        Some((named, open.boxed()))
+    } else {
+        None
+    };
     for index in 0..passes {
+        let indexes = match first.take() {
+            Some((named, open)) => scan::PassIndexes::Opening { named, open },
+            None => scan::PassIndexes::Known(&resolved.key_indexes),
+        };
         let pass = scan::resolve_pass(
             table,
             files,
             groups,
             KeyPass { index, passes },
             options,
-            &resolved.key_indexes,
+            indexes,
             on_match,
         )
         .await?;

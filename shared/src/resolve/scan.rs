@@ -1,7 +1,7 @@
 //! One pass of the resolve: the candidates of every group (after bound pruning and the
 //! key index's lookup), then their files scanned in parallel tasks (`file_scan`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
@@ -26,16 +26,23 @@ pub(super) async fn resolve_pass(
     groups: &[DeleteGroup],
     pass: KeyPass,
     options: &ResolveOptions,
-    indexes: &IndexStates,
+    indexes: PassIndexes<'_>,
     on_match: &(dyn Fn(&str) + Sync),
 ) -> Result<Resolved> {
     let mut resolved = Resolved::default();
     let metrics = &mut resolved.metrics;
-    let index_of = |group: &DeleteGroup| {
-        indexes
+    // Until the indexes are open, a group counts as indexed when the table names an
+    // index for its field set.
+    let (known, named, opening) = match indexes {
+        PassIndexes::Known(states) => (Some(states), HashSet::new(), None),
+        PassIndexes::Opening { named, open } => (None, named, Some(open)),
+    };
+    let indexed = |group: &DeleteGroup| match known {
+        Some(states) => states
             .get(&group.equality_ids)
             .and_then(IndexState::usable)
-            .cloned()
+            .is_some(),
+        None => named.contains(&group.equality_ids),
     };
 
     let name_mapping = table.name_mapping()?;
@@ -60,7 +67,7 @@ pub(super) async fn resolve_pass(
     // A group with an index opens no footer early: the lookup, not the keys' bounds,
     // decides which of its candidates are read.
     let watch = |group: &DeleteGroup| {
-        (pass.passes <= 1 && index_of(group).is_none()).then(|| {
+        (pass.passes <= 1 && !indexed(group)).then(|| {
             let in_scope = files
                 .data_files
                 .iter()
@@ -86,22 +93,52 @@ pub(super) async fn resolve_pass(
                 name_mapping,
                 budget,
                 watch(group),
-                index_of(group).is_some(),
+                indexed(group),
             )
             .boxed()
         })
         .collect();
     let step = std::time::Instant::now();
-    let mut loads = futures::stream::iter(loads).buffered(groups.len().max(1));
-    let mut loaded: Vec<GroupKeys> = Vec::with_capacity(groups.len());
-    while let Some((keys, group_metrics)) = loads.try_next().await? {
-        metrics.bytes_read += group_metrics.bytes_read;
-        metrics.delete_files_read += group_metrics.delete_files_read;
-        loaded.push(keys);
-    }
-    drop(loads);
+    // The keys load while the indexes open (their metadata and covered lists).
+    let loading = async {
+        let mut loads = futures::stream::iter(loads).buffered(groups.len().max(1));
+        let mut loaded: Vec<GroupKeys> = Vec::with_capacity(groups.len());
+        let mut read = ResolveMetrics::default();
+        while let Some((keys, group_metrics)) = loads.try_next().await? {
+            read.bytes_read += group_metrics.bytes_read;
+            read.delete_files_read += group_metrics.delete_files_read;
+            loaded.push(keys);
+        }
+        Ok::<_, Error>((loaded, read))
+    };
+    let opened = async {
+        match opening {
+            Some(open) => Some(open.await),
+            None => None,
+        }
+    };
+    let (loading, opened) = futures::join!(loading, opened);
+    let (mut loaded, read) = loading?;
+    metrics.bytes_read += read.bytes_read;
+    metrics.delete_files_read += read.delete_files_read;
     metrics.delete_keys = loaded.iter().map(|g| g.keys.len() as u64).sum();
     metrics.steps_ms.keys = ms_since(step);
+    let opened_states: IndexStates = match opened {
+        Some(opened) => {
+            metrics.index_bytes_read += opened.bytes_read;
+            metrics.index_bypassed += opened.bypassed;
+            metrics.steps_ms.index_open = opened.ms;
+            opened.states
+        }
+        None => IndexStates::new(),
+    };
+    let states: &IndexStates = known.unwrap_or(&opened_states);
+    let index_of = |group: &DeleteGroup| {
+        states
+            .get(&group.equality_ids)
+            .and_then(IndexState::usable)
+            .cloned()
+    };
     let step = std::time::Instant::now();
     let group_hits = super::index_lookup::look_up(
         table,
@@ -113,6 +150,10 @@ pub(super) async fn resolve_pass(
     )
     .await;
     metrics.steps_ms.index_lookup = ms_since(step);
+    // The pass's states: as opened, but for an index its lookup found unreadable.
+    for (ids, state) in opened_states {
+        resolved.key_indexes.entry(ids).or_insert(state);
+    }
     let loaded = Arc::new(loaded);
 
     // Whether the conversion will index every file it reads (mode `true` and no index
@@ -339,4 +380,24 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// The key indexes a pass resolves with.
+pub(super) enum PassIndexes<'a> {
+    /// Opened before (a later key pass).
+    Known(&'a IndexStates),
+    /// Opening while the first pass loads its keys: `named`, the field sets the table
+    /// names an index for.
+    Opening {
+        named: HashSet<Vec<i32>>,
+        open: BoxFuture<'a, OpenedIndexes>,
+    },
+}
+
+/// The indexes of a resolve as opened, and what opening them took.
+pub(super) struct OpenedIndexes {
+    pub(super) states: IndexStates,
+    pub(super) bytes_read: u64,
+    pub(super) bypassed: u64,
+    pub(super) ms: f64,
 }
