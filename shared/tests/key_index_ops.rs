@@ -116,16 +116,7 @@ async fn the_table_property_turns_the_index_on_and_off() {
     })
     .await;
     let expected = expected_rows(&report.state).unwrap();
-    let off = convert(
-        &w.catalog,
-        &table(),
-        &ConvertOptions {
-            resolve: indexed(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let off = convert_with(&w.catalog, indexed(), "the property off").await;
     assert_eq!(off.outcome, Outcome::Converted);
     assert!(off.key_index.is_empty(), "{:?}", off.key_index);
     assert_converted(&w.catalog, &expected).await;
@@ -153,16 +144,7 @@ async fn the_table_property_turns_the_index_on_and_off() {
         },
     )
     .await;
-    let on = convert(
-        &w.catalog,
-        &table(),
-        &ConvertOptions {
-            resolve: scan_only(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let on = convert_with(&w.catalog, scan_only(), "the property on").await;
     assert_eq!(on.outcome, Outcome::Converted);
     assert!(on.key_index.iter().any(|u| u.built), "{:?}", on.key_index);
     assert_converted(&w.catalog, &expected_rows(&report.state).unwrap()).await;

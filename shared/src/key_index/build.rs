@@ -29,6 +29,27 @@ pub(super) struct RunEntries {
     pub positions: Vec<u64>,
 }
 
+impl RunEntries {
+    /// Adds the entries of `data`, every row of it: `hashes[i]` at `positions[i]`.
+    pub fn push_file(
+        &mut self,
+        data: &LiveFile,
+        hashes: &[i64],
+        positions: impl IntoIterator<Item = u64>,
+    ) {
+        let ordinal = self.covered.len() as u32;
+        self.covered.push(CoveredFile {
+            path: data.path().to_string(),
+            file_size_in_bytes: data.file.file_size_in_bytes(),
+            record_count: hashes.len() as u64,
+        });
+        self.files
+            .extend(std::iter::repeat_n(ordinal, hashes.len()));
+        self.hashes.extend_from_slice(hashes);
+        self.positions.extend(positions);
+    }
+}
+
 /// What reading data files for the index took.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct ScanRead {
@@ -87,19 +108,11 @@ pub(super) async fn read_files(
         .await?;
     let mut run = RunEntries::default();
     let mut scan = ScanRead::default();
-    for (index, (data, hashes, positions, bytes)) in read.into_iter().enumerate() {
+    for (data, hashes, positions, bytes) in read {
         scan.files += 1;
         scan.rows += hashes.len() as u64;
         scan.bytes += bytes;
-        run.covered.push(CoveredFile {
-            path: data.path().to_string(),
-            file_size_in_bytes: data.file.file_size_in_bytes(),
-            record_count: hashes.len() as u64,
-        });
-        run.files
-            .extend(std::iter::repeat_n(index as u32, hashes.len()));
-        run.hashes.extend(hashes);
-        run.positions.extend(positions);
+        run.push_file(data, &hashes, positions);
     }
     Ok((run, scan))
 }

@@ -472,21 +472,35 @@ mod tests {
         (io, format!("{}/leaf.parquet", dir.display()))
     }
 
-    #[tokio::test]
-    async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
-        let dir = tempfile::tempdir().unwrap();
-        let (file_io, location) = io(dir.path());
-        // 100,000 entries: hash i*10, alternating files 0 and 1.
-        let n = 100_000usize;
-        let hashes: Vec<i64> = (0..n as i64).map(|i| i * 10 - 500_000).collect();
-        let files: Vec<u32> = (0..n as u32).map(|i| i % 2).collect();
+    /// Writes a leaf of `n` entries, entry `i` at position `i` with hash `hash(i)` of
+    /// data file `file(i)`; returns it with its hashes.
+    async fn write_entries(
+        file_io: &FileIO,
+        location: &str,
+        n: usize,
+        hash: impl Fn(i64) -> i64,
+        file: impl Fn(u32) -> u32,
+    ) -> (LeafMeta, Vec<i64>) {
+        let hashes: Vec<i64> = (0..n as i64).map(hash).collect();
+        let files: Vec<u32> = (0..n as u32).map(file).collect();
         let positions: Vec<u64> = (0..n as u64).collect();
         let entries = Entries {
             hashes: &hashes,
             files: &files,
             positions: &positions,
         };
-        let leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
+        let leaf = write_leaf(file_io, location, &entries).await.unwrap();
+        (leaf, hashes)
+    }
+
+    #[tokio::test]
+    async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file_io, location) = io(dir.path());
+        // 100,000 entries: hash i*10, alternating files 0 and 1.
+        let n = 100_000usize;
+        let (leaf, hashes) =
+            write_entries(&file_io, &location, n, |i| i * 10 - 500_000, |i| i % 2).await;
         assert_eq!(leaf.record_count, n as u64);
         assert_eq!(leaf.min_key_hash, -500_000);
         assert_eq!(leaf.max_key_hash, (n as i64 - 1) * 10 - 500_000);
@@ -550,16 +564,7 @@ mod tests {
     async fn a_leafs_footer_and_page_indexes_are_read_in_one_request() {
         let dir = tempfile::tempdir().unwrap();
         let (file_io, location) = io(dir.path());
-        let n = 1_000_000usize;
-        let hashes: Vec<i64> = (0..n as i64).map(|i| i * 7).collect();
-        let files = vec![0u32; n];
-        let positions: Vec<u64> = (0..n as u64).collect();
-        let entries = Entries {
-            hashes: &hashes,
-            files: &files,
-            positions: &positions,
-        };
-        let leaf = write_leaf(&file_io, &location, &entries).await.unwrap();
+        let (leaf, _) = write_entries(&file_io, &location, 1_000_000, |i| i * 7, |_| 0).await;
         let tail = leaf.tail_bytes.expect("recorded");
         // Thousands of pages: their indexes outgrow the default hint (64 KiB).
         assert!(tail > 64 * 1024, "{tail}");

@@ -16,9 +16,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::build::{RunEntries, paths_of, read_files, read_runs, write_run};
-use super::format::{
-    CoveredFile, CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json,
-};
+use super::format::{CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json};
 use super::{IndexState, KeyFingerprint, KeyIndexOptions, location_property};
 use crate::Result;
 use crate::keys::KeyColumns;
@@ -246,19 +244,10 @@ pub async fn update_index(
 fn entries_of(data_files: &[LiveFile], scanned: &HashMap<String, Vec<i64>>) -> RunEntries {
     let mut run = RunEntries::default();
     for data in data_files {
-        let Some(hashes) = scanned.get(data.path()) else {
-            continue;
-        };
-        let ordinal = run.covered.len();
-        run.covered.push(CoveredFile {
-            path: data.path().to_string(),
-            file_size_in_bytes: data.file.file_size_in_bytes(),
-            record_count: hashes.len() as u64,
-        });
-        run.files
-            .extend(std::iter::repeat_n(ordinal as u32, hashes.len()));
-        run.hashes.extend_from_slice(hashes);
-        run.positions.extend(0..hashes.len() as u64);
+        if let Some(hashes) = scanned.get(data.path()) {
+            // A whole file's hashes come in position order.
+            run.push_file(data, hashes, 0..hashes.len() as u64);
+        }
     }
     run
 }

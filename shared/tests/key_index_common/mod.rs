@@ -91,6 +91,24 @@ pub async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
     (off, on)
 }
 
+/// Converts the table with `resolve`'s options (the rest default); panics naming `step`.
+pub async fn convert_with(
+    catalog: &dyn Catalog,
+    resolve: ResolveOptions,
+    step: &str,
+) -> ConvertReport {
+    convert(
+        catalog,
+        &table(),
+        &ConvertOptions {
+            resolve,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{step}: conversion failed: {e}"))
+}
+
 /// One step: the same positions with and without the index, then the conversion that
 /// keeps it, judged by PyIceberg.
 pub async fn differential_step(
@@ -109,16 +127,7 @@ pub async fn differential_step(
         on.metrics.files_opened,
         off.metrics.files_opened
     );
-    let report = convert(
-        catalog,
-        &table(),
-        &ConvertOptions {
-            resolve: indexed(),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{step}: conversion failed: {e}"));
+    let report = convert_with(catalog, indexed(), step).await;
     assert_eq!(report.outcome, Outcome::Converted, "{step}");
     assert_converted(catalog, expected).await;
     (on, report)
