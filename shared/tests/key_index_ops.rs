@@ -27,7 +27,7 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
     differential_step(&w.catalog, &expected, "build").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(&t, &[1]).await;
+    let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
     let index = state
         .usable()
         .expect("an index after the first conversion")
@@ -55,7 +55,12 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
         converted.key_index
     );
     let t = load(&w.catalog).await;
-    assert!(key_index::open_for(&t, &[1]).await.usable().is_some());
+    assert!(
+        key_index::open_for(&t, &[1], t.metadata.current_snapshot_id())
+            .await
+            .usable()
+            .is_some()
+    );
     assert_no_orphans(&w.catalog).await;
 }
 
@@ -311,7 +316,7 @@ async fn verification_finds_a_wrong_entry() {
     assert_index_matches_a_full_scan(&w.catalog, "built").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(&t, &[1]).await;
+    let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
     let index = state.usable().expect("usable").clone();
     let leaf = &index.metadata.runs[0].leaves[0];
     let (mut hashes, mut numbers, mut positions) = (Vec::new(), Vec::new(), Vec::new());
@@ -387,5 +392,88 @@ async fn ranges_look_keys_up_in_the_index() {
     );
     assert_eq!(ranged.dvs_written, on.positions.len());
     assert_converted(&w.catalog, &expected).await;
+    assert_no_orphans(&w.catalog).await;
+}
+
+/// An index whose merges left out rows that DVs deleted serves only snapshots that
+/// descend from the one it was merged at. Rolled back to the snapshot before the first
+/// conversion (the rows its DVs deleted are deleted there by equality deletes still to
+/// convert, the later ones live), the table's index is bypassed and rebuilt, and the
+/// table converts as without an index: misused, the index would not name those rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_past_the_rows_an_index_left_out_bypasses_it() {
+    let w = warehouse();
+    // Few rows and many hot-key updates a commit: a new run soon absorbs the first.
+    let spec = WorkloadSpec {
+        rows: 240,
+        changes_per_commit: 160,
+        zipf_keys: true,
+        ..spec(26, vec![KeyType::Long], PartitionKind::None)
+    };
+    let mut report = generate_table(&w.catalog, &spec).await;
+    let rolled_back_to = load(&w.catalog)
+        .await
+        .metadata
+        .current_snapshot_id()
+        .expect("a snapshot");
+    let expected_there = expected_rows(&report.state).unwrap();
+    let files_there: Vec<String> = files(&w.catalog)
+        .await
+        .data_files
+        .iter()
+        .map(|f| f.path().to_string())
+        .collect();
+    // Until a merge left out rows of the files live there.
+    let mut dropped = 0;
+    for round in 0..8 {
+        let expected = expected_rows(&report.state).unwrap();
+        differential_step(&w.catalog, &expected, &format!("round {round}")).await;
+        let t = load(&w.catalog).await;
+        let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
+        dropped = state
+            .usable()
+            .expect("an index")
+            .covered_lists
+            .iter()
+            .flat_map(|l| &l.files)
+            .filter(|f| files_there.contains(&f.path))
+            .map(|f| f.deleted_left_out)
+            .sum::<u64>();
+        if dropped > 0 {
+            break;
+        }
+        report = generate_table(
+            &w.catalog,
+            &WorkloadSpec {
+                commits: 1,
+                ..spec.clone()
+            },
+        )
+        .await;
+    }
+    assert!(
+        dropped > 0,
+        "no merge left out the entries of rows deleted in the files of the snapshot rolled back to"
+    );
+    assert_index_matches_a_full_scan(&w.catalog, "before the rollback").await;
+
+    commit_metadata_change(&w.catalog, |metadata| {
+        metadata.set_ref(
+            "main",
+            iceberg::spec::SnapshotReference::new(
+                rolled_back_to,
+                iceberg::spec::SnapshotRetention::branch(None, None, None),
+            ),
+        )
+    })
+    .await;
+    let (resolved, converted) = differential_step(&w.catalog, &expected_there, "rolled back").await;
+    assert_eq!(resolved.metrics.index_bypassed, 1, "{:?}", resolved.metrics);
+    assert!(
+        converted.key_index.iter().any(|u| u.built),
+        "the bypassed index is rebuilt: {:?}",
+        converted.key_index
+    );
+    assert_index_matches_a_full_scan(&w.catalog, "rebuilt").await;
     assert_no_orphans(&w.catalog).await;
 }

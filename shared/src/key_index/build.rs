@@ -2,12 +2,13 @@
 //! written as leaves with their covered list; and runs merged into one, entries of data
 //! files no longer live dropped with their coverage.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use iceberg::spec::NameMapping;
+use roaring::RoaringTreemap;
 
 use super::format::{CoveredFile, CoveredFiles, LeafMeta, RunMeta, write_json};
 use super::hash::hash_keys;
@@ -42,6 +43,7 @@ impl RunEntries {
             path: data.path().to_string(),
             file_size_in_bytes: data.file.file_size_in_bytes(),
             record_count: hashes.len() as u64,
+            deleted_left_out: 0,
         });
         self.files
             .extend(std::iter::repeat_n(ordinal, hashes.len()));
@@ -118,11 +120,13 @@ pub(super) async fn read_files(
 }
 
 /// Reads every entry of `runs` into one run, leaving out the data files `keep` refuses
-/// (and their coverage).
+/// (and their coverage) and the entries at positions `deleted` holds for their file
+/// (counted in its [`CoveredFile::deleted_left_out`]).
 pub(super) async fn read_runs(
     file_io: &FileIO,
     runs: &[(&RunMeta, &CoveredFiles)],
     keep: &(dyn Fn(&str) -> bool + Sync),
+    deleted: &HashMap<String, RoaringTreemap>,
     parallelism: usize,
 ) -> Result<(RunEntries, u64)> {
     // Per run, each of its ordinals' number in the merged run (`None`: left out).
@@ -142,6 +146,9 @@ pub(super) async fn read_runs(
                 .collect(),
         );
     }
+    // By merged ordinal, the positions whose entries are left out.
+    let left_out: Vec<Option<&RoaringTreemap>> =
+        covered.iter().map(|f| deleted.get(&f.path)).collect();
     let leaves: Vec<(&LeafMeta, &[Option<u32>], &str)> = runs
         .iter()
         .zip(&renumber)
@@ -152,16 +159,25 @@ pub(super) async fn read_runs(
         })
         .collect();
     let bytes = leaves.iter().map(|(l, ..)| l.file_size_in_bytes).sum();
-    type LeafEntries = Vec<(i64, u32, u64)>;
+    // A leaf's entries, and per merged ordinal how many it left out as deleted.
+    type LeafEntries = (Vec<(i64, u32, u64)>, HashMap<u32, u64>);
+    let left_out = &left_out;
     let reads: Vec<BoxFuture<'_, Result<LeafEntries>>> = leaves
         .into_iter()
         .map(|(leaf, numbers, list)| {
             async move {
                 let mut entries = Vec::with_capacity(leaf.record_count as usize);
+                let mut dropped: HashMap<u32, u64> = HashMap::new();
                 let mut out_of_list = false;
                 read_leaf(file_io, leaf, |hash, file, pos| {
                     match numbers.get(file as usize) {
-                        Some(Some(file)) => entries.push((hash, *file, pos)),
+                        Some(Some(file)) => {
+                            if left_out[*file as usize].is_some_and(|d| d.contains(pos)) {
+                                *dropped.entry(*file).or_default() += 1;
+                            } else {
+                                entries.push((hash, *file, pos));
+                            }
+                        }
                         Some(None) => {}
                         None => out_of_list = true,
                     }
@@ -170,12 +186,12 @@ pub(super) async fn read_runs(
                 if out_of_list {
                     return Err(super::format::ordinal_out_of_list(&leaf.location, list));
                 }
-                Ok(entries)
+                Ok((entries, dropped))
             }
             .boxed()
         })
         .collect();
-    let read: Vec<Vec<(i64, u32, u64)>> = futures::stream::iter(reads)
+    let read: Vec<LeafEntries> = futures::stream::iter(reads)
         .buffered(parallelism.max(1))
         .try_collect()
         .await?;
@@ -183,11 +199,14 @@ pub(super) async fn read_runs(
         covered,
         ..Default::default()
     };
-    for entries in read {
+    for (entries, dropped) in read {
         for (hash, file, pos) in entries {
             run.hashes.push(hash);
             run.files.push(file);
             run.positions.push(pos);
+        }
+        for (file, n) in dropped {
+            run.covered[file as usize].deleted_left_out += n;
         }
     }
     Ok((run, bytes))

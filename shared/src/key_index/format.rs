@@ -15,8 +15,13 @@ use crate::{Error, Result};
 /// The format of the files this module writes; an index of another version is bypassed
 /// (and rebuilt by the next conversion that maintains it), never read.
 /// Version 2 names data files in leaves by their ordinal in the run's covered list
-/// (version 1 by path).
-pub const FORMAT_VERSION: u32 = 2;
+/// (version 1 by path); version 3 may leave out rows deleted when a run was merged
+/// ([`CoveredFile::deleted_left_out`]), which an eqdv that reads version 2 only would
+/// take for rows no key is held by.
+pub const FORMAT_VERSION: u32 = 3;
+
+/// The versions this eqdv reads: version 2 is version 3 without left-out rows.
+pub const READABLE_VERSIONS: [u32; 2] = [2, 3];
 
 /// How a key becomes the index's `key_hash`: xxHash64 (seed 0) of the key's arrow-row
 /// encoding in the table schema's types (`crate::keys::KeyColumns::encode`), as a
@@ -103,6 +108,15 @@ pub struct CoveredFile {
     pub path: String,
     pub file_size_in_bytes: u64,
     pub record_count: u64,
+    /// Of its rows, those left out of the index because a DV of the snapshot the index
+    /// was merged at deleted them (a deleted row stays deleted in every snapshot that
+    /// descends from it): the index holds an entry for each of its other rows.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted_left_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl IndexMetadata {
@@ -251,6 +265,7 @@ mod tests {
             path: "p".into(),
             file_size_in_bytes: 1,
             record_count: 1,
+            deleted_left_out: 0,
         };
         let runs = vec![
             CoveredFiles {

@@ -95,6 +95,15 @@ impl OpenIndex {
             .is_some_and(|(size, _)| *size == data.file.file_size_in_bytes())
     }
 
+    /// Whether some covered file has rows left out as deleted
+    /// ([`super::format::CoveredFile::deleted_left_out`]).
+    pub fn leaves_out_deleted_rows(&self) -> bool {
+        self.covered_lists
+            .iter()
+            .flat_map(|l| &l.files)
+            .any(|f| f.deleted_left_out > 0)
+    }
+
     /// Whether the index lists `path` at all (of any size).
     pub fn lists(&self, path: &str) -> bool {
         self.covered.contains_key(path)

@@ -5,7 +5,9 @@
 //! runs before it while it is at least half their size, and there are never more than
 //! [`MAX_RUNS`]), so each entry is rewritten a logarithmic number of times. Entries of
 //! data files the snapshot no longer holds are dropped, with their coverage, when their
-//! run is merged and the conversion read every live data file.
+//! run is merged and the conversion read every live data file; so are the entries of
+//! rows the snapshot's DVs delete (a streaming table's hot keys would otherwise name
+//! every file that ever held them, each to be ruled out by its DV on every lookup).
 //!
 //! Nothing here changes the table: the caller names the new index metadata file in its
 //! own commit's metadata ([`IndexUpdate::property`]), or removes the files written.
@@ -13,6 +15,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use roaring::RoaringTreemap;
 use serde::Serialize;
 
 use super::build::{RunEntries, paths_of, read_files, read_runs, write_run};
@@ -45,6 +48,10 @@ pub struct Upkeep {
     pub leaf_bytes_read: u64,
     /// Covered data files dropped because the snapshot no longer holds them.
     pub files_dropped: u64,
+    /// DVs of the merged runs' data files read, and the entries of rows they delete
+    /// that the merge left out.
+    pub dvs_read: u64,
+    pub deleted_entries_dropped: u64,
     pub entries_written: u64,
     pub leaves_written: u64,
     pub bytes_written: u64,
@@ -156,9 +163,11 @@ pub async fn update_index(
     let live = paths_of(&files.data_files);
     let keep = |path: &str| !complete || live.contains(path);
     let mut absorbed = Vec::new();
+    // The new run's entries, counting those of the runs it absorbed so far.
+    let mut new_run_entries = pending.hashes.len() as u64;
     while let Some((last, _)) = kept.last() {
-        let pending_entries = pending.hashes.len() as u64;
-        if kept.len() + 1 > MAX_RUNS || pending_entries.saturating_mul(2) >= last.entries {
+        if kept.len() + 1 > MAX_RUNS || new_run_entries.saturating_mul(2) >= last.entries {
+            new_run_entries += last.entries;
             absorbed.push(kept.pop().expect("checked by while let"));
         } else {
             break;
@@ -167,10 +176,25 @@ pub async fn update_index(
     if !absorbed.is_empty() {
         let runs: Vec<(&RunMeta, &CoveredFiles)> = absorbed.iter().map(|(r, c)| (r, c)).collect();
         let listed: u64 = absorbed.iter().map(|(r, _)| r.covered_files).sum();
-        let (merged, leaf_bytes) = read_runs(&table.file_io, &runs, &keep, parallelism).await?;
+        let left_out_before: u64 = runs
+            .iter()
+            .flat_map(|(_, c)| &c.files)
+            .filter(|f| keep(&f.path))
+            .map(|f| f.deleted_left_out)
+            .sum();
+        let deleted = deleted_rows(table, files, &runs, parallelism).await?;
+        upkeep.dvs_read = deleted.len() as u64;
+        let (merged, leaf_bytes) =
+            read_runs(&table.file_io, &runs, &keep, &deleted, parallelism).await?;
         upkeep.runs_merged = absorbed.len() as u64;
         upkeep.leaf_bytes_read = leaf_bytes;
         upkeep.files_dropped = listed - merged.covered.len() as u64;
+        upkeep.deleted_entries_dropped = merged
+            .covered
+            .iter()
+            .map(|f| f.deleted_left_out)
+            .sum::<u64>()
+            - left_out_before;
         append(&mut pending, merged);
     }
     // The files this update writes: the new run's (if any) and the metadata file.
@@ -238,6 +262,32 @@ pub async fn update_index(
         files: update_files,
         upkeep,
     }))
+}
+
+/// The rows that the DVs of `files` (the snapshot the update reconciles with) delete in
+/// the live data files `runs` cover: a merge leaves their entries out. A deleted row
+/// stays deleted in every snapshot that descends from this one, and an index that left
+/// rows out serves no other ([`super::open_for`]).
+async fn deleted_rows(
+    table: &LoadedTable,
+    files: &TableFiles,
+    runs: &[(&RunMeta, &CoveredFiles)],
+    parallelism: usize,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let live: HashMap<&str, &LiveFile> = files.data_files.iter().map(|f| (f.path(), f)).collect();
+    let mut checks = Vec::new();
+    let mut paths = Vec::new();
+    for covered in runs.iter().flat_map(|(_, c)| &c.files) {
+        let Some(data) = live.get(covered.path.as_str()) else {
+            continue;
+        };
+        if let Some(check) = crate::current_dv::applicable(files, data) {
+            checks.push(check?);
+            paths.push(covered.path.clone());
+        }
+    }
+    let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
+    Ok(paths.into_iter().zip(read).collect())
 }
 
 /// The entries of `data_files`, each hashed whole by the resolve's scan (`scanned`).

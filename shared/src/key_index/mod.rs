@@ -198,7 +198,7 @@ impl KeyFingerprint {
 
     /// Why an index written as `metadata` cannot serve this table, if it cannot.
     pub fn mismatch(&self, metadata: &IndexMetadata) -> Option<String> {
-        if metadata.format_version != format::FORMAT_VERSION {
+        if !format::READABLE_VERSIONS.contains(&metadata.format_version) {
             return Some(format!(
                 "format version {} (this eqdv reads {})",
                 metadata.format_version,
@@ -253,15 +253,24 @@ impl IndexState {
 /// The indexes of a conversion, by equality field ids.
 pub type IndexStates = HashMap<Vec<i32>, IndexState>;
 
-/// Opens the index the table names for `equality_ids`: absent when it names none,
-/// bypassed (logged) when it cannot be read or does not match the table.
-pub async fn open_for(table: &LoadedTable, equality_ids: &[i32]) -> IndexState {
+/// Opens the index the table names for `equality_ids`, to serve snapshot `snapshot_id`:
+/// absent when it names none, bypassed (logged) when it cannot be read, does not match
+/// the table, or left out rows deleted in a snapshot that `snapshot_id` is not known to
+/// descend from.
+pub async fn open_for(
+    table: &LoadedTable,
+    equality_ids: &[i32],
+    snapshot_id: Option<i64>,
+) -> IndexState {
     let property = location_property(equality_ids);
     let Some(location) = table.metadata.properties().get(&property) else {
         return IndexState::Absent;
     };
     let why = match open_index(&table.file_io, location).await {
-        Ok(index) => match KeyFingerprint::of(table, equality_ids).mismatch(&index.metadata) {
+        Ok(index) => match KeyFingerprint::of(table, equality_ids)
+            .mismatch(&index.metadata)
+            .or_else(|| deleted_rows_may_live(table, &index, snapshot_id))
+        {
             None => return IndexState::Usable(Arc::new(index)),
             Some(why) => why,
         },
@@ -274,6 +283,52 @@ pub async fn open_for(table: &LoadedTable, equality_ids: &[i32]) -> IndexState {
         "the key index cannot be used; resolving without it"
     );
     IndexState::Bypassed(format!("{location}: {why}"))
+}
+
+/// Why `index` cannot serve snapshot `snapshot_id`, if it cannot: it left out rows that
+/// a DV of its source snapshot deleted, and `snapshot_id` is not known to descend from
+/// that snapshot (a rollback, another branch, or history expired past it), where those
+/// rows may be live.
+fn deleted_rows_may_live(
+    table: &LoadedTable,
+    index: &OpenIndex,
+    snapshot_id: Option<i64>,
+) -> Option<String> {
+    if !index.leaves_out_deleted_rows() {
+        return None;
+    }
+    let source = index.metadata.source_snapshot_id?;
+    let descends = snapshot_id.is_some_and(|id| descends_from(&table.metadata, id, source));
+    (!descends).then(|| {
+        format!(
+            "it leaves out rows deleted as of snapshot {source}, and snapshot {} is not known \
+             to descend from it",
+            snapshot_id.map_or_else(|| "none".to_string(), |id| id.to_string())
+        )
+    })
+}
+
+/// Whether `snapshot_id` is `ancestor` or descends from it, by the parents the table's
+/// metadata still holds (an expired parent ends the walk: not known).
+pub fn descends_from(
+    metadata: &iceberg::spec::TableMetadata,
+    snapshot_id: i64,
+    ancestor: i64,
+) -> bool {
+    let mut current = Some(snapshot_id);
+    // Bounded by the snapshots held: a cycle in corrupt metadata ends the walk too.
+    for _ in 0..=metadata.snapshots().len() {
+        let Some(id) = current else {
+            return false;
+        };
+        if id == ancestor {
+            return true;
+        }
+        current = metadata
+            .snapshot_by_id(id)
+            .and_then(|s| s.parent_snapshot_id());
+    }
+    false
 }
 
 /// The files of every index `properties` names (index metadata files, their leaves and
@@ -352,8 +407,12 @@ pub async fn summaries(
     live: Option<&crate::table::TableFiles>,
 ) -> Vec<IndexSummary> {
     let mut out = Vec::new();
+    let snapshot_id = live.map_or_else(
+        || table.metadata.current_snapshot_id(),
+        |live| live.snapshot_id,
+    );
     for (ids, location) in named_indexes(table) {
-        let state = open_for(table, &ids).await;
+        let state = open_for(table, &ids, snapshot_id).await;
         let (delta_files, dead_files) = match (state.usable(), live) {
             (Some(index), Some(live)) => {
                 let paths: std::collections::HashSet<&str> =

@@ -1,9 +1,12 @@
 //! Proving an index against a full scan: every live data file the index covers is read
 //! again (key columns only) and its entries must be exactly the rows read, hash and
-//! position alike. For operators (`eqdv inspect --verify-index`) and tests; never on a
+//! position alike, but for the rows a merge left out as deleted, each of which a DV of
+//! the verified snapshot must delete. For operators (`eqdv inspect --verify-index`) and tests; never on a
 //! conversion's path.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use roaring::RoaringTreemap;
 
 use serde::Serialize;
 
@@ -43,7 +46,7 @@ pub async fn verify_indexes(
             equality_ids: ids.clone(),
             ..Default::default()
         };
-        let index = match open_for(table, &ids).await {
+        let index = match open_for(table, &ids, files.snapshot_id).await {
             IndexState::Usable(index) => index,
             IndexState::Bypassed(why) => {
                 verification.unusable = Some(why);
@@ -85,7 +88,17 @@ pub async fn verify_indexes(
             .zip(index.covered_lists.iter())
             .collect();
         let keep = |path: &str| live.contains(path);
-        let (indexed, _) = read_runs(&table.file_io, &runs, &keep, VERIFY_PARALLELISM).await?;
+        let none = HashMap::new();
+        let (indexed, _) =
+            read_runs(&table.file_io, &runs, &keep, &none, VERIFY_PARALLELISM).await?;
+        let left_out: HashMap<&str, u64> = index
+            .covered_lists
+            .iter()
+            .flat_map(|l| &l.files)
+            .filter(|f| f.deleted_left_out > 0 && live.contains(f.path.as_str()))
+            .map(|f| (f.path.as_str(), f.deleted_left_out))
+            .collect();
+        let deleted = current_dvs(table, files, &covered, &left_out).await?;
         let by_file = |run: &super::build::RunEntries| {
             let mut map: BTreeMap<String, Vec<(u64, i64)>> = BTreeMap::new();
             for i in 0..run.hashes.len() {
@@ -106,6 +119,34 @@ pub async fn verify_indexes(
             let have = indexed.get(path).unwrap_or(&empty);
             verification.files_checked += 1;
             verification.entries_checked += have.len() as u64;
+            if let Some(&left_out) = left_out.get(path) {
+                // Rows left out as deleted: the entries must be the rows read less as
+                // many rows, each of them deleted by the file's DV now.
+                let dv = deleted.get(path);
+                let indexed: HashSet<&(u64, i64)> = have.iter().collect();
+                let missing: Vec<u64> = want
+                    .iter()
+                    .filter(|e| !indexed.contains(e))
+                    .map(|(pos, _)| *pos)
+                    .collect();
+                let extra = have.len() + missing.len() - want.len();
+                let live_missing = missing
+                    .iter()
+                    .find(|pos| !dv.is_some_and(|dv| dv.contains(**pos)));
+                if extra > 0 || missing.len() as u64 != left_out || live_missing.is_some() {
+                    verification.mismatches.push(format!(
+                        "{path}: {} rows read, {} entries indexed, {left_out} left out as \
+                         deleted; {extra} entries no row matches, {} rows without an entry{}",
+                        want.len(),
+                        have.len(),
+                        missing.len(),
+                        live_missing.map_or_else(String::new, |pos| format!(
+                            ", row {pos} among them though no DV deletes it"
+                        )),
+                    ));
+                }
+                continue;
+            }
             if want != have {
                 let first = want
                     .iter()
@@ -122,4 +163,25 @@ pub async fn verify_indexes(
         out.push(verification);
     }
     Ok(out)
+}
+
+/// The rows the current DVs of `files` delete in those of `covered` that `left_out`
+/// names (files the index holds fewer entries of than rows).
+async fn current_dvs(
+    table: &LoadedTable,
+    files: &TableFiles,
+    covered: &[LiveFile],
+    left_out: &HashMap<&str, u64>,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let mut checks = Vec::new();
+    let mut paths = Vec::new();
+    for data in covered.iter().filter(|f| left_out.contains_key(f.path())) {
+        if let Some(check) = crate::current_dv::applicable(files, data) {
+            checks.push(check?);
+            paths.push(data.path().to_string());
+        }
+    }
+    let read =
+        crate::puffin::validate_dv_entries(&table.file_io, &checks, VERIFY_PARALLELISM).await?;
+    Ok(paths.into_iter().zip(read).collect())
 }

@@ -314,7 +314,8 @@ pub async fn resolve_observed(
         let open = async move {
             let started = std::time::Instant::now();
             let states = futures::future::join_all(
-                ids.iter().map(|ids| crate::key_index::open_for(table, ids)),
+                ids.iter()
+                    .map(|ids| crate::key_index::open_for(table, ids, files.snapshot_id)),
             )
             .await;
             let mut opened = scan::OpenedIndexes {
