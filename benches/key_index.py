@@ -88,6 +88,7 @@ def row(report):
         "positions_added": report.get("positions_added", 0),
         "wall_s": round(report["wall_s"], 4),
         "duration_ms": report.get("duration_ms"),
+        "read_table_ms": report.get("phases", {}).get("read_table_ms"),
         "resolve_ms": report.get("phases", {}).get("resolve_ms"),
         "write_commit_ms": report.get("phases", {}).get("write_commit_ms"),
         "live_data_files": r.get("live_data_files", 0),

@@ -38,6 +38,11 @@ pub(super) async fn keep_key_indexes(
     });
     let mut updates = Vec::new();
     for ids in ids {
+        if states[ids].serves_another_branch(&options.branch) {
+            // Rebuilt by its own branch's next conversion, not taken over by this one.
+            tracing::info!(table = %table.name, equality_ids = ?ids, branch = %options.branch, "the key index serves another branch; left as it is");
+            continue;
+        }
         let mut written = Vec::new();
         let update = update_index(
             table,
@@ -45,7 +50,7 @@ pub(super) async fn keep_key_indexes(
             ids,
             &states[ids],
             scanned.get(ids),
-            &settings,
+            (&settings, &options.branch),
             (options.resolve.parallelism, read_in_vain),
             &mut written,
         );

@@ -50,6 +50,10 @@ pub struct IndexMetadata {
     /// The table snapshot the last update reconciled with (for operators; the
     /// coverage is the runs' lists, not this snapshot).
     pub source_snapshot_id: Option<i64>,
+    /// The branch whose head that snapshot was: an index serving one branch is left
+    /// alone by the conversions of another, whose snapshots may not descend from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_branch: Option<String>,
     /// Newest last. Every run covers its own data files; a path is in one run at most.
     pub runs: Vec<RunMeta>,
 }
@@ -234,6 +238,7 @@ mod tests {
             }],
             name_mapping: None,
             source_snapshot_id: Some(7),
+            source_branch: Some("main".into()),
             runs: vec![RunMeta {
                 covered_location: "c".into(),
                 covered_files: 1,

@@ -77,7 +77,8 @@ pub struct IndexUpdate {
 }
 
 /// Brings the index of `equality_ids` up to date with the live data files of `files`
-/// (the conversion's base snapshot, in its scope), whose resolve read `read_in_vain`
+/// (the conversion's base snapshot, the head of `branch`, in its scope), whose resolve
+/// read `read_in_vain`
 /// data files holding none of its deleted keys; `scanned` has the key hashes of whole
 /// files that the resolve read (by path, in position order), which are not read again.
 /// `None` when there is nothing to write: no index and the options do not build one
@@ -90,7 +91,7 @@ pub async fn update_index(
     equality_ids: &[i32],
     state: &IndexState,
     scanned: Option<&HashMap<String, Vec<i64>>>,
-    options: &KeyIndexOptions,
+    (options, branch): (&KeyIndexOptions, &str),
     (parallelism, read_in_vain): (usize, u64),
     written: &mut Vec<String>,
 ) -> Result<Option<IndexUpdate>> {
@@ -234,6 +235,7 @@ pub async fn update_index(
         key_types: fingerprint.key_types,
         name_mapping: fingerprint.name_mapping,
         source_snapshot_id: files.snapshot_id,
+        source_branch: Some(branch.to_string()),
         runs,
     };
     upkeep.runs = metadata.runs.len() as u64;

@@ -239,6 +239,13 @@ pub enum IndexState {
     Usable(Arc<OpenIndex>),
     /// An index the table names but that cannot be used (why).
     Bypassed(String),
+    /// An index that left out rows deleted in a snapshot the one being converted does
+    /// not descend from (why), last updated by a conversion of `source_branch`: that
+    /// branch's conversions rebuild it, another branch's leave it alone.
+    Diverged {
+        why: String,
+        source_branch: Option<String>,
+    },
 }
 
 impl IndexState {
@@ -247,6 +254,20 @@ impl IndexState {
             IndexState::Usable(index) => Some(index),
             _ => None,
         }
+    }
+
+    /// Why the index cannot be used, when the table names one that cannot.
+    pub fn unusable_because(&self) -> Option<&str> {
+        match self {
+            IndexState::Bypassed(why) | IndexState::Diverged { why, .. } => Some(why),
+            _ => None,
+        }
+    }
+
+    /// Whether a conversion of `branch` leaves the index as it is rather than
+    /// rebuild it: it diverged, and serves another branch.
+    pub fn serves_another_branch(&self, branch: &str) -> bool {
+        matches!(self, IndexState::Diverged { source_branch: Some(b), .. } if b != branch)
     }
 }
 
@@ -267,11 +288,22 @@ pub async fn open_for(
         return IndexState::Absent;
     };
     let why = match open_index(&table.file_io, location).await {
-        Ok(index) => match KeyFingerprint::of(table, equality_ids)
-            .mismatch(&index.metadata)
-            .or_else(|| deleted_rows_may_live(table, &index, snapshot_id))
-        {
-            None => return IndexState::Usable(Arc::new(index)),
+        Ok(index) => match KeyFingerprint::of(table, equality_ids).mismatch(&index.metadata) {
+            None => match deleted_rows_may_live(table, &index, snapshot_id) {
+                None => return IndexState::Usable(Arc::new(index)),
+                Some(why) => {
+                    tracing::warn!(
+                        table = %table.name,
+                        index = %location,
+                        reason = %why,
+                        "the key index serves another line of history; resolving without it"
+                    );
+                    return IndexState::Diverged {
+                        why: format!("{location}: {why}"),
+                        source_branch: index.metadata.source_branch.clone(),
+                    };
+                }
+            },
             Some(why) => why,
         },
         Err(e) => e.to_string(),
@@ -430,7 +462,9 @@ pub async fn summaries(
         };
         let (usable, why, metadata) = match &state {
             IndexState::Usable(index) => (true, None, Some(index.metadata.clone())),
-            IndexState::Bypassed(why) => (false, Some(why.clone()), None),
+            IndexState::Bypassed(why) | IndexState::Diverged { why, .. } => {
+                (false, Some(why.clone()), None)
+            }
             IndexState::Absent => (false, Some("not found".into()), None),
         };
         out.push(IndexSummary {

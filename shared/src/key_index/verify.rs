@@ -48,7 +48,7 @@ pub async fn verify_indexes(
         };
         let index = match open_for(table, &ids, files.snapshot_id).await {
             IndexState::Usable(index) => index,
-            IndexState::Bypassed(why) => {
+            IndexState::Bypassed(why) | IndexState::Diverged { why, .. } => {
                 verification.unusable = Some(why);
                 out.push(verification);
                 continue;

@@ -329,7 +329,8 @@ pub async fn resolve_observed(
                     crate::key_index::IndexState::Usable(index) => {
                         opened.bytes_read += index.bytes_read
                     }
-                    crate::key_index::IndexState::Bypassed(_) => opened.bypassed += 1,
+                    crate::key_index::IndexState::Bypassed(_)
+                    | crate::key_index::IndexState::Diverged { .. } => opened.bypassed += 1,
                     crate::key_index::IndexState::Absent => {}
                 }
                 opened.states.insert(ids, state);
