@@ -107,6 +107,19 @@ pub struct FooterRead {
     pub bytes: u64,
 }
 
+/// A footer just read ([`ParquetFile::read_footer`]).
+struct FooterOpened {
+    reader: FileReader,
+    metadata: ArrowReaderMetadata,
+    /// Where the footer's read started, and what it took.
+    read_start: u64,
+    read: FooterRead,
+    /// The length of the footer's metadata (see [`FileReader::footer_len`]).
+    metadata_len: Option<u64>,
+    /// What a footer cache keeps of the open.
+    kept: footer_cache::KeptOpen,
+}
+
 impl ParquetFile {
     /// Opens `path` and reads its footer (without page indexes: see
     /// [`reader`]). `file_size` comes from the manifest, which saves a
@@ -147,13 +160,17 @@ impl ParquetFile {
         } else {
             let reader = FileReader::new(path, size, reader)
                 .with_footer_hint(hint.for_file(size, row_groups));
-            let (reader, metadata, read_start, footer_read, footer_len, kept) =
-                Self::read_footer(path, reader).await?;
-            if let Some(footer_len) = footer_len {
-                hint.learn(size, metadata.metadata(), footer_len);
+            let opened = Self::read_footer(path, reader).await?;
+            if let Some(footer_len) = opened.metadata_len {
+                hint.learn(size, opened.metadata.metadata(), footer_len);
             }
-            hint.cache().keep(path, size, kept);
-            (reader, metadata, read_start, footer_read)
+            hint.cache().keep(path, size, opened.kept);
+            (
+                opened.reader,
+                opened.metadata,
+                opened.read_start,
+                opened.read,
+            )
         };
         let (mut reader, mut metadata, read_start, footer_read) = file;
         let mut offset_index_read = FooterRead::default();
@@ -206,50 +223,43 @@ impl ParquetFile {
         path: &str,
         reader: FileReader,
     ) -> Result<(Self, Option<u64>, footer_cache::KeptOpen)> {
-        let (reader, metadata, footer_read_start, footer_read, footer_len, kept) =
-            Self::read_footer(path, reader).await?;
+        let opened = Self::read_footer(path, reader).await?;
         Ok((
-            Self::assemble(path, reader, metadata, footer_read_start, footer_read),
-            footer_len,
-            kept,
+            Self::assemble(
+                path,
+                opened.reader,
+                opened.metadata,
+                opened.read_start,
+                opened.read,
+            ),
+            opened.metadata_len,
+            opened.kept,
         ))
     }
 
-    /// Reads the footer through `reader`: the reader, the footer, where its read
-    /// started, what it took, the footer's metadata length and what a cache keeps.
-    #[allow(clippy::type_complexity)]
-    async fn read_footer(
-        path: &str,
-        mut reader: FileReader,
-    ) -> Result<(
-        FileReader,
-        ArrowReaderMetadata,
-        u64,
-        FooterRead,
-        Option<u64>,
-        footer_cache::KeptOpen,
-    )> {
-        let footer_read_start = reader.footer_read_start();
+    /// Reads the footer through `reader`.
+    async fn read_footer(path: &str, mut reader: FileReader) -> Result<FooterOpened> {
+        let read_start = reader.footer_read_start();
         let metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
             .await
             .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;
-        let footer_read = FooterRead {
+        let read = FooterRead {
             requests: reader.reads(),
             bytes: reader.footer_bytes(),
         };
-        let footer_len = reader.footer_len();
+        let metadata_len = reader.footer_len();
         let kept = footer_cache::KeptOpen {
             metadata: metadata.clone(),
             tail: reader.tail(),
         };
-        Ok((
+        Ok(FooterOpened {
             reader,
             metadata,
-            footer_read_start,
-            footer_read,
-            footer_len,
+            read_start,
+            read,
+            metadata_len,
             kept,
-        ))
+        })
     }
 
     /// The open file of `path`, its footer decoded into `metadata` (read from
