@@ -72,6 +72,14 @@ def main():
         "rows_per_file": ROWS_PER_FILE,
         "scenarios": {},
     }
+    # A run of some scenarios keeps the others' results from the file (each scenario
+    # records the binary that ran it).
+    if os.path.exists(args.out):
+        with open(args.out) as f:
+            before = json.load(f)
+        for name, kept in before.get("scenarios", {}).items():
+            kept.setdefault("binary", before.get("binary", {}))
+            results["scenarios"][name] = kept
     audit, env, proxy = start_services(args.toxiproxy)
     direct = env["AWS_ENDPOINT_URL_S3"]
     proxy.set_latency(args.latency_ms)
@@ -122,7 +130,7 @@ def main():
             if name == "sizes":
                 out = {"what": "one commit of 300 changes (hashed long keys, no bloom filters) "
                                "converted on tables 10x apart in size, the index built by the "
-                               "conversion before", "sizes": []}
+                               "conversion before", "sizes": [], "binary": results["binary"]}
                 results["scenarios"]["sizes"] = out
                 for rows in [int(x) for x in args.sizes.split(",")]:
                     # The index from the first file on (a table of 5 files of 20 MB reads
@@ -153,7 +161,8 @@ def main():
                 continue
             spec = SCENARIOS[name]
             scan_t, index_t = f"kis3.{name}_scan", f"kis3.{name}_index"
-            out = {"what": spec["what"], "generate": spec["generate"], "conversions": []}
+            out = {"what": spec["what"], "generate": spec["generate"], "conversions": [],
+                   "binary": results["binary"]}
             results["scenarios"][name] = out
             for c in range(1, args.commits + 1):
                 for t in (scan_t, index_t):

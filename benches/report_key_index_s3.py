@@ -43,9 +43,18 @@ def mb(n):
     return n / 1e6
 
 
+def revision(sc):
+    """The engine revision that ran a scenario (runs of some scenarios keep the others')."""
+    b = sc.get("binary")
+    if not b:
+        return ""
+    return f"Engine at {b.get('rev', '?')[:12]}, profile {b.get('profile', '?')}.\n\n"
+
+
 def history(name, sc, md):
     convs = sc["conversions"]
     md.append(f"### {name}: {sc['what']}\n\n")
+    md.append(revision(sc))
     md.append("| commit | live files | scan: s | scan: files opened | scan: S3 GETs | scan: MB | "
               "index: s | index: files opened | index: S3 requests (index files) | index: MB | new DVs | "
               "delta | files ruled out (by DVs) |\n")
@@ -92,6 +101,7 @@ def history(name, sc, md):
 
 def sizes(sc, md):
     md.append(f"### Table size: {sc['what']}\n\n")
+    md.append(revision(sc))
     md.append("| rows | live files | scan: s | scan: files opened | scan: S3 GETs | scan: MB | index: s | "
               "index: files opened (by position) | index: S3 requests (index files) | index: MB | "
               "index bytes / row | build: s | first scan: s |\n")
@@ -134,7 +144,7 @@ def section(results):
     md = [BEGIN, "## Key index through S3\n\n"]
     st = results["storage"]
     md.append(
-        f"`benches/key_index_s3` (engine at {results['binary'].get('rev', '?')[:12]}, profile "
+        f"`benches/key_index_s3` (last run's engine at {results['binary'].get('rev', '?')[:12]}, profile "
         f"{results['binary'].get('profile', '?')}, {results['machine'].get('cpus', '?')} CPUs): every "
         f"conversion a cold process reading S3 (MinIO) through a {st['latency_ms']} ms first-byte latency "
         f"and {st['bandwidth_kbps_per_connection'] // 1000} MB/s per connection; Glue and the writer direct. "

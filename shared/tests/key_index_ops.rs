@@ -439,6 +439,10 @@ async fn index_that_left_out_rows_of(w: &Warehouse, seed: u64) -> (i64, Vec<Stri
             .sum();
         if left_out > 0 {
             assert_index_matches_a_full_scan(&w.catalog, "rows left out").await;
+            let f = files(&w.catalog).await;
+            let summary = &key_index::summaries(&t, Some(&f)).await[0];
+            assert!(summary.deleted_rows_left_out >= left_out, "{summary:?}");
+            assert_eq!(summary.source_branch.as_deref(), Some("main"));
             return (first, expected_there, spec);
         }
         report = generate_table(

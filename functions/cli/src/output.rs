@@ -399,13 +399,15 @@ pub fn print_inspection(
                         "reconciled with snapshot",
                         fmt_opt(index.source_snapshot_id),
                     )
+                    .row("of branch", fmt_opt(index.source_branch.as_deref()))
                     .row("runs", index.runs)
                     .row("leaf files", index.leaves)
                     .row("entries", index.entries)
                     .row("leaf bytes", index.leaf_bytes)
                     .row("covered data files", index.covered_files)
                     .row("live files not covered (delta)", fmt_opt(index.delta_files))
-                    .row("covered files no longer live", fmt_opt(index.dead_files));
+                    .row("covered files no longer live", fmt_opt(index.dead_files))
+                    .row("rows left out as deleted", index.deleted_rows_left_out);
             }
         }
         s.print();

@@ -408,6 +408,13 @@ pub struct IndexSummary {
     /// Covered data files that are no longer live (their entries are dropped when their
     /// run is merged).
     pub dead_files: Option<u64>,
+    /// Rows of covered files left out as deleted when their run was merged (the index
+    /// then serves only snapshots that descend from its source snapshot).
+    #[serde(default)]
+    pub deleted_rows_left_out: u64,
+    /// The branch whose conversion last updated it.
+    #[serde(default)]
+    pub source_branch: Option<String>,
 }
 
 /// The equality field ids and index metadata location of every index the table's
@@ -484,6 +491,15 @@ pub async fn summaries(
                 .map_or(0, |m| m.runs.iter().map(|r| r.covered_files).sum()),
             delta_files,
             dead_files,
+            deleted_rows_left_out: state.usable().map_or(0, |index| {
+                index
+                    .covered_lists
+                    .iter()
+                    .flat_map(|l| &l.files)
+                    .map(|f| f.deleted_left_out)
+                    .sum()
+            }),
+            source_branch: metadata.as_ref().and_then(|m| m.source_branch.clone()),
         });
     }
     out
