@@ -51,6 +51,27 @@ def revision(sc):
     return f"Engine at {b.get('rev', '?')[:12]}, profile {b.get('profile', '?')}.\n\n"
 
 
+def growth(convs, md):
+    """A conversion's time at commit 10 against the last, and where the index's went."""
+    by_commit = {c["commit"]: c for c in convs}
+    early, late = by_commit.get(10), convs[-1]
+    if not early or late["commit"] <= 24:
+        return
+    e, l = early["index"]["phases"], late["index"]["phases"]
+    steps = late["index"].get("resolve_steps_ms", {})
+    md.append(
+        f"\nFrom commit 10 to commit {late['commit']}: the index's conversion {early['index']['wall_s']:.2f} -> "
+        f"{late['index']['wall_s']:.2f} s ({ratio(late['index']['wall_s'], early['index']['wall_s']):.2f}x; target "
+        f"within 1.5x), the scan's {early['scan']['wall_s']:.2f} -> {late['scan']['wall_s']:.2f} s "
+        f"({ratio(late['scan']['wall_s'], early['scan']['wall_s']):.2f}x). The index's phases (ms): reading the "
+        f"table {e.get('read_table_ms', 0):.0f} -> {l.get('read_table_ms', 0):.0f} (manifests "
+        f"{requests_of(early['index'], ['manifest'])} -> {requests_of(late['index'], ['manifest'])} requests), "
+        f"resolving {e.get('resolve_ms', 0):.0f} -> {l.get('resolve_ms', 0):.0f} (at the last: lookup "
+        f"{steps.get('index_lookup', 0):.0f}, DV checks {steps.get('index_dvs', 0):.0f}, scan "
+        f"{steps.get('scan', 0):.0f}), writing and committing {e.get('write_commit_ms', 0):.0f} -> "
+        f"{l.get('write_commit_ms', 0):.0f}.\n")
+
+
 def history(name, sc, md):
     convs = sc["conversions"]
     md.append(f"### {name}: {sc['what']}\n\n")
@@ -59,7 +80,9 @@ def history(name, sc, md):
               "index: s | index: files opened | index: S3 requests (index files) | index: MB | new DVs | "
               "delta | files ruled out (by DVs) |\n")
     md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-    for c in convs:
+    wanted = {1, 2, 3, 10, 24, 48, 96, 144, 192, 288, len(convs)}
+    shown = convs if len(convs) <= 24 else [c for c in convs if c["commit"] in wanted]
+    for c in shown:
         s, i = c["scan"], c["index"]
         md.append(
             f"| {c['commit']} | {i['live_data_files']:,} | {s['wall_s']:.2f} | {s['files_opened']:,} "
@@ -89,6 +112,7 @@ def history(name, sc, md):
             f"GB-s and ${scan_usd / n * COMMITS_PER_DAY:.3f} a day (Lambda and S3 requests) without the index, "
             f"{index_s / n * COMMITS_PER_DAY * LAMBDA_GB:,.0f} GB-s and ${index_usd / n * COMMITS_PER_DAY:.3f} with "
             f"it. The table grows with the day, so a whole day costs the scan more than this mean.\n")
+        growth(convs, md)
         last = convs[-1]["index"]
         floor = last["dvs_written"] + last["index_delta_files"]
         md.append(
