@@ -116,7 +116,7 @@ def scenario_section(name, s):
         md.append(f"- The index at the end: {e['runs']} runs, {e['leaves']} leaves, {e['entries']:,} entries "
                   f"over {e['covered_files']:,} data files ({e['delta_files']} live files not covered, "
                   f"{e['dead_files']} covered files no longer live), {e['leaf_bytes'] / 2**20:,.2f} MiB of "
-                  f"leaves: **{per_row:.1f} bytes per entry** (one entry per row of a covered file).\n")
+                  f"leaves: **{per_row:.1f} bytes per entry** (an entry per row of a covered file, less the rows its merges found deleted).\n")
     return md, convs
 
 
