@@ -116,6 +116,17 @@ def row(report):
     }
 
 
+def keep_other_scenarios(results, path):
+    """A run of some scenarios keeps the others' results from the file at `path` (each
+    scenario records the binary that ran it)."""
+    if os.path.exists(path):
+        with open(path) as f:
+            before = json.load(f)
+        for name, kept in before.get("scenarios", {}).items():
+            kept.setdefault("binary", before.get("binary", {}))
+            results["scenarios"][name] = kept
+
+
 def scenario(name, binary, seed, commits):
     spec = SCENARIOS[name]
     out = {"what": spec["what"], "generate": spec["generate"], "seed": seed, "commits": commits,
@@ -261,14 +272,7 @@ def main():
         "storage": "local disk (SQLite catalog, files on disk); no S3 latency",
         "scenarios": {},
     }
-    # A run of some scenarios keeps the others' results from the file (each scenario
-    # records the binary that ran it).
-    if os.path.exists(args.out):
-        with open(args.out) as f:
-            before = json.load(f)
-        for name, kept in before.get("scenarios", {}).items():
-            kept.setdefault("binary", before.get("binary", {}))
-            results["scenarios"][name] = kept
+    keep_other_scenarios(results, args.out)
     for name in args.scenarios.split(","):
         print(f"==> scenario {name}", file=sys.stderr, flush=True)
         if name == "million":

@@ -29,7 +29,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
-from key_index import row  # noqa: E402
+from key_index import keep_other_scenarios, row  # noqa: E402
 from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
 
 ROWS_PER_FILE = 200_000
@@ -72,14 +72,7 @@ def main():
         "rows_per_file": ROWS_PER_FILE,
         "scenarios": {},
     }
-    # A run of some scenarios keeps the others' results from the file (each scenario
-    # records the binary that ran it).
-    if os.path.exists(args.out):
-        with open(args.out) as f:
-            before = json.load(f)
-        for name, kept in before.get("scenarios", {}).items():
-            kept.setdefault("binary", before.get("binary", {}))
-            results["scenarios"][name] = kept
+    keep_other_scenarios(results, args.out)
     audit, env, proxy = start_services(args.toxiproxy)
     direct = env["AWS_ENDPOINT_URL_S3"]
     proxy.set_latency(args.latency_ms)

@@ -3,6 +3,11 @@
 //! files whose named rows are deleted already) and the merge (unioning new positions
 //! with it) decide both the same way here.
 
+use std::collections::HashMap;
+
+use iceberg::io::FileIO;
+use roaring::RoaringTreemap;
+
 use crate::puffin::DvEntryCheck;
 use crate::table::{LiveFile, TableFiles};
 use crate::{Error, Result};
@@ -40,4 +45,24 @@ pub fn applicable<'a>(
 /// Where a DV's blob lies: the key under which a DV read once is kept for reuse.
 pub fn blob_key(check: &DvEntryCheck<'_>) -> (String, i64) {
     (check.puffin_location.to_string(), check.content_offset)
+}
+
+/// The positions the applicable DVs of `files` delete in each of `data` that has one,
+/// by data file path, read `parallelism` at once; an error names the Puffin file.
+pub async fn read_deleted<'a>(
+    file_io: &FileIO,
+    files: &'a TableFiles,
+    data: impl IntoIterator<Item = &'a LiveFile>,
+    parallelism: usize,
+) -> Result<HashMap<String, RoaringTreemap>> {
+    let mut checks = Vec::new();
+    let mut paths = Vec::new();
+    for data in data {
+        if let Some(check) = applicable(files, data) {
+            checks.push(check?);
+            paths.push(data.path().to_string());
+        }
+    }
+    let read = crate::puffin::validate_dv_entries(file_io, &checks, parallelism).await?;
+    Ok(paths.into_iter().zip(read).collect())
 }

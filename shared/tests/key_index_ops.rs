@@ -39,14 +39,7 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
         let bytes = std::fs::read(path).unwrap();
         std::fs::write(path, &bytes[..bytes.len() / 3]).unwrap();
     }
-    let report = generate_table(
-        &w.catalog,
-        &WorkloadSpec {
-            commits: 1,
-            ..spec.clone()
-        },
-    )
-    .await;
+    let report = one_more_commit(&w.catalog, &spec).await;
     let expected = expected_rows(&report.state).unwrap();
     let (resolved, converted) = differential_step(&w.catalog, &expected, "corrupt").await;
     assert_eq!(resolved.metrics.index_bypassed, 1, "{:?}", resolved.metrics);
@@ -94,14 +87,7 @@ async fn an_index_of_another_key_type_or_format_is_bypassed() {
         change(&mut metadata);
         std::fs::write(path, serde_json::to_vec(&metadata).unwrap()).unwrap();
 
-        let report = generate_table(
-            &w.catalog,
-            &WorkloadSpec {
-                commits: 1,
-                ..spec.clone()
-            },
-        )
-        .await;
+        let report = one_more_commit(&w.catalog, &spec).await;
         let (resolved, converted) =
             differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), step).await;
         assert_eq!(resolved.metrics.index_bypassed, 1, "{step}");
@@ -143,14 +129,7 @@ async fn the_table_property_turns_the_index_on_and_off() {
         )
     })
     .await;
-    let report = generate_table(
-        &w.catalog,
-        &WorkloadSpec {
-            commits: 1,
-            ..spec.clone()
-        },
-    )
-    .await;
+    let report = one_more_commit(&w.catalog, &spec).await;
     let on = convert_with(&w.catalog, scan_only(), "the property on").await;
     assert_eq!(on.outcome, Outcome::Converted);
     assert!(on.key_index.iter().any(|u| u.built), "{:?}", on.key_index);
@@ -192,14 +171,7 @@ async fn by_default_an_index_is_built_where_the_scan_read_many_files() {
             "hashed keys {hashed_keys}: {in_vain} files read in vain, {:?}",
             first.key_index
         );
-        let report = generate_table(
-            &w.catalog,
-            &WorkloadSpec {
-                commits: 1,
-                ..spec.clone()
-            },
-        )
-        .await;
+        let report = one_more_commit(&w.catalog, &spec).await;
         let (resolved, _) = differential_step(
             &w.catalog,
             &expected_rows(&report.state).unwrap(),
@@ -364,14 +336,7 @@ async fn ranges_look_keys_up_in_the_index() {
     };
     let report = generate_table(&w.catalog, &spec).await;
     differential_step(&w.catalog, &expected_rows(&report.state).unwrap(), "build").await;
-    let report = generate_table(
-        &w.catalog,
-        &WorkloadSpec {
-            commits: 1,
-            ..spec.clone()
-        },
-    )
-    .await;
+    let report = one_more_commit(&w.catalog, &spec).await;
     let expected = expected_rows(&report.state).unwrap();
     let (_, on) = resolve_both(&w.catalog).await;
     let ranged = eqdv::convert::convert_in_ranges(
@@ -445,14 +410,7 @@ async fn index_that_left_out_rows_of(w: &Warehouse, seed: u64) -> (i64, Vec<Stri
             assert_eq!(summary.source_branch.as_deref(), Some("main"));
             return (first, expected_there, spec);
         }
-        report = generate_table(
-            &w.catalog,
-            &WorkloadSpec {
-                commits: 1,
-                ..spec.clone()
-            },
-        )
-        .await;
+        report = one_more_commit(&w.catalog, &spec).await;
     }
     panic!("no merge left out the entries of rows deleted in the first snapshot's files");
 }
@@ -527,14 +485,7 @@ async fn another_branch_leaves_an_index_that_left_out_its_rows_alone() {
         &expected_there,
     );
 
-    let report = generate_table(
-        &w.catalog,
-        &WorkloadSpec {
-            commits: 1,
-            ..spec.clone()
-        },
-    )
-    .await;
+    let report = one_more_commit(&w.catalog, &spec).await;
     let (resolved, converted) = differential_step(
         &w.catalog,
         &expected_rows(&report.state).unwrap(),

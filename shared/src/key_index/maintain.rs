@@ -277,19 +277,11 @@ async fn deleted_rows(
     parallelism: usize,
 ) -> Result<HashMap<String, RoaringTreemap>> {
     let live: HashMap<&str, &LiveFile> = files.data_files.iter().map(|f| (f.path(), f)).collect();
-    let mut checks = Vec::new();
-    let mut paths = Vec::new();
-    for covered in runs.iter().flat_map(|(_, c)| &c.files) {
-        let Some(data) = live.get(covered.path.as_str()) else {
-            continue;
-        };
-        if let Some(check) = crate::current_dv::applicable(files, data) {
-            checks.push(check?);
-            paths.push(covered.path.clone());
-        }
-    }
-    let read = crate::puffin::validate_dv_entries(&table.file_io, &checks, parallelism).await?;
-    Ok(paths.into_iter().zip(read).collect())
+    let covered = runs
+        .iter()
+        .flat_map(|(_, c)| &c.files)
+        .filter_map(|c| live.get(c.path.as_str()).copied());
+    crate::current_dv::read_deleted(&table.file_io, files, covered, parallelism).await
 }
 
 /// The entries of `data_files`, each hashed whole by the resolve's scan (`scanned`).

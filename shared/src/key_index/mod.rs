@@ -469,10 +469,11 @@ pub async fn summaries(
         };
         let (usable, why, metadata) = match &state {
             IndexState::Usable(index) => (true, None, Some(index.metadata.clone())),
-            IndexState::Bypassed(why) | IndexState::Diverged { why, .. } => {
-                (false, Some(why.clone()), None)
-            }
-            IndexState::Absent => (false, Some("not found".into()), None),
+            state => (
+                false,
+                Some(state.unusable_because().unwrap_or("not found").to_string()),
+                None,
+            ),
         };
         out.push(IndexSummary {
             equality_ids: ids,

@@ -1,12 +1,10 @@
 //! Proving an index against a full scan: every live data file the index covers is read
 //! again (key columns only) and its entries must be exactly the rows read, hash and
 //! position alike, but for the rows a merge left out as deleted, each of which a DV of
-//! the verified snapshot must delete. For operators (`eqdv inspect --verify-index`) and tests; never on a
-//! conversion's path.
+//! the verified snapshot must delete. For operators (`eqdv inspect --verify-index`) and
+//! tests; never on a conversion's path.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-use roaring::RoaringTreemap;
 
 use serde::Serialize;
 
@@ -48,13 +46,9 @@ pub async fn verify_indexes(
         };
         let index = match open_for(table, &ids, files.snapshot_id).await {
             IndexState::Usable(index) => index,
-            IndexState::Bypassed(why) | IndexState::Diverged { why, .. } => {
-                verification.unusable = Some(why);
-                out.push(verification);
-                continue;
-            }
-            IndexState::Absent => {
-                verification.unusable = Some("not found".into());
+            state => {
+                verification.unusable =
+                    Some(state.unusable_because().unwrap_or("not found").to_string());
                 out.push(verification);
                 continue;
             }
@@ -98,7 +92,13 @@ pub async fn verify_indexes(
             .filter(|f| f.deleted_left_out > 0 && live.contains(f.path.as_str()))
             .map(|f| (f.path.as_str(), f.deleted_left_out))
             .collect();
-        let deleted = current_dvs(table, files, &covered, &left_out).await?;
+        let deleted = crate::current_dv::read_deleted(
+            &table.file_io,
+            files,
+            covered.iter().filter(|f| left_out.contains_key(f.path())),
+            VERIFY_PARALLELISM,
+        )
+        .await?;
         let by_file = |run: &super::build::RunEntries| {
             let mut map: BTreeMap<String, Vec<(u64, i64)>> = BTreeMap::new();
             for i in 0..run.hashes.len() {
@@ -163,25 +163,4 @@ pub async fn verify_indexes(
         out.push(verification);
     }
     Ok(out)
-}
-
-/// The rows the current DVs of `files` delete in those of `covered` that `left_out`
-/// names (files the index holds fewer entries of than rows).
-async fn current_dvs(
-    table: &LoadedTable,
-    files: &TableFiles,
-    covered: &[LiveFile],
-    left_out: &HashMap<&str, u64>,
-) -> Result<HashMap<String, RoaringTreemap>> {
-    let mut checks = Vec::new();
-    let mut paths = Vec::new();
-    for data in covered.iter().filter(|f| left_out.contains_key(f.path())) {
-        if let Some(check) = crate::current_dv::applicable(files, data) {
-            checks.push(check?);
-            paths.push(data.path().to_string());
-        }
-    }
-    let read =
-        crate::puffin::validate_dv_entries(&table.file_io, &checks, VERIFY_PARALLELISM).await?;
-    Ok(paths.into_iter().zip(read).collect())
 }

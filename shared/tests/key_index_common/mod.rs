@@ -10,7 +10,9 @@ use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 use eqdv::key_index::{self, KeyIndexMode, KeyIndexOptions};
 use eqdv::resolve::{ResolveOptions, Resolved};
-use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
+use eqdv_workload::generate::{
+    GenerateReport, KeyType, PartitionKind, WorkloadSpec, expected_rows,
+};
 use support::*;
 
 /// The key index on for every table, built from the first data file on, in leaves of
@@ -84,6 +86,19 @@ pub async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
     // Files found without the index and not with it hold only rows deleted already:
     // the same DVs to write say so.
     (off, on)
+}
+
+/// One more writer commit of the workload `spec` (the generator goes on from the table's
+/// state).
+pub async fn one_more_commit(catalog: &dyn Catalog, spec: &WorkloadSpec) -> GenerateReport {
+    generate_table(
+        catalog,
+        &WorkloadSpec {
+            commits: 1,
+            ..spec.clone()
+        },
+    )
+    .await
 }
 
 /// Converts the table with `resolve`'s options (the rest default); panics naming `step`.
@@ -271,14 +286,7 @@ pub async fn rounds(spec: WorkloadSpec, rounds: usize) -> Rounds {
             .sum::<u64>();
         assert_index_covers_live_files(&w.catalog, &converted, &step).await;
         assert_index_matches_a_full_scan(&w.catalog, &step).await;
-        report = generate_table(
-            &w.catalog,
-            &WorkloadSpec {
-                commits: 1,
-                ..spec.clone()
-            },
-        )
-        .await;
+        report = one_more_commit(&w.catalog, &spec).await;
     }
     assert!(
         pruned > 0,
