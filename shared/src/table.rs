@@ -83,7 +83,7 @@ impl KeptReads {
     /// The file at `path`: kept, or read by `read` (and kept while there is room). A
     /// kept file whose length is not `expected_len` (a manifest's length as its list
     /// gives it) is not used: it is read again and replaced.
-    async fn get_or_read<F>(
+    pub(crate) async fn get_or_read<F>(
         &self,
         path: &str,
         expected_len: Option<u64>,

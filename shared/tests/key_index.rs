@@ -130,3 +130,76 @@ async fn global_deletes_and_an_added_column_find_the_same_positions() {
     )
     .await;
 }
+
+/// A warm process (a Lambda instance converting the same table again) keeps the index's
+/// covered lists and its leaves' footers and page indexes: the next resolve opens them
+/// without a request and finds exactly what a cold one and the scan find, and the
+/// conversion made with them reads as PyIceberg expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_process_keeps_the_index_files_it_read_and_finds_the_same_positions() {
+    use eqdv::parquet_io::FooterCache;
+    use eqdv::resolve::ResolveOptions;
+    use eqdv::table::KeptReads;
+    let w = warehouse();
+    let s = WorkloadSpec {
+        hashed_keys: true,
+        ..spec(16, vec![KeyType::Long], PartitionKind::None)
+    };
+    generate_table(&w.catalog, &s).await;
+    convert_with(&w.catalog, indexed(), "build").await;
+    let report = one_more_commit(&w.catalog, &s).await;
+
+    let warm = ResolveOptions {
+        footer_cache: FooterCache::with_capacity(64 << 20),
+        ..indexed()
+    };
+    let store = KeptReads::new_store();
+    let f = files(&w.catalog).await;
+    let resolve_with = |options: ResolveOptions, kept: Option<KeptReads>| {
+        let (catalog, f) = (&w.catalog, &f);
+        async move {
+            let mut t = load(catalog).await;
+            if let Some(kept) = &kept {
+                t = t.keeping_reads_in(kept);
+            }
+            let groups = eqdv::plan::group_equality_deletes(&t, f).unwrap();
+            let resolved = eqdv::resolve::resolve(&t, f, &groups, &options)
+                .await
+                .unwrap();
+            let dvs = eqdv::convert::dvs_to_write(&t, f, &resolved, 8)
+                .await
+                .unwrap();
+            (resolved, dvs)
+        }
+    };
+    let (scan, scan_dvs) = resolve_with(scan_only(), None).await;
+    let (cold, cold_dvs) = resolve_with(warm.clone(), Some(store.clone())).await;
+    let (again, again_dvs) = resolve_with(warm.clone(), Some(store.clone())).await;
+    let (c, a) = (&cold.metrics, &again.metrics);
+    assert!(c.index_leaves_read > 0, "{c:?}");
+    assert_eq!(c.index_leaves_from_cache, 0, "{c:?}");
+    assert_eq!(a.index_leaves_read, c.index_leaves_read);
+    assert_eq!(a.index_leaves_from_cache, a.index_leaves_read, "{a:?}");
+    // The pages looked up are read again; the metadata and covered lists are not.
+    assert!(
+        a.index_bytes_read < c.index_bytes_read,
+        "cold {} bytes, warm {}",
+        c.index_bytes_read,
+        a.index_bytes_read
+    );
+    // The pages of the keys looked up again came from the cache too.
+    assert!(warm.footer_cache.range_hits() > 0);
+    assert_eq!(cold.positions, again.positions);
+    assert_eq!(cold_dvs, scan_dvs, "the index changed the DVs to write");
+    assert_eq!(
+        again_dvs, scan_dvs,
+        "kept index files changed the DVs to write"
+    );
+    assert!(scan.metrics.files_opened >= a.files_opened);
+
+    let converted = convert_with(&w.catalog, warm, "warm").await;
+    assert!(converted.resolve.index_lookups > 0);
+    assert!(converted.resolve.index_leaves_from_cache > 0);
+    let expected = expected_rows(&report.state).expect("expected rows");
+    assert_converted(&w.catalog, &expected).await;
+}

@@ -241,6 +241,7 @@ impl Converter {
                     .count("BloomFiltersRead", r.bloom_filters_read)
                     .count("FootersFromCache", r.footers_from_cache)
                     .count("IndexLookups", r.index_lookups)
+                    .count("IndexLeavesFromCache", r.index_leaves_from_cache)
                     .count(
                         "FilesPrunedByIndex",
                         r.pruned_by_index + r.pruned_by_index_dvs,

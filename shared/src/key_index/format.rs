@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 
+use crate::table::KeptReads;
 use crate::{Error, Result};
 
 /// The format of the files this module writes; an index of another version is bypassed
@@ -150,13 +151,23 @@ impl IndexMetadata {
     }
 }
 
-/// Reads and parses a JSON file of the index, with the bytes it took.
+/// Reads and parses a JSON file of the index, with the bytes it took (0 when `kept`
+/// held it: eqdv never rewrites an index file under its name, so a warm process that
+/// read it before reads it again from there).
 pub(super) async fn read_json<T: for<'de> Deserialize<'de>>(
     file_io: &FileIO,
+    kept: &KeptReads,
     location: &str,
     what: &str,
 ) -> Result<(T, u64)> {
-    let bytes = crate::storage::read_all(file_io, location).await?;
+    let mut fetched = 0;
+    let bytes = kept
+        .get_or_read(location, None, async {
+            let bytes = crate::storage::read_all(file_io, location).await?;
+            fetched = bytes.len() as u64;
+            Ok(bytes)
+        })
+        .await?;
     let value = serde_json::from_slice(&bytes).map_err(|e| {
         Error::file(
             location,
@@ -164,7 +175,7 @@ pub(super) async fn read_json<T: for<'de> Deserialize<'de>>(
             e,
         )
     })?;
-    Ok((value, bytes.len() as u64))
+    Ok((value, fetched))
 }
 
 /// Writes `value` as JSON at `location` (a new, unique name).

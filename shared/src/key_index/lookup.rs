@@ -12,7 +12,8 @@ use roaring::RoaringTreemap;
 use super::format::{CoveredFiles, IndexMetadata, covered_by_path, read_json};
 use super::leaf::{ProbeRead, probe_leaf};
 use crate::Result;
-use crate::table::LiveFile;
+use crate::parquet_io::FooterCache;
+use crate::table::{KeptReads, LiveFile};
 
 /// Covered lists read at once when an index opens.
 const LISTS_IN_FLIGHT: usize = 16;
@@ -26,14 +27,16 @@ pub struct OpenIndex {
     pub covered_lists: Vec<CoveredFiles>,
     /// Covered data files by path: `(size, run)`.
     covered: HashMap<String, (u64, usize)>,
-    /// Bytes of the metadata and covered lists read to open it.
+    /// Bytes of the metadata and covered lists read to open it (none kept before).
     pub bytes_read: u64,
 }
 
-/// Reads the index metadata file at `location` and its runs' covered lists.
-pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
+/// Reads the index metadata file at `location` and its runs' covered lists, or takes
+/// them from `kept` (a warm process's earlier reads: a run's covered list outlives many
+/// index versions).
+pub async fn open_index(file_io: &FileIO, kept: &KeptReads, location: &str) -> Result<OpenIndex> {
     let (metadata, metadata_bytes): (IndexMetadata, u64) =
-        read_json(file_io, location, "metadata file").await?;
+        read_json(file_io, kept, location, "metadata file").await?;
     // Boxed as `Send` futures (see `build::read_files`).
     let reads: Vec<BoxFuture<'_, Result<(CoveredFiles, u64)>>> = metadata
         .runs
@@ -41,7 +44,7 @@ pub async fn open_index(file_io: &FileIO, location: &str) -> Result<OpenIndex> {
         .map(|run| {
             async move {
                 let (list, bytes): (CoveredFiles, u64) =
-                    read_json(file_io, &run.covered_location, "covered list").await?;
+                    read_json(file_io, kept, &run.covered_location, "covered list").await?;
                 if list.files.len() as u64 != run.covered_files {
                     return Err(crate::Error::file(
                         &run.covered_location,
@@ -83,6 +86,8 @@ pub struct IndexHits {
     /// Distinct hashes looked up.
     pub keys: u64,
     pub leaves_read: u64,
+    /// Leaves opened from footers kept by an earlier lookup (no request).
+    pub leaves_from_cache: u64,
     pub row_groups_read: u64,
     pub bytes_read: u64,
 }
@@ -115,10 +120,12 @@ impl OpenIndex {
     }
 
     /// The covered data files that may hold one of `hashes`: the leaves whose hash range
-    /// holds one are probed, `parallelism` at once.
+    /// holds one are probed, `parallelism` at once, their footers kept in `footers` (a
+    /// warm process's cache; leaves are never rewritten under their names).
     pub async fn lookup(
         self: &Arc<Self>,
         file_io: &FileIO,
+        footers: &FooterCache,
         mut hashes: Vec<i64>,
         parallelism: usize,
     ) -> Result<IndexHits> {
@@ -151,7 +158,7 @@ impl OpenIndex {
             .map(|(leaf, run, probes)| {
                 async move {
                     let mut named = HashMap::new();
-                    let read = probe_leaf(file_io, leaf, probes, &mut named).await?;
+                    let read = probe_leaf(file_io, footers, leaf, probes, &mut named).await?;
                     Ok((leaf, run, named, read))
                 }
                 .boxed()
@@ -163,6 +170,7 @@ impl OpenIndex {
             .await?;
         for (leaf, run, named, read) in results {
             hits.leaves_read += 1;
+            hits.leaves_from_cache += u64::from(read.footer_from_cache);
             hits.row_groups_read += read.row_groups_read;
             hits.bytes_read += read.bytes_read;
             let list = &self.covered_lists[run];

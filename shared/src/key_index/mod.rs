@@ -287,7 +287,7 @@ pub async fn open_for(
     let Some(location) = table.metadata.properties().get(&property) else {
         return IndexState::Absent;
     };
-    let why = match open_index(&table.file_io, location).await {
+    let why = match open_index(&table.file_io, &table.kept_reads, location).await {
         Ok(index) => match KeyFingerprint::of(table, equality_ids).mismatch(&index.metadata) {
             None => match deleted_rows_may_live(table, &index, snapshot_id) {
                 None => return IndexState::Usable(Arc::new(index)),
@@ -381,8 +381,13 @@ pub async fn referenced_files(
             crate::Error::file(location, "cannot tell whether the key index exists", e)
         })?;
         if exists {
-            let (metadata, _): (IndexMetadata, u64) =
-                format::read_json(file_io, location, "metadata file").await?;
+            let (metadata, _): (IndexMetadata, u64) = format::read_json(
+                file_io,
+                &crate::table::KeptReads::default(),
+                location,
+                "metadata file",
+            )
+            .await?;
             files.extend(metadata.files());
         }
     }

@@ -11,6 +11,7 @@
 //! capacity.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -28,15 +29,25 @@ struct Kept {
     /// Counts uses: an entry's `used` is the count at its last use.
     clock: u64,
     hits: u64,
+    range_hits: u64,
 }
 
 #[derive(Debug)]
 struct KeptFooter {
     size: u64,
     footer: KeptOpen,
+    /// Byte ranges of the file read after its footer (see [`FooterCache::keep_range`]):
+    /// `(offset, bytes)`.
+    ranges: Vec<(u64, Bytes)>,
+    ranges_bytes: usize,
+    /// The footer's and the ranges' bytes.
     bytes: usize,
     used: u64,
 }
+
+/// The most bytes of ranges kept for one file, as a share of the capacity: a file read
+/// in a few places keeps them, one read through does not push out every other file.
+const RANGES_SHARE_PER_FILE: usize = 16;
 
 /// What opening a file read: its decoded footer, and the file's last bytes from
 /// `tail.0` on as the footer's read fetched them.
@@ -44,6 +55,24 @@ struct KeptFooter {
 pub(crate) struct KeptOpen {
     pub metadata: ArrowReaderMetadata,
     pub tail: Option<(u64, Bytes)>,
+}
+
+impl Kept {
+    /// Past the capacity, drops the least recently used files down to three quarters
+    /// of it (so that a full cache does not sort its entries on every footer).
+    fn make_room(&mut self) {
+        if self.bytes <= self.max_bytes {
+            return;
+        }
+        let target = self.max_bytes / 4 * 3;
+        crate::lru::drop_least_recently_used(
+            &mut self.files,
+            &mut self.bytes,
+            target,
+            |f| f.used,
+            |f| f.bytes,
+        );
+    }
 }
 
 impl FooterCache {
@@ -101,6 +130,8 @@ impl FooterCache {
             KeptFooter {
                 size,
                 footer,
+                ranges: Vec::new(),
+                ranges_bytes: 0,
                 bytes,
                 used,
             },
@@ -108,21 +139,52 @@ impl FooterCache {
             kept.bytes -= old.bytes;
         }
         kept.bytes += bytes;
-        if kept.bytes > kept.max_bytes {
-            let target = kept.max_bytes / 4 * 3;
-            let Kept {
-                files,
-                bytes: kept_bytes,
-                ..
-            } = &mut *kept;
-            crate::lru::drop_least_recently_used(
-                files,
-                kept_bytes,
-                target,
-                |f| f.used,
-                |f| f.bytes,
-            );
+        kept.make_room();
+    }
+
+    /// The bytes `range` of the file at `path` of `size` bytes, if a read kept with
+    /// [`FooterCache::keep_range`] holds all of them.
+    pub(crate) fn get_range(&self, path: &str, size: u64, range: &Range<u64>) -> Option<Bytes> {
+        let mut kept = self.kept()?;
+        kept.clock += 1;
+        let clock = kept.clock;
+        let file = kept.files.get_mut(path).filter(|f| f.size == size)?;
+        let bytes = file.ranges.iter().find_map(|(offset, bytes)| {
+            let start = usize::try_from(range.start.checked_sub(*offset)?).ok()?;
+            let end = usize::try_from(range.end.checked_sub(*offset)?).ok()?;
+            (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
+        })?;
+        file.used = clock;
+        kept.range_hits += 1;
+        Some(bytes)
+    }
+
+    /// Keeps `bytes`, read at `offset` from the file at `path` of `size` bytes, for later
+    /// reads of the same place: Iceberg and eqdv never rewrite a file under its path, so
+    /// they stay its bytes. Only for a file whose footer is kept (it goes with it), and
+    /// while its ranges take at most a sixteenth of the capacity.
+    pub(crate) fn keep_range(&self, path: &str, size: u64, offset: u64, bytes: Bytes) {
+        let Some(mut kept) = self.kept() else {
+            return;
+        };
+        let per_file = kept.max_bytes / RANGES_SHARE_PER_FILE;
+        let Some(file) = kept.files.get_mut(path).filter(|f| f.size == size) else {
+            return;
+        };
+        let end = offset + bytes.len() as u64;
+        let held = file
+            .ranges
+            .iter()
+            .any(|(at, kept)| *at <= offset && end <= at + kept.len() as u64);
+        if held || file.ranges_bytes + bytes.len() > per_file {
+            return;
         }
+        let len = bytes.len();
+        file.ranges.push((offset, bytes));
+        file.ranges_bytes += len;
+        file.bytes += len;
+        kept.bytes += len;
+        kept.make_room();
     }
 
     /// The most bytes kept (0 when off).
@@ -147,5 +209,76 @@ impl FooterCache {
     /// Opens served from the cache since it was made.
     pub fn hits(&self) -> u64 {
         self.kept().map_or(0, |k| k.hits)
+    }
+
+    /// Reads of byte ranges served from the cache since it was made.
+    pub fn range_hits(&self) -> u64 {
+        self.kept().map_or(0, |k| k.range_hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int64Array, RecordBatch};
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ArrowReaderOptions;
+
+    fn footer() -> KeptOpen {
+        let batch = RecordBatch::try_from_iter([(
+            "k",
+            Arc::new(Int64Array::from(vec![1, 2, 3])) as arrow_array::ArrayRef,
+        )])
+        .unwrap();
+        let mut out = Vec::new();
+        let mut writer = ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let metadata =
+            ArrowReaderMetadata::load(&Bytes::from(out), ArrowReaderOptions::new()).unwrap();
+        KeptOpen {
+            metadata,
+            tail: None,
+        }
+    }
+
+    #[test]
+    fn ranges_are_kept_with_their_files_footer_and_found_inside_what_was_read() {
+        let cache = FooterCache::with_capacity(16 << 20);
+        let bytes = Bytes::from_static(b"0123456789");
+        // No footer kept for the file: nothing to keep the range with.
+        cache.keep_range("a", 100, 20, bytes.clone());
+        assert_eq!(cache.get_range("a", 100, &(20..30)), None);
+
+        cache.keep("a", 100, footer());
+        let before = cache.bytes();
+        cache.keep_range("a", 100, 20, bytes.clone());
+        assert_eq!(cache.bytes(), before + 10);
+        // Bytes already held (two readers of the same pages at once) are kept once.
+        cache.keep_range("a", 100, 22, bytes.slice(2..5));
+        assert_eq!(cache.bytes(), before + 10);
+        assert_eq!(
+            cache.get_range("a", 100, &(22..25)),
+            Some(Bytes::from_static(b"234"))
+        );
+        assert_eq!(cache.get_range("a", 100, &(20..30)), Some(bytes.clone()));
+        assert_eq!(cache.range_hits(), 2);
+        // Not wholly inside, another size of the file, another file: not found.
+        assert_eq!(cache.get_range("a", 100, &(25..31)), None);
+        assert_eq!(cache.get_range("a", 101, &(22..25)), None);
+        assert_eq!(cache.get_range("b", 100, &(22..25)), None);
+        assert_eq!(cache.range_hits(), 2);
+
+        // A file's ranges take at most a sixteenth of the capacity.
+        let small = FooterCache::with_capacity(64 * 1024);
+        small.keep("a", 100, footer());
+        assert_eq!(small.len(), 1);
+        small.keep_range("a", 100, 0, Bytes::from(vec![0u8; 4097]));
+        assert_eq!(small.get_range("a", 100, &(0..1)), None);
+        small.keep_range("a", 100, 0, Bytes::from(vec![0u8; 4000]));
+        assert!(small.get_range("a", 100, &(0..1)).is_some());
+        // A footer kept again starts with no ranges.
+        small.keep("a", 100, footer());
+        assert_eq!(small.get_range("a", 100, &(0..1)), None);
     }
 }

@@ -55,6 +55,9 @@ pub struct FileReader {
     reads: u64,
     /// Bytes the footer's reads fetched.
     footer_bytes: u64,
+    /// Where column reads are kept for a later reader of the file, and found again
+    /// (see [`FileReader::with_kept_ranges`]).
+    kept_ranges: Option<super::FooterCache>,
 }
 
 impl FileReader {
@@ -70,7 +73,19 @@ impl FileReader {
             tail: None,
             reads: 0,
             footer_bytes: 0,
+            kept_ranges: None,
         }
+    }
+
+    /// A reader whose column reads are looked for in `cache` first and kept there
+    /// (while the file's footer is kept there too): a warm process reading the same
+    /// pages of the same immutable file again, as a key index lookup of a hot key does,
+    /// fetches them once.
+    pub fn with_kept_ranges(mut self, cache: &super::FooterCache) -> Self {
+        if cache.is_on() {
+            self.kept_ranges = Some(cache.clone());
+        }
+        self
     }
 
     /// Bytes to read from the end of the file for its footer (at least the 8-byte tail).
@@ -230,7 +245,15 @@ impl AsyncFileReader for FileReader {
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         async move {
-            let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.cached(r)).collect();
+            let mut out: Vec<Option<Bytes>> = ranges
+                .iter()
+                .map(|r| {
+                    self.cached(r).or_else(|| {
+                        let kept = self.kept_ranges.as_ref()?;
+                        kept.get_range(&self.path, self.size, r)
+                    })
+                })
+                .collect();
             let missing: Vec<Range<u64>> = ranges
                 .iter()
                 .zip(&out)
@@ -251,6 +274,11 @@ impl AsyncFileReader for FileReader {
                 .buffered(FETCH_CONCURRENCY)
                 .try_collect()
                 .await?;
+            if let Some(kept) = &self.kept_ranges {
+                for (range, bytes) in merged.iter().zip(&fetched) {
+                    kept.keep_range(path, self.size, range.start, bytes.clone());
+                }
+            }
             for (slot, range) in out.iter_mut().zip(&ranges) {
                 if slot.is_some() {
                     continue;

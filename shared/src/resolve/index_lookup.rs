@@ -121,12 +121,18 @@ pub(super) async fn look_up(
             .flat_map(|&i| std::mem::take(&mut loaded[i].index_hashes))
             .collect();
         match index
-            .lookup(&table.file_io, hashes, options.parallelism)
+            .lookup(
+                &table.file_io,
+                &options.footer_cache,
+                hashes,
+                options.parallelism,
+            )
             .await
         {
             Ok(found) => {
                 metrics.index_lookups += found.keys;
                 metrics.index_leaves_read += found.leaves_read;
+                metrics.index_leaves_from_cache += found.leaves_from_cache;
                 metrics.index_row_groups_read += found.row_groups_read;
                 metrics.index_bytes_read += found.bytes_read;
                 let named = Arc::new(found.named);

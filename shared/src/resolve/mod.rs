@@ -75,7 +75,8 @@ pub struct ResolveOptions {
     pub key_memory_budget: u64,
     /// Data file footers kept from earlier resolves (shared by clones of these options;
     /// off by default): a process converting the same table again and again opens the
-    /// files it opened before without a request (see [`crate::parquet_io::FooterCache`]).
+    /// files it opened before without a request (see [`crate::parquet_io::FooterCache`]),
+    /// and the key index's leaves likewise.
     pub footer_cache: crate::parquet_io::FooterCache,
     /// Whether keys are looked up in the table's key index (and conversions keep it);
     /// the table's `eqdv.key-index.*` properties override it (see [`crate::key_index`]).
@@ -174,6 +175,10 @@ pub struct ResolveMetrics {
     /// path columns), and the bytes of index metadata and covered lists read.
     #[serde(default)]
     pub index_leaves_read: u64,
+    /// Of the leaves probed, those whose footer and page index a warm process had kept
+    /// (`footer_cache`): opened without a request.
+    #[serde(default)]
+    pub index_leaves_from_cache: u64,
     #[serde(default)]
     pub index_row_groups_read: u64,
     #[serde(default)]
@@ -414,6 +419,7 @@ impl ResolveMetrics {
         self.bytes_read += pass.bytes_read;
         self.index_lookups += pass.index_lookups;
         self.index_leaves_read += pass.index_leaves_read;
+        self.index_leaves_from_cache += pass.index_leaves_from_cache;
         self.index_row_groups_read += pass.index_row_groups_read;
         self.index_bytes_read += pass.index_bytes_read;
         self.pruned_by_index += pass.pruned_by_index;

@@ -35,6 +35,8 @@ use parquet::schema::types::ColumnPath;
 use roaring::RoaringTreemap;
 
 use super::format::LeafMeta;
+use crate::parquet_io::FooterCache;
+use crate::parquet_io::footer_cache::KeptOpen;
 use crate::parquet_io::reader::FileReader;
 use crate::{Error, Result};
 
@@ -174,21 +176,43 @@ fn encode_leaf(location: &str, entries: &Entries<'_>) -> Result<(Vec<u8>, u64)> 
 pub struct ProbeRead {
     pub row_groups_read: u64,
     pub bytes_read: u64,
+    /// The footer and page index came from the footer cache.
+    pub footer_from_cache: bool,
 }
 
 /// Adds to `named` the entries of `leaf` whose hash is in `probes` (sorted,
-/// deduplicated): per data file (its ordinal in the run's covered list), the positions. Reads the footer and the columns of only
-/// the pages (or row groups, without a page index) whose hash range holds a probe.
+/// deduplicated): per data file (its ordinal in the run's covered list), the positions.
+/// Reads the footer and page index (unless `footers` kept them, and keeps them there)
+/// and the columns of only the pages (or row groups, without a page index) whose hash
+/// range holds a probe.
 pub async fn probe_leaf(
     file_io: &FileIO,
+    footers: &FooterCache,
     leaf: &LeafMeta,
     probes: &[i64],
     named: &mut HashMap<u32, RoaringTreemap>,
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
-    let builder = open_leaf(file_io, leaf, true).await?;
-    let metadata = builder.metadata().clone();
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let arrow_metadata = match footers.get(location, leaf.file_size_in_bytes) {
+        Some(kept) => {
+            read.footer_from_cache = true;
+            kept.metadata
+        }
+        None => {
+            let builder = open_leaf(file_io, leaf, true).await?;
+            let arrow_metadata = ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
+                .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+            let kept = KeptOpen {
+                metadata: arrow_metadata.clone(),
+                tail: None,
+            };
+            footers.keep(location, leaf.file_size_in_bytes, kept);
+            arrow_metadata
+        }
+    };
+    let metadata = arrow_metadata.metadata().clone();
     let holds_probe = |min: i64, max: i64| {
         let first = probes.partition_point(|p| *p < min);
         first < probes.len() && probes[first] <= max
@@ -233,16 +257,17 @@ pub async fn probe_leaf(
     }
     // The row groups are read at once, each by a stream of its own: one stream reads its
     // row groups one after another, a round trip to object storage each.
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let arrow_metadata = ArrowReaderMetadata::try_new(metadata.clone(), options)
-        .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
     let mask = ProjectionMask::roots(metadata.file_metadata().schema_descr(), [0, 1, 2]);
     let reads: Vec<BoxFuture<'_, Result<HashMap<u32, RoaringTreemap>>>> = selected
         .into_iter()
         .map(|(rg, ranges, rows)| {
             let (arrow_metadata, mask) = (arrow_metadata.clone(), mask.clone());
             async move {
-                let reader = leaf_reader(file_io, leaf, true).await?;
+                // A warm process keeps the pages read (a hot key's, looked up again
+                // after the next commit).
+                let reader = leaf_reader(file_io, leaf, true)
+                    .await?
+                    .with_kept_ranges(footers);
                 let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), rows);
                 let mut stream =
                     ParquetRecordBatchStreamBuilder::new_with_metadata(reader, arrow_metadata)

@@ -40,11 +40,22 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
     assert_eq!(leaf.min_key_hash, -500_000);
     assert_eq!(leaf.max_key_hash, (n as i64 - 1) * 10 - 500_000);
 
+    // A warm process's footer cache: the first probe keeps the footer and page index,
+    // the next ones open the leaf from there.
+    let footers = FooterCache::with_capacity(16 << 20);
     let mut named = HashMap::new();
     // hashes[3] (file 1, position 3) and one absent value.
-    let read = probe_leaf(&file_io, &leaf, &[hashes[3], hashes[3] + 1], &mut named)
-        .await
-        .unwrap();
+    let read = probe_leaf(
+        &file_io,
+        &footers,
+        &leaf,
+        &[hashes[3], hashes[3] + 1],
+        &mut named,
+    )
+    .await
+    .unwrap();
+    assert!(!read.footer_from_cache);
+    assert_eq!(footers.len(), 1);
     assert_eq!(
         named,
         HashMap::from([(1, RoaringTreemap::from_iter([3u64]))])
@@ -58,11 +69,32 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
         leaf.file_size_in_bytes
     );
     let one_page = read.bytes_read;
+    // The same hash again: its pages come from the cache, with the same entries.
+    let hits = footers.range_hits();
+    let mut again = HashMap::new();
+    probe_leaf(
+        &file_io,
+        &footers,
+        &leaf,
+        &[hashes[3], hashes[3] + 1],
+        &mut again,
+    )
+    .await
+    .unwrap();
+    assert_eq!(again, named);
+    assert!(footers.range_hits() > hits, "no page came from the cache");
     // Two hashes far apart: two pages, in two row groups.
     let mut two = HashMap::new();
-    let read = probe_leaf(&file_io, &leaf, &[hashes[0], hashes[n - 1]], &mut two)
-        .await
-        .unwrap();
+    let read = probe_leaf(
+        &file_io,
+        &footers,
+        &leaf,
+        &[hashes[0], hashes[n - 1]],
+        &mut two,
+    )
+    .await
+    .unwrap();
+    assert!(read.footer_from_cache);
     assert_eq!(two.len(), 2);
     assert_eq!(two[&0], RoaringTreemap::from_iter([0u64]));
     assert_eq!(two[&1], RoaringTreemap::from_iter([n as u64 - 1]));
@@ -74,7 +106,7 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
 
     // A hash out of every range reads no row group.
     let mut none = HashMap::new();
-    let read = probe_leaf(&file_io, &leaf, &[i64::MAX], &mut none)
+    let read = probe_leaf(&file_io, &footers, &leaf, &[i64::MAX], &mut none)
         .await
         .unwrap();
     assert!(none.is_empty());
@@ -127,9 +159,15 @@ async fn a_truncated_leaf_is_an_error_naming_it() {
     let bytes = std::fs::read(&location).unwrap();
     std::fs::write(&location, &bytes[..bytes.len() / 2]).unwrap();
     leaf.file_size_in_bytes = (bytes.len() / 2) as u64;
-    let error = probe_leaf(&file_io, &leaf, &[1], &mut HashMap::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let error = probe_leaf(
+        &file_io,
+        &FooterCache::default(),
+        &leaf,
+        &[1],
+        &mut HashMap::new(),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
     assert!(error.contains(&location), "{error}");
 }
