@@ -18,6 +18,16 @@ chunk of 1.6 MB; every commit after it writes small files, as a streaming writer
   again) and deletes, 300 changes a commit;
 - sizes: one 300-change commit of hashed keys converted on tables of 10x apart sizes
   (--sizes), after a first conversion that built the index; the second is recorded.
+
+With --warm-planner-bin, the hashed and zipf histories are converted by warm Lambda
+instances instead of cold processes: the planner function behind aws-lambda-rie
+(benches/warm_planner.py), one instance per table started once and invoked with a Glue
+table-change event after each commit, converting its plan's one shard itself
+(EQDV_CONVERT_IN_PLANNER_MAX_MB raised to hold these tables; 2,048 MB of memory, so a
+128 MB footer cache) with EQDV_KEY_INDEX false for the scan's table and true for the
+index's. What it keeps between invocations (manifests, data file footers, the index's
+covered lists, leaf footers and pages) is what a warm instance keeps. `wall_s` is the
+invocation's REPORT Duration.
 """
 
 import argparse
@@ -31,6 +41,12 @@ sys.path.insert(0, HERE)
 from bench import log, machine, measure  # noqa: E402
 from key_index import keep_other_scenarios, row  # noqa: E402
 from s3_services import BANDWIDTH_KBPS, run_plain, start_services  # noqa: E402
+from warm_planner import WarmPlanner, create_fifo_queue, glue_table_change  # noqa: E402
+
+# The warm planner's memory (its footer cache is a sixteenth) and the most it converts
+# itself: more than these tables (the stacks deploy 256 MB for streaming commits).
+WARM_PLANNER_MB = 2048
+WARM_CONVERT_IN_PLANNER_MAX_MB = 65536
 
 ROWS_PER_FILE = 200_000
 # Tables larger than this are not read back with `eqdv rows` at the end (see same_rows).
@@ -60,6 +76,7 @@ def main():
     parser.add_argument("--latency-ms", type=int, default=20)
     parser.add_argument("--sizes", default="1000000,10000000,100000000")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--warm-planner-bin", help="convert the histories with warm planner instances")
     args = parser.parse_args()
 
     results = {
@@ -70,6 +87,10 @@ def main():
                     "bandwidth_kbps_per_connection": BANDWIDTH_KBPS, "glue": "direct (not proxied)",
                     "writer": "direct (not proxied)", "processes": "cold: one per conversion"},
         "rows_per_file": ROWS_PER_FILE,
+        "warm": {"runtime": "aws-lambda-rie, the planner function converting its one shard",
+                 "memory_mb": WARM_PLANNER_MB,
+                 "convert_in_planner_max_mb": WARM_CONVERT_IN_PLANNER_MAX_MB}
+        if args.warm_planner_bin else None,
         "scenarios": {},
     }
     keep_other_scenarios(results, args.out)
@@ -100,6 +121,36 @@ def main():
         if run["exit"] not in (0, 3) or "out" not in run:
             sys.exit(f"{label}: eqdv convert failed: {run.get('stderr', '')[-3000:]}")
         return summarize(run)
+
+    # Table -> its warm planner instance (--warm-planner-bin).
+    warm = {}
+
+    def warm_instance(table, index):
+        if table not in warm:
+            queue = create_fifo_queue(env["AWS_ENDPOINT_URL_SQS"], f"kis3-{table.replace('.', '-')}-{os.getpid()}")
+            function_env = {
+                "AWS_ENDPOINT_URL_S3": proxy.endpoint, "EQDV_CATALOG": "glue", "EQDV_WAREHOUSE": warehouse,
+                "EQDV_ALLOWED_DATABASES": table.split(".")[0], "EQDV_SHARD_QUEUE_URL": queue,
+                "EQDV_CONVERT_IN_PLANNER_MAX_MB": str(WARM_CONVERT_IN_PLANNER_MAX_MB),
+                "EQDV_KEY_INDEX": "true" if index else "false",
+            }
+            warm[table] = WarmPlanner(env["EQDV_LAMBDA_RIE"], args.warm_planner_bin, function_env,
+                                      table.replace(".", "-"), WARM_PLANNER_MB)
+        return warm[table]
+
+    def convert_warm(table, index, label):
+        run = warm_instance(table, index).invoke(glue_table_change(table), label)
+        run["s3"] = audit.take(quiet_s=0.3)
+        conversions = run.get("out", {}).get("conversions", [])
+        if "error" in run or len(conversions) != 1:
+            sys.exit(f"{label}: the warm planner did not convert the table itself: "
+                     f"{run.get('error', run.get('out'))}")
+        run["out"] = conversions[0]
+        summary = summarize(run)
+        summary.update(invocation=run["invocation"], init_ms=run.get("init_ms"),
+                       footers_from_cache=conversions[0].get("resolve", {}).get("footers_from_cache", 0),
+                       index_leaves_from_cache=conversions[0].get("resolve", {}).get("index_leaves_from_cache", 0))
+        return summary
 
     def same_rows(scan_table, index_table, table_rows=0):
         os.environ["AWS_ENDPOINT_URL_S3"] = direct
@@ -157,11 +208,13 @@ def main():
             out = {"what": spec["what"], "generate": spec["generate"], "conversions": [],
                    "binary": results["binary"]}
             results["scenarios"][name] = out
+            out["warm"] = bool(args.warm_planner_bin)
+            conversion = convert_warm if args.warm_planner_bin else convert
             for c in range(1, args.commits + 1):
                 for t in (scan_t, index_t):
                     write(t, spec["generate"], 1)
-                scan = convert(scan_t, False, f"{name} commit {c}: scan")
-                index = convert(index_t, True, f"{name} commit {c}: index")
+                scan = conversion(scan_t, False, f"{name} commit {c}: scan")
+                index = conversion(index_t, True, f"{name} commit {c}: index")
                 check_same_dvs(f"{name} commit {c}", scan, index)
                 out["conversions"].append({"commit": c, "scan": scan, "index": index})
                 log(f"  {name} commit {c}: wall {scan['wall_s']:.2f} s (scan) vs {index['wall_s']:.2f} s "
@@ -174,6 +227,8 @@ def main():
                 sys.exit(f"{name}: the two tables read different rows")
             save()
     finally:
+        for instance in warm.values():
+            instance.stop()
         proxy.stop()
     results["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     save()
@@ -211,7 +266,7 @@ def summarize(run):
     return {
         **row({**report, "wall_s": run["wall_s"]}),
         "cpu_s": round(run["cpu_s"], 4),
-        "max_rss_mb": round(run["max_rss_mb"], 1),
+        "max_rss_mb": round(run["max_rss_mb"] or 0, 1),
         "phases": report.get("phases", {}),
         "s3_requests": s3["total"],
         "s3_bytes": sum(s3["bytes"].values()),

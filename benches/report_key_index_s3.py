@@ -1,9 +1,15 @@
 """Renders the "Key index through S3" section of BENCHMARKS.md from
-benches/results/key-index-s3.json (written by benches/key_index_s3). Every figure comes
-from the results file; the prices are the constants below.
+benches/results/key-index-s3.json (written by benches/key_index_s3) and, when it is
+there beside it, key-index-s3-warm.json (`benches/key_index_s3 --warm
+--out=benches/results/key-index-s3-warm.json`). Every figure comes from the results
+files; the prices are the constants below.
 
 Usage: report_key_index_s3.py RESULTS.json --out BENCHMARKS.md
 """
+
+import json
+import os
+import sys
 
 from report_s3_latency import render_main
 
@@ -164,6 +170,56 @@ def sizes(sc, md):
             f"{zs[0]['scan']['wall_s']:.2f} s to {zs[-1]['scan']['wall_s']:.2f} s.\n\n")
 
 
+def warm_section(warm, cold, md):
+    """The histories converted by warm instances, against the cold processes' run."""
+    md.append("### Warm instances\n\n")
+    md.append(
+        f"`benches/key_index_s3 --warm` (engine at {warm['binary'].get('rev', '?')[:12]}, results "
+        "`benches/results/key-index-s3-warm.json`): the same histories converted by warm Lambda "
+        "instances, one per table (the planner function behind aws-lambda-rie converting its plan's one "
+        f"shard itself, {warm['warm']['memory_mb']:,} MB, so a {warm['warm']['memory_mb'] // 16} MB footer "
+        "cache), invoked after each commit; a conversion's time is the invocation's REPORT Duration (the "
+        "first includes the instance's start). Between invocations an instance keeps the manifests it read, "
+        "data file footers, and the index's covered lists, leaf footers and page indexes and the pages its "
+        "lookups read.\n\n")
+    for name in ("hashed", "zipf"):
+        sc = warm["scenarios"].get(name)
+        if not sc:
+            continue
+        convs = sc["conversions"]
+        md.append(f"**{name}** ({sc['what']})\n\n")
+        md.append("| commit | scan: s | scan: S3 requests | scan: footers kept | index: s | index: S3 requests "
+                  "(index files) | index: leaves from cache / probed | index: footers kept |\n")
+        md.append("|---|---|---|---|---|---|---|---|\n")
+        wanted = {1, 2, 3, 10, 24, 48, 96, 144, 192, 288, len(convs)}
+        shown = convs if len(convs) <= 24 else [c for c in convs if c["commit"] in wanted]
+        for c in shown:
+            s, i = c["scan"], c["index"]
+            md.append(
+                f"| {c['commit']} | {s['wall_s']:.2f} | {s['s3_requests']:,} | {s.get('footers_from_cache', 0):,} "
+                f"| {i['wall_s']:.2f} | {i['s3_requests']:,} ({index_requests(i):,}) "
+                f"| {i.get('index_leaves_from_cache', 0):,} / {i['index_leaves_read']:,} "
+                f"| {i.get('footers_from_cache', 0):,} |\n")
+        later = convs[1:]
+        if not later:
+            continue
+        scan_s = sum(c["scan"]["wall_s"] for c in later)
+        index_s = sum(c["index"]["wall_s"] for c in later)
+        line = (f"\nCommits 2-{convs[-1]['commit']}, warm: {scan_s:,.1f} s of conversion without the index, "
+                f"{index_s:,.1f} s with it, upkeep included ({ratio(index_s, scan_s):.2f}x); "
+                f"{sum(c['scan']['s3_requests'] for c in later):,} S3 requests against "
+                f"{sum(c['index']['s3_requests'] for c in later):,}.")
+        cold_sc = (cold or {}).get("scenarios", {}).get(name)
+        if cold_sc and len(cold_sc["conversions"]) == len(convs):
+            cold_later = cold_sc["conversions"][1:]
+            cold_scan = sum(c["scan"]["wall_s"] for c in cold_later)
+            cold_index = sum(c["index"]["wall_s"] for c in cold_later)
+            line += (f" The cold processes of the run above took {cold_scan:,.1f} s and {cold_index:,.1f} s "
+                     f"over the same commits (warm: {ratio(scan_s, cold_scan):.2f}x and "
+                     f"{ratio(index_s, cold_index):.2f}x of those).")
+        md.append(line + "\n\n")
+
+
 def section(results):
     md = [BEGIN, "## Key index through S3\n\n"]
     st = results["storage"]
@@ -181,9 +237,17 @@ def section(results):
             history(name, results["scenarios"][name], md)
     if "sizes" in results["scenarios"]:
         sizes(results["scenarios"]["sizes"], md)
+    if WARM_RESULTS and os.path.exists(WARM_RESULTS):
+        with open(WARM_RESULTS) as f:
+            warm_section(json.load(f), results, md)
     md.append(END)
     return "".join(md)
 
 
+# The warm instances' results, beside the results file rendered (set from the command line).
+WARM_RESULTS = None
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        WARM_RESULTS = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "key-index-s3-warm.json")
     render_main(section, BEGIN, END)
