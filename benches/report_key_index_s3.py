@@ -231,7 +231,8 @@ def section(results):
         f"Data files of the base load hold {results['rows_per_file']:,} rows (about 20 MB, a key column chunk "
         f"of 1.6 MB); each later commit writes small files, as a streaming writer does. S3 requests and bytes "
         f"are MinIO's own count; cost at list prices (Lambda x86 at {LAMBDA_GB * 1024:.0f} MB, S3 GET and PUT). "
-        f"No warm instance: each process opens the index anew.\n\n")
+        f"Each process opens the index anew; warm instances are measured apart (below, when their results "
+        f"file is there).\n\n")
     for name in ("hashed", "zipf"):
         if name in results["scenarios"]:
             history(name, results["scenarios"][name], md)
