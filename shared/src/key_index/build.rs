@@ -212,6 +212,10 @@ pub(super) async fn read_runs(
     Ok((run, bytes))
 }
 
+/// Leaves of one run encoded and uploaded at once (each holds at most the leaf size's
+/// entries encoded, about 12 MB at the default).
+const LEAF_WRITES_IN_FLIGHT: usize = 4;
+
 /// Sorts `run` into index order (key hash, then data file path, then position) and
 /// writes it: leaves of at most `leaf_entries` entries and its covered list, each file
 /// recorded in `written` before it is written.
@@ -241,25 +245,45 @@ pub(super) async fn write_run(
     let positions: Vec<u64> = order.iter().map(|&i| positions[i as usize]).collect();
     drop(order);
 
-    let mut leaves = Vec::new();
+    // The leaves (a few at once: each is encoded, then uploaded) and the covered list are
+    // written at once: a round trip to object storage for a conversion's small run, not
+    // one a file, and a build's many leaves upload side by side.
     let chunk = leaf_entries.max(1);
-    for start in (0..hashes.len()).step_by(chunk) {
-        let end = (start + chunk).min(hashes.len());
-        let location =
-            crate::storage::new_metadata_file(table_location, "eqdv-key-index-leaf", "parquet");
-        written.push(location.clone());
-        let entries = Entries {
-            hashes: &hashes[start..end],
-            files: &files[start..end],
-            positions: &positions[start..end],
-        };
-        leaves.push(write_leaf(file_io, &location, &entries).await?);
-    }
+    let slices: Vec<(std::ops::Range<usize>, String)> = (0..hashes.len())
+        .step_by(chunk)
+        .map(|start| {
+            let location =
+                crate::storage::new_metadata_file(table_location, "eqdv-key-index-leaf", "parquet");
+            (start..(start + chunk).min(hashes.len()), location)
+        })
+        .collect();
+    written.extend(slices.iter().map(|(_, location)| location.clone()));
     let covered_location =
         crate::storage::new_metadata_file(table_location, "eqdv-key-index-files", "json");
     written.push(covered_location.clone());
     let covered_files = covered.len() as u64;
-    write_json(file_io, &covered_location, &CoveredFiles { files: covered }).await?;
+    let covered = CoveredFiles { files: covered };
+    let (hashes_ref, files_ref, positions_ref) = (&hashes, &files, &positions);
+    // Boxed as `Send` futures (see `read_files`).
+    let writes: Vec<BoxFuture<'_, Result<LeafMeta>>> = slices
+        .iter()
+        .map(|(range, location)| {
+            let entries = Entries {
+                hashes: &hashes_ref[range.clone()],
+                files: &files_ref[range.clone()],
+                positions: &positions_ref[range.clone()],
+            };
+            async move { write_leaf(file_io, location, &entries).await }.boxed()
+        })
+        .collect();
+    let leaf_writes = futures::stream::iter(writes)
+        .buffered(LEAF_WRITES_IN_FLIGHT)
+        .try_collect::<Vec<LeafMeta>>();
+    let covered_write: BoxFuture<'_, Result<u64>> =
+        write_json(file_io, &covered_location, &covered).boxed();
+    let (leaves, covered_written) = futures::join!(leaf_writes, covered_write);
+    let leaves = leaves?;
+    covered_written?;
     Ok(RunMeta {
         covered_location,
         covered_files,
