@@ -263,15 +263,14 @@ pub(super) async fn write_run(
     written.push(covered_location.clone());
     let covered_files = covered.len() as u64;
     let covered = CoveredFiles { files: covered };
-    let (hashes_ref, files_ref, positions_ref) = (&hashes, &files, &positions);
     // Boxed as `Send` futures (see `read_files`).
     let writes: Vec<BoxFuture<'_, Result<LeafMeta>>> = slices
         .iter()
         .map(|(range, location)| {
             let entries = Entries {
-                hashes: &hashes_ref[range.clone()],
-                files: &files_ref[range.clone()],
-                positions: &positions_ref[range.clone()],
+                hashes: &hashes[range.clone()],
+                files: &files[range.clone()],
+                positions: &positions[range.clone()],
             };
             async move { write_leaf(file_io, location, &entries).await }.boxed()
         })

@@ -187,12 +187,23 @@ pub(super) async fn write_json<T: Serialize>(
     let bytes = serde_json::to_vec(value)
         .map_err(|e| Error::file(location, "cannot encode a key index file", e))?;
     let len = bytes.len() as u64;
+    write_file(file_io, location, bytes, "file").await?;
+    Ok(len)
+}
+
+/// Writes `bytes` at `location` (a new, unique name), an error naming it as the key
+/// index's `what` (a leaf, a file).
+pub(super) async fn write_file(
+    file_io: &FileIO,
+    location: &str,
+    bytes: Vec<u8>,
+    what: &str,
+) -> Result<()> {
     file_io
         .new_output(location)?
         .write(bytes.into())
         .await
-        .map_err(|e| Error::file(location, "cannot write a key index file", e))?;
-    Ok(len)
+        .map_err(|e| Error::file(location, format!("cannot write a key index {what}"), e))
 }
 
 /// A leaf entry names a data file its run's covered list does not hold.

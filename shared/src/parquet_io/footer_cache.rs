@@ -149,11 +149,10 @@ impl FooterCache {
         kept.clock += 1;
         let clock = kept.clock;
         let file = kept.files.get_mut(path).filter(|f| f.size == size)?;
-        let bytes = file.ranges.iter().find_map(|(offset, bytes)| {
-            let start = usize::try_from(range.start.checked_sub(*offset)?).ok()?;
-            let end = usize::try_from(range.end.checked_sub(*offset)?).ok()?;
-            (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
-        })?;
+        let bytes = file
+            .ranges
+            .iter()
+            .find_map(|(offset, bytes)| super::reader::slice_within(*offset, bytes, range))?;
         file.used = clock;
         kept.range_hits += 1;
         Some(bytes)
@@ -171,11 +170,11 @@ impl FooterCache {
         let Some(file) = kept.files.get_mut(path).filter(|f| f.size == size) else {
             return;
         };
-        let end = offset + bytes.len() as u64;
+        let wanted = offset..offset + bytes.len() as u64;
         let held = file
             .ranges
             .iter()
-            .any(|(at, kept)| *at <= offset && end <= at + kept.len() as u64);
+            .any(|(at, kept)| super::reader::slice_within(*at, kept, &wanted).is_some());
         if held || file.ranges_bytes + bytes.len() > per_file {
             return;
         }

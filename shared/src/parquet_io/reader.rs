@@ -145,9 +145,7 @@ impl FileReader {
     /// `range` from the kept tail, if it lies wholly inside it.
     fn cached(&self, range: &Range<u64>) -> Option<Bytes> {
         let (offset, bytes) = self.tail.as_ref()?;
-        let start = usize::try_from(range.start.checked_sub(*offset)?).ok()?;
-        let end = usize::try_from(range.end.checked_sub(*offset)?).ok()?;
-        (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
+        slice_within(*offset, bytes, range)
     }
 
     /// Reads `range` from the file, failing on a short read (a truncated file).
@@ -192,6 +190,14 @@ impl FileReader {
         }
         Ok(())
     }
+}
+
+/// The bytes of the file's `range` out of `bytes`, the file's bytes from `offset` on, if
+/// they hold all of it.
+pub(crate) fn slice_within(offset: u64, bytes: &Bytes, range: &Range<u64>) -> Option<Bytes> {
+    let start = usize::try_from(range.start.checked_sub(offset)?).ok()?;
+    let end = usize::try_from(range.end.checked_sub(offset)?).ok()?;
+    (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
 }
 
 /// A parquet error carrying eqdv's file error (which names the path).

@@ -102,11 +102,7 @@ pub async fn write_leaf(
     };
     let (bytes, tail_bytes) = encode_leaf(location, entries)?;
     let size = bytes.len() as u64;
-    file_io
-        .new_output(location)?
-        .write(bytes.into())
-        .await
-        .map_err(|e| Error::file(location, "cannot write a key index leaf", e))?;
+    super::format::write_file(file_io, location, bytes, "leaf").await?;
     Ok(LeafMeta {
         location: location.to_string(),
         file_size_in_bytes: size,
@@ -194,16 +190,13 @@ pub async fn probe_leaf(
 ) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let arrow_metadata = match footers.get(location, leaf.file_size_in_bytes) {
         Some(kept) => {
             read.footer_from_cache = true;
             kept.metadata
         }
         None => {
-            let builder = open_leaf(file_io, leaf, true).await?;
-            let arrow_metadata = ArrowReaderMetadata::try_new(builder.metadata().clone(), options)
-                .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
+            let (_, arrow_metadata) = open_leaf(file_io, leaf, true).await?;
             let kept = KeptOpen {
                 metadata: arrow_metadata.clone(),
                 tail: None,
@@ -315,8 +308,8 @@ pub async fn read_leaf(
     mut out: impl FnMut(i64, u32, u64),
 ) -> Result<u64> {
     let location = leaf.location.as_str();
-    let builder = open_leaf(file_io, leaf, false).await?;
-    let mut stream = builder
+    let (reader, metadata) = open_leaf(file_io, leaf, false).await?;
+    let mut stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata)
         .with_batch_size(ROWS_PER_ROW_GROUP)
         .build()
         .map_err(|e| Error::file(location, "cannot read a key index leaf", e))?;
@@ -398,25 +391,25 @@ fn page_ranges(
 }
 
 /// Opens `leaf` (its footer read, and its page index when `page_index`) and checks that
-/// it holds index entries.
+/// it holds index entries: a reader of it and its metadata.
 async fn open_leaf(
     file_io: &FileIO,
     leaf: &LeafMeta,
     page_index: bool,
-) -> Result<ParquetRecordBatchStreamBuilder<FileReader>> {
+) -> Result<(FileReader, ArrowReaderMetadata)> {
     let location = leaf.location.as_str();
-    let reader = leaf_reader(file_io, leaf, page_index).await?;
+    let mut reader = leaf_reader(file_io, leaf, page_index).await?;
     let policy = if page_index {
         PageIndexPolicy::Optional
     } else {
         PageIndexPolicy::Skip
     };
     let options = ArrowReaderOptions::new().with_page_index_policy(policy);
-    let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
+    let metadata = ArrowReaderMetadata::load_async(&mut reader, options)
         .await
         .map_err(|e| Error::file(location, "not a readable key index leaf", e))?;
-    check_schema(location, builder.schema())?;
-    Ok(builder)
+    check_schema(location, metadata.schema())?;
+    Ok((reader, metadata))
 }
 
 /// A reader of `leaf`; for a probe (`probe`), one that fetches its pages apart.

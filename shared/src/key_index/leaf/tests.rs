@@ -28,6 +28,21 @@ async fn write_entries(
     (leaf, hashes)
 }
 
+/// The entries of `leaf` holding one of `probes` (per data file, the positions), and
+/// what probing read.
+async fn probe(
+    file_io: &FileIO,
+    footers: &FooterCache,
+    leaf: &LeafMeta,
+    probes: &[i64],
+) -> (HashMap<u32, RoaringTreemap>, ProbeRead) {
+    let mut named = HashMap::new();
+    let read = probe_leaf(file_io, footers, leaf, probes, &mut named)
+        .await
+        .unwrap();
+    (named, read)
+}
+
 #[tokio::test]
 async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
     let dir = tempfile::tempdir().unwrap();
@@ -43,17 +58,8 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
     // A warm process's footer cache: the first probe keeps the footer and page index,
     // the next ones open the leaf from there.
     let footers = FooterCache::with_capacity(16 << 20);
-    let mut named = HashMap::new();
     // hashes[3] (file 1, position 3) and one absent value.
-    let read = probe_leaf(
-        &file_io,
-        &footers,
-        &leaf,
-        &[hashes[3], hashes[3] + 1],
-        &mut named,
-    )
-    .await
-    .unwrap();
+    let (named, read) = probe(&file_io, &footers, &leaf, &[hashes[3], hashes[3] + 1]).await;
     assert!(!read.footer_from_cache);
     assert_eq!(footers.len(), 1);
     assert_eq!(
@@ -71,29 +77,11 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
     let one_page = read.bytes_read;
     // The same hash again: its pages come from the cache, with the same entries.
     let hits = footers.range_hits();
-    let mut again = HashMap::new();
-    probe_leaf(
-        &file_io,
-        &footers,
-        &leaf,
-        &[hashes[3], hashes[3] + 1],
-        &mut again,
-    )
-    .await
-    .unwrap();
+    let (again, _) = probe(&file_io, &footers, &leaf, &[hashes[3], hashes[3] + 1]).await;
     assert_eq!(again, named);
     assert!(footers.range_hits() > hits, "no page came from the cache");
     // Two hashes far apart: two pages, in two row groups.
-    let mut two = HashMap::new();
-    let read = probe_leaf(
-        &file_io,
-        &footers,
-        &leaf,
-        &[hashes[0], hashes[n - 1]],
-        &mut two,
-    )
-    .await
-    .unwrap();
+    let (two, read) = probe(&file_io, &footers, &leaf, &[hashes[0], hashes[n - 1]]).await;
     assert!(read.footer_from_cache);
     assert_eq!(two.len(), 2);
     assert_eq!(two[&0], RoaringTreemap::from_iter([0u64]));
@@ -105,10 +93,7 @@ async fn a_probe_names_the_files_holding_a_hash_and_reads_few_row_groups() {
     );
 
     // A hash out of every range reads no row group.
-    let mut none = HashMap::new();
-    let read = probe_leaf(&file_io, &footers, &leaf, &[i64::MAX], &mut none)
-        .await
-        .unwrap();
+    let (none, read) = probe(&file_io, &footers, &leaf, &[i64::MAX]).await;
     assert!(none.is_empty());
     assert_eq!(read.row_groups_read, 0);
 
