@@ -57,6 +57,14 @@ def revision(sc):
     return f"Engine at {b.get('rev', '?')[:12]}, profile {b.get('profile', '?')}.\n\n"
 
 
+def shown(convs):
+    """The conversions a table shows: all of a short history, chosen commits of a long one."""
+    if len(convs) <= 24:
+        return convs
+    wanted = {1, 2, 3, 10, 24, 48, 96, 144, 192, 288, len(convs)}
+    return [c for c in convs if c["commit"] in wanted]
+
+
 def growth(convs, md):
     """A conversion's time at commit 10 against the last, and where the index's went."""
     by_commit = {c["commit"]: c for c in convs}
@@ -86,9 +94,7 @@ def history(name, sc, md):
               "index: s | index: files opened | index: S3 requests (index files) | index: MB | new DVs | "
               "delta | files ruled out (by DVs) |\n")
     md.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-    wanted = {1, 2, 3, 10, 24, 48, 96, 144, 192, 288, len(convs)}
-    shown = convs if len(convs) <= 24 else [c for c in convs if c["commit"] in wanted]
-    for c in shown:
+    for c in shown(convs):
         s, i = c["scan"], c["index"]
         md.append(
             f"| {c['commit']} | {i['live_data_files']:,} | {s['wall_s']:.2f} | {s['files_opened']:,} "
@@ -191,9 +197,7 @@ def warm_section(warm, cold, md):
         md.append("| commit | scan: s | scan: S3 requests | scan: footers kept | index: s | index: S3 requests "
                   "(index files) | index: leaves from cache / probed | index: footers kept |\n")
         md.append("|---|---|---|---|---|---|---|---|\n")
-        wanted = {1, 2, 3, 10, 24, 48, 96, 144, 192, 288, len(convs)}
-        shown = convs if len(convs) <= 24 else [c for c in convs if c["commit"] in wanted]
-        for c in shown:
+        for c in shown(convs):
             s, i = c["scan"], c["index"]
             md.append(
                 f"| {c['commit']} | {s['wall_s']:.2f} | {s['s3_requests']:,} | {s.get('footers_from_cache', 0):,} "

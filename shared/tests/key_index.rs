@@ -154,27 +154,9 @@ async fn a_warm_process_keeps_the_index_files_it_read_and_finds_the_same_positio
         ..indexed()
     };
     let store = KeptReads::new_store();
-    let f = files(&w.catalog).await;
-    let resolve_with = |options: ResolveOptions, kept: Option<KeptReads>| {
-        let (catalog, f) = (&w.catalog, &f);
-        async move {
-            let mut t = load(catalog).await;
-            if let Some(kept) = &kept {
-                t = t.keeping_reads_in(kept);
-            }
-            let groups = eqdv::plan::group_equality_deletes(&t, f).unwrap();
-            let resolved = eqdv::resolve::resolve(&t, f, &groups, &options)
-                .await
-                .unwrap();
-            let dvs = eqdv::convert::dvs_to_write(&t, f, &resolved, 8)
-                .await
-                .unwrap();
-            (resolved, dvs)
-        }
-    };
-    let (scan, scan_dvs) = resolve_with(scan_only(), None).await;
-    let (cold, cold_dvs) = resolve_with(warm.clone(), Some(store.clone())).await;
-    let (again, again_dvs) = resolve_with(warm.clone(), Some(store.clone())).await;
+    let (scan, scan_dvs) = resolve_with(&w.catalog, &scan_only(), None).await;
+    let (cold, cold_dvs) = resolve_with(&w.catalog, &warm, Some(&store)).await;
+    let (again, again_dvs) = resolve_with(&w.catalog, &warm, Some(&store)).await;
     let (c, a) = (&cold.metrics, &again.metrics);
     assert!(c.index_leaves_read > 0, "{c:?}");
     assert_eq!(c.index_leaves_from_cache, 0, "{c:?}");

@@ -10,9 +10,12 @@ use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 use eqdv::key_index::{self, KeyIndexMode, KeyIndexOptions};
 use eqdv::resolve::{ResolveOptions, Resolved};
+use eqdv::table::KeptReads;
 use eqdv_workload::generate::{
     GenerateReport, KeyType, PartitionKind, WorkloadSpec, expected_rows,
 };
+use roaring::RoaringTreemap;
+use std::collections::BTreeMap;
 use support::*;
 
 /// The key index on for every table, built from the first data file on, in leaves of
@@ -58,21 +61,9 @@ pub fn spec(seed: u64, keys: Vec<KeyType>, partition: PartitionKind) -> Workload
 /// to write, and no position the scan did not find (the index skips files whose named
 /// rows an existing DV deletes, and leaves out rows deleted when its runs merged).
 pub async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
-    let t = load(catalog).await;
-    let f = files(catalog).await;
-    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
-    let off = eqdv::resolve::resolve(&t, &f, &groups, &scan_only())
-        .await
-        .unwrap();
-    let on = eqdv::resolve::resolve(&t, &f, &groups, &indexed())
-        .await
-        .unwrap();
-    let dvs = |resolved| eqdv::convert::dvs_to_write(&t, &f, resolved, 8);
-    assert_eq!(
-        dvs(&off).await.unwrap(),
-        dvs(&on).await.unwrap(),
-        "the index changed the DVs to write"
-    );
+    let (off, off_dvs) = resolve_with(catalog, &scan_only(), None).await;
+    let (on, on_dvs) = resolve_with(catalog, &indexed(), None).await;
+    assert_eq!(off_dvs, on_dvs, "the index changed the DVs to write");
     // The index leaves out rows a DV deleted when their run was merged, so a file it
     // names may be found at fewer positions: those rows were deleted already (the DVs
     // to write, compared above, are the same).
@@ -86,6 +77,29 @@ pub async fn resolve_both(catalog: &dyn Catalog) -> (Resolved, Resolved) {
     // Files found without the index and not with it hold only rows deleted already:
     // the same DVs to write say so.
     (off, on)
+}
+
+/// Resolves the table's live equality deletes with `options`, the table read through
+/// `kept` when given (a warm process's store): what the resolve found, and the DVs a
+/// conversion would write from it.
+pub async fn resolve_with(
+    catalog: &dyn Catalog,
+    options: &ResolveOptions,
+    kept: Option<&KeptReads>,
+) -> (Resolved, BTreeMap<String, RoaringTreemap>) {
+    let mut t = load(catalog).await;
+    if let Some(kept) = kept {
+        t = t.keeping_reads_in(kept);
+    }
+    let f = files(catalog).await;
+    let groups = eqdv::plan::group_equality_deletes(&t, &f).unwrap();
+    let resolved = eqdv::resolve::resolve(&t, &f, &groups, options)
+        .await
+        .unwrap();
+    let dvs = eqdv::convert::dvs_to_write(&t, &f, &resolved, 8)
+        .await
+        .unwrap();
+    (resolved, dvs)
 }
 
 /// One more writer commit of the workload `spec` (the generator goes on from the table's
