@@ -164,6 +164,8 @@ export class EqdvStack extends Stack {
     };
     // The engine's settings: the converter's, and the planner's for its own conversions.
     const engine: Record<string, string> = {
+      // The queue groups are the key index's parts too: a shard converts one part.
+      EQDV_QUEUE_GROUPS: String(c.queueGroups),
       EQDV_KEY_MEMORY_MB: String(c.keyMemoryMb),
       EQDV_KEY_INDEX: String(c.keyIndex),
       EQDV_PARALLELISM: String(c.parallelism),
@@ -260,7 +262,6 @@ export class EqdvStack extends Stack {
         ...common,
         EQDV_SHARD_QUEUE_URL: this.shardQueue.queueUrl,
         EQDV_SHARD_TARGET_MB: String(c.shardTargetMb),
-        EQDV_QUEUE_GROUPS: String(c.queueGroups),
         EQDV_SPLIT_STATE_MACHINE_ARN: this.splitStateMachine.stateMachineArn,
         EQDV_SPLIT_ABOVE_MB: String(c.splitAboveMb),
         EQDV_MAX_RANGES: String(c.maxRanges),

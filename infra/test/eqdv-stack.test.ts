@@ -147,6 +147,7 @@ describe('EqdvStack with the default settings', () => {
     };
     // The converter's engine settings; the planner converts small shards with them too.
     const engine = {
+      EQDV_QUEUE_GROUPS: '1',
       EQDV_KEY_MEMORY_MB: '512',
       EQDV_KEY_INDEX: 'auto',
       EQDV_PARALLELISM: '0',
@@ -158,7 +159,6 @@ describe('EqdvStack with the default settings', () => {
       ...common,
       EQDV_SHARD_QUEUE_URL: { Ref: id(stack.shardQueue) },
       EQDV_SHARD_TARGET_MB: '256',
-      EQDV_QUEUE_GROUPS: '1',
       EQDV_SPLIT_STATE_MACHINE_ARN: { Ref: id(stack.splitStateMachine) },
       EQDV_SPLIT_ABOVE_MB: '1024',
       EQDV_MAX_RANGES: '32',

@@ -1,7 +1,8 @@
 //! The key index in operation, on real local warehouses judged by PyIceberg: an index
 //! that is corrupt, of another key type or format, or overtaken by another commit is
 //! bypassed, rebuilt or left alone, never trusted; the table property and the default
-//! decide where one is built; racing converters and rebased shards keep one index; the
+//! decide where one is built; racing converters keep one index, shards of other queue groups
+//! each keep their part of it, a rebased shard of the same group the part it met; the
 //! verification finds a wrong entry; split ranges look keys up in it; an index that
 //! left out deleted rows is bypassed after a rollback, and left to its branch by
 //! another's conversion.
@@ -29,7 +30,13 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
     differential_step(&w.catalog, &expected, "build").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
+    let state = key_index::open_for(
+        &t,
+        &key_index::IndexKey::whole(&[1]),
+        None,
+        t.metadata.current_snapshot_id(),
+    )
+    .await;
     let index = state
         .usable()
         .expect("an index after the first conversion")
@@ -51,10 +58,15 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
     );
     let t = load(&w.catalog).await;
     assert!(
-        key_index::open_for(&t, &[1], t.metadata.current_snapshot_id())
-            .await
-            .usable()
-            .is_some()
+        key_index::open_for(
+            &t,
+            &key_index::IndexKey::whole(&[1]),
+            None,
+            t.metadata.current_snapshot_id()
+        )
+        .await
+        .usable()
+        .is_some()
     );
     assert_no_orphans(&w.catalog).await;
 }
@@ -79,7 +91,7 @@ async fn an_index_of_another_key_type_or_format_is_bypassed() {
     ];
     for (step, change) in changes {
         let t = load(&w.catalog).await;
-        let property = key_index::location_property(&[1]);
+        let property = key_index::IndexKey::whole(&[1]).property();
         let location = t.metadata.properties()[&property].clone();
         let path = location.trim_start_matches("file://");
         let mut metadata: key_index::IndexMetadata =
@@ -141,6 +153,71 @@ async fn the_table_property_turns_the_index_on_and_off() {
         1
     );
     assert_no_orphans(&w.catalog).await;
+}
+
+/// A partitioned table's index is kept in as many parts as the table has queue groups:
+/// one (the whole-table part) with `eqdv.queue-groups=1`; a part per group with 4, the
+/// whole-table part then left as it was; with 2, the parts written for 4 hold other
+/// partitions, so they are bypassed and built again for 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_tables_index_follows_its_queue_groups() {
+    let w = warehouse();
+    let spec = spec(30, vec![KeyType::Long], PartitionKind::Bucket(8));
+    let mut report = generate_table(&w.catalog, &spec).await;
+    for (groups, step) in [(1u64, "one group"), (4, "four groups"), (2, "two groups")] {
+        commit_metadata_change(&w.catalog, |b| {
+            b.set_properties(
+                [(
+                    eqdv::plan::QUEUE_GROUPS_PROPERTY.to_string(),
+                    groups.to_string(),
+                )]
+                .into(),
+            )
+        })
+        .await;
+        if groups > 1 {
+            report = one_more_commit(&w.catalog, &spec).await;
+        }
+        let expected = expected_rows(&report.state).unwrap();
+        let (resolved, converted) = differential_step(&w.catalog, &expected, step).await;
+        assert!(!converted.key_index.is_empty(), "{step}: no upkeep");
+        for upkeep in &converted.key_index {
+            let key = key_index::IndexKey {
+                equality_ids: upkeep.equality_ids.clone(),
+                part: upkeep.part.clone(),
+            };
+            assert!(key.is_part_of(groups), "{step}: {key:?}");
+            assert_eq!(upkeep.part.is_empty(), groups == 1, "{step}: {key:?}");
+            if groups == 2 {
+                assert!(upkeep.built, "{step}: a part of 4 kept for 2: {upkeep:?}");
+            }
+        }
+        if groups == 2 {
+            assert!(
+                resolved.metrics.index_bypassed > 0,
+                "{step}: {:?}",
+                resolved.metrics
+            );
+        }
+        assert_index_covers_live_files(&w.catalog, &converted, step).await;
+        assert_index_matches_a_full_scan(&w.catalog, step).await;
+        let t = load(&w.catalog).await;
+        let named = key_index::named_indexes(&t);
+        // The whole-table part stays, and every part of the current count is there.
+        assert!(
+            named.iter().any(|(k, _)| k.part.is_empty()),
+            "{step}: {named:?}"
+        );
+        if groups > 1 {
+            let parts: std::collections::BTreeSet<&str> = named
+                .iter()
+                .filter(|(k, _)| !k.part.is_empty() && k.is_part_of(groups))
+                .map(|(k, _)| k.part.as_str())
+                .collect();
+            assert_eq!(parts.len() as u64, groups, "{step}: {named:?}");
+        }
+        assert_no_orphans(&w.catalog).await;
+    }
 }
 
 /// By default (mode auto) a conversion builds an index only after reading at least
@@ -210,25 +287,30 @@ async fn racing_converters_leave_one_index_and_no_orphans() {
     assert_eq!(
         t.metadata
             .properties()
-            .get(&key_index::location_property(&[1])),
+            .get(&key_index::IndexKey::whole(&[1]).property()),
         Some(location)
     );
     assert_converted(&w.catalog, &expected).await;
     assert_no_orphans(&w.catalog).await;
 }
 
-/// Two shards of one table (other partitions) convert at once with the index on: the
-/// second rebases on the first's commit, which updated the index meanwhile, so it keeps
-/// the first's index and removes the files of its own; a later conversion folds the
-/// rest in, and the table converts as without an index.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
+/// Two shards of one table convert at once with the index on, planned on the same head
+/// (one partition each, in `same_part` or other queue groups); the second rebases on
+/// the first's commit. In other groups each updates its own part of the index and both
+/// parts land; in one group (which the queue never runs at once, but a rebase can meet)
+/// the second keeps the part the first committed and removes its own files. A later
+/// conversion folds the rest in, and the table converts as without an index.
+async fn race_two_shards(seed: u64, same_part: bool) {
     let w = warehouse();
-    let spec = spec(25, vec![KeyType::Long], PartitionKind::Bucket(4));
+    let spec = spec(seed, vec![KeyType::Long], PartitionKind::Bucket(16));
     let report = generate_table(&w.catalog, &spec).await;
     let expected = expected_rows(&report.state).unwrap();
     let plan = shard_per_partition(&w.catalog).await;
-    assert!(plan.shards.len() >= 2, "{} shards", plan.shards.len());
+    let shards = &plan.shards;
+    let pair = (0..shards.len())
+        .flat_map(|i| (i + 1..shards.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| (shards[i].queue_group == shards[j].queue_group) == same_part)
+        .unwrap_or_else(|| panic!("no two shards with same_part={same_part} among {shards:?}"));
     let both = std::sync::Arc::new(tokio::sync::Barrier::new(2));
     let a = support::race::meeting(w.another_handle(), both.clone());
     let b = support::race::meeting(w.another_handle(), both);
@@ -238,8 +320,8 @@ async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
         ..Default::default()
     };
     let (oa, ob) = (
-        shard_options(&plan.shards[0]),
-        shard_options(&plan.shards[1]),
+        shard_options(&shards[pair.0]),
+        shard_options(&shards[pair.1]),
     );
     let name = table();
     let (ra, rb) = tokio::join!(convert(&a, &name, &oa), convert(&b, &name, &ob));
@@ -257,26 +339,72 @@ async fn a_rebased_shard_keeps_the_index_another_commit_wrote() {
         (second.conflicts, second.rebases, second.replans),
         (1, 1, 0)
     );
-    assert_eq!(first.key_index.len(), 1);
-    assert_eq!(second.key_index.len(), 1);
-    let t = load(&w.catalog).await;
-    assert_eq!(
-        t.metadata
-            .properties()
-            .get(&key_index::location_property(&[1])),
-        Some(&first.key_index[0].location),
-        "the rebased shard overwrote the index the first one committed"
-    );
-    let second_location = second.key_index[0].location.trim_start_matches("file://");
+    assert_eq!(first.key_index.len(), 1, "{:?}", first.key_index);
+    assert_eq!(second.key_index.len(), 1, "{:?}", second.key_index);
+    let (first_part, second_part) = (&first.key_index[0], &second.key_index[0]);
     assert!(
-        !std::path::Path::new(second_location).exists(),
-        "the overtaken index was not removed"
+        !first_part.part.is_empty(),
+        "a partitioned table's index is kept in parts"
     );
+    assert_eq!(first_part.part == second_part.part, same_part);
+    let t = load(&w.catalog).await;
+    let named = |upkeep: &key_index::Upkeep| {
+        let key = key_index::IndexKey {
+            equality_ids: upkeep.equality_ids.clone(),
+            part: upkeep.part.clone(),
+        };
+        t.metadata.properties().get(&key.property()).cloned()
+    };
+    assert_eq!(named(first_part).as_ref(), Some(&first_part.location));
+    let second_location = second_part.location.trim_start_matches("file://");
+    if same_part {
+        assert_eq!(
+            named(second_part).as_ref(),
+            Some(&first_part.location),
+            "the rebased shard overwrote the part the first one committed"
+        );
+        assert!(
+            !std::path::Path::new(second_location).exists(),
+            "the overtaken part was not removed"
+        );
+    } else {
+        assert_eq!(
+            named(second_part).as_ref(),
+            Some(&second_part.location),
+            "the rebased shard lost its own part of the index"
+        );
+        assert!(std::path::Path::new(second_location).exists());
+        assert_index_matches_a_full_scan(&w.catalog, "two parts").await;
+        // A shard of a third queue group opens neither part: it reads no index file,
+        // and builds (and names) its own part only.
+        let third = shards
+            .iter()
+            .find(|s| s.queue_group != first_part.part && s.queue_group != second_part.part)
+            .expect("a shard of a third queue group");
+        let report = convert(&w.catalog, &name, &shard_options(third))
+            .await
+            .expect("shard C");
+        assert_eq!(report.outcome, Outcome::Converted);
+        assert_eq!(report.resolve.index_bytes_read, 0, "{:?}", report.resolve);
+        let parts: Vec<&str> = report.key_index.iter().map(|u| u.part.as_str()).collect();
+        assert_eq!(parts, vec![third.queue_group.as_str()]);
+    }
     assert_no_orphans(&w.catalog).await;
 
     // The rest of the table, converted with the index as without it.
     differential_step(&w.catalog, &expected, "the rest").await;
+    assert_index_matches_a_full_scan(&w.catalog, "the rest").await;
     assert_no_orphans(&w.catalog).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shards_of_other_queue_groups_each_keep_their_part_of_the_index() {
+    race_two_shards(25, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebased_shard_keeps_the_part_another_commit_wrote() {
+    race_two_shards(29, true).await;
 }
 
 /// The full-scan check finds an index entry that does not match its data file: one
@@ -290,7 +418,13 @@ async fn verification_finds_a_wrong_entry() {
     assert_index_matches_a_full_scan(&w.catalog, "built").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
+    let state = key_index::open_for(
+        &t,
+        &key_index::IndexKey::whole(&[1]),
+        None,
+        t.metadata.current_snapshot_id(),
+    )
+    .await;
     let index = state.usable().expect("usable").clone();
     let leaf = &index.metadata.runs[0].leaves[0];
     let (mut hashes, mut numbers, mut positions) = (Vec::new(), Vec::new(), Vec::new());
@@ -392,7 +526,13 @@ async fn index_that_left_out_rows_of(w: &Warehouse, seed: u64) -> (i64, Vec<Stri
         let expected = expected_rows(&report.state).unwrap();
         differential_step(&w.catalog, &expected, &format!("round {round}")).await;
         let t = load(&w.catalog).await;
-        let state = key_index::open_for(&t, &[1], t.metadata.current_snapshot_id()).await;
+        let state = key_index::open_for(
+            &t,
+            &key_index::IndexKey::whole(&[1]),
+            None,
+            t.metadata.current_snapshot_id(),
+        )
+        .await;
         let left_out: u64 = state
             .usable()
             .expect("an index")
@@ -456,7 +596,7 @@ async fn another_branch_leaves_an_index_that_left_out_its_rows_alone() {
     let w = warehouse();
     let (first, expected_there, spec) = index_that_left_out_rows_of(&w, 27).await;
     set_branch(&w.catalog, "audit", first).await;
-    let property = key_index::location_property(&[1]);
+    let property = key_index::IndexKey::whole(&[1]).property();
     let named = |t: &eqdv::table::LoadedTable| t.metadata.properties().get(&property).cloned();
     let before = named(&load(&w.catalog).await);
     let audit = ConvertOptions {

@@ -200,7 +200,7 @@ def checks(template_path, contract):
         expect_equal(render(env_p["EQDV_CONVERT_IN_PLANNER_MAX_MB"]), "256", "EQDV_CONVERT_IN_PLANNER_MAX_MB default")
         # The planner converts with the converter's engine settings.
         engine = sorted(set(contract["env"]["planner"]) & set(contract["env"]["converter"]))
-        expect_equal(engine, sorted(["EQDV_KEY_MEMORY_MB", "EQDV_KEY_INDEX", "EQDV_PARALLELISM", "EQDV_READ_MEMORY_MB",
+        expect_equal(engine, sorted(["EQDV_QUEUE_GROUPS", "EQDV_KEY_MEMORY_MB", "EQDV_KEY_INDEX", "EQDV_PARALLELISM", "EQDV_READ_MEMORY_MB",
                                      "EQDV_COMMIT_RETRIES", "EQDV_DEADLINE_MARGIN_SECONDS"]),
                      "the engine variables both functions get")
         expect_equal({k: render(env_p[k]) for k in engine}, {k: render(env_c[k]) for k in engine},

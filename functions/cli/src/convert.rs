@@ -56,6 +56,17 @@ pub struct ConvertArgs {
     /// Neither use nor keep a key index (see --key-index).
     #[arg(long)]
     no_key_index: bool,
+    /// The queue groups of a table without the eqdv.queue-groups property, as the
+    /// deployment's planner has them: a partitioned table's key index is kept in a part
+    /// per group, so set it as the Lambdas have it for them to keep the same parts.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = eqdv::plan::QUEUE_GROUPS,
+        env = "EQDV_QUEUE_GROUPS",
+        value_parser = clap::value_parser!(u64).range(1..=16)
+    )]
+    queue_groups: u64,
     /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
     #[arg(
         long,
@@ -100,6 +111,7 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
     } else if args.no_key_index {
         options.resolve.key_index.mode = KeyIndexMode::Off;
     }
+    options.resolve.key_index.default_parts = args.queue_groups;
     options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
     options.resolve.read_memory_budget = args.read_memory_mb.saturating_mul(1024 * 1024).max(1);
     if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {

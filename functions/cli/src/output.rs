@@ -387,7 +387,7 @@ pub fn print_inspection(
         &rows,
     );
     for index in &i.key_indexes {
-        let mut s = Summary::new(format!("key index of field ids {:?}", index.equality_ids));
+        let mut s = Summary::new(index_name(&index.equality_ids, &index.part));
         s.row("location", &index.location);
         match &index.bypassed_because {
             Some(why) => {
@@ -415,19 +415,19 @@ pub fn print_inspection(
     for v in indexes.unwrap_or_default() {
         match &v.unusable {
             Some(why) => out!(
-                "key index of field ids {:?}: not verified, unusable: {why}",
-                v.equality_ids
+                "{}: not verified, unusable: {why}",
+                index_name(&v.equality_ids, &v.part)
             ),
             None if v.mismatches.is_empty() => out!(
-                "key index of field ids {:?}: {} covered live files ({} entries) match a full scan; {} live files not covered",
-                v.equality_ids,
+                "{}: {} covered live files ({} entries) match a full scan; {} live files not covered",
+                index_name(&v.equality_ids, &v.part),
                 v.files_checked,
                 v.entries_checked,
                 v.files_not_covered
             ),
             None => out!(
-                "key index of field ids {:?}: {} of {} covered live files differ from a full scan",
-                v.equality_ids,
+                "{}: {} of {} covered live files differ from a full scan",
+                index_name(&v.equality_ids, &v.part),
                 v.mismatches.len(),
                 v.files_checked
             ),
@@ -621,4 +621,14 @@ pub fn print_demo(d: &Demo, json: bool) -> Result<()> {
         d.warehouse.display()
     );
     Ok(())
+}
+
+/// How `inspect` names an index: its field ids, and its part of a partitioned table's
+/// index.
+fn index_name(equality_ids: &[i32], part: &str) -> String {
+    if part.is_empty() {
+        format!("key index of field ids {equality_ids:?}")
+    } else {
+        format!("key index of field ids {equality_ids:?}, part {part}")
+    }
 }

@@ -202,6 +202,9 @@ impl FunctionConfig {
         }
 
         let mut resolve = ResolveOptions::default();
+        // A partitioned table's key index is kept in a part per queue group, so that a
+        // shard (one group) opens and updates one part.
+        resolve.key_index.default_parts = plan.default_queue_groups;
         if let Some(mb) = number(ENV_KEY_MEMORY_MB)? {
             if mb == 0 {
                 return Err(bad(ENV_KEY_MEMORY_MB, "must be at least 1"));
@@ -455,6 +458,7 @@ mod tests {
         assert_eq!(c.shard_queue_url.as_deref(), Some("https://sqs/q.fifo"));
         assert_eq!(c.plan.target_shard_bytes, 64 << 20);
         assert_eq!(c.plan.default_queue_groups, 1);
+        assert_eq!(c.resolve.key_index.default_parts, 1);
         assert_eq!(c.resolve.key_memory_budget, 256 << 20);
         assert_eq!(c.resolve.parallelism, 3);
         assert_eq!(c.resolve.read_memory_budget, 96 << 20);

@@ -40,6 +40,14 @@ pub struct IndexMetadata {
     pub table_uuid: String,
     /// The equality field ids of the key, in the order the key is encoded.
     pub equality_ids: Vec<i32>,
+    /// The part of a partitioned table's index it is (`super::IndexKey::part`); absent
+    /// for the whole-table part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<String>,
+    /// The parts of the index it is a part of (the table's queue groups when written);
+    /// absent for the whole-table part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<u64>,
     /// See [`KEY_HASH`].
     pub key_hash: String,
     /// Each key field's Iceberg type when the index was written: a promoted type reads
@@ -253,6 +261,8 @@ mod tests {
             index_uuid: "u".into(),
             table_uuid: "t".into(),
             equality_ids: vec![1, 3],
+            part: Some("g05".into()),
+            parts: Some(16),
             key_hash: KEY_HASH.into(),
             key_types: vec![KeyFieldType {
                 id: 1,

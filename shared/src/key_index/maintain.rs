@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use super::build::{RunEntries, paths_of, read_files, read_runs, write_run};
 use super::format::{CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMeta, write_json};
-use super::{IndexState, KeyFingerprint, KeyIndexOptions, location_property};
+use super::{IndexKey, IndexState, KeyFingerprint, KeyIndexOptions};
 use crate::Result;
 use crate::keys::KeyColumns;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
@@ -32,6 +32,10 @@ pub const MAX_RUNS: usize = 8;
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Upkeep {
     pub equality_ids: Vec<i32>,
+    /// The part of a partitioned table's index ([`IndexKey::part`]); empty for the
+    /// whole-table part.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub part: String,
     /// The new index metadata file (named by the commit, unless another commit updated
     /// the index first).
     pub location: String,
@@ -65,7 +69,7 @@ pub struct Upkeep {
 /// A new version of one index, written and waiting for the commit that names it.
 #[derive(Clone, Debug)]
 pub struct IndexUpdate {
-    /// The table property to set ([`location_property`]) and its new value.
+    /// The table property to set ([`IndexKey::property`]) and its new value.
     pub property: String,
     pub location: String,
     /// The property's value in the metadata the update was built on: a commit that
@@ -76,49 +80,48 @@ pub struct IndexUpdate {
     pub upkeep: Upkeep,
 }
 
-/// Brings the index of `equality_ids` up to date with the live data files of `files`
-/// (the conversion's base snapshot, the head of `branch`, in its scope), whose resolve
-/// read `read_in_vain`
-/// data files holding none of its deleted keys; `scanned` has the key hashes of whole
-/// files that the resolve read (by path, in position order), which are not read again.
-/// `None` when there is nothing to write: no index and the options do not build one
-/// for so few files ([`KeyIndexOptions::builds`]), or an index that already covers
-/// every file. Each file written is recorded in `written` before it is written.
+/// Brings the index `key` (a part of an index in `parts` parts) up to date with
+/// `part_files`, the live data files of its part in `files` (the conversion's base snapshot, the head of `branch`, in its scope);
+/// `scanned` has the key hashes of whole files that the resolve read (by path, in
+/// position order), which are not read again. `None` when there is nothing to write: no
+/// index and `builds` false (the conversion decided not to build one,
+/// [`KeyIndexOptions::builds`]), or an index that already covers every file. Each file
+/// written is recorded in `written` before it is written.
 #[allow(clippy::too_many_arguments)]
 pub async fn update_index(
     table: &LoadedTable,
     files: &TableFiles,
-    equality_ids: &[i32],
+    (key, parts, part_files): (&IndexKey, u64, &[LiveFile]),
     state: &IndexState,
     scanned: Option<&HashMap<String, Vec<i64>>>,
     (options, branch): (&KeyIndexOptions, &str),
-    (parallelism, read_in_vain): (usize, u64),
+    (parallelism, builds): (usize, bool),
     written: &mut Vec<String>,
 ) -> Result<Option<IndexUpdate>> {
     let started = Instant::now();
-    let property = location_property(equality_ids);
+    let equality_ids = key.equality_ids.as_slice();
+    let property = key.property();
     let expected = table.metadata.properties().get(&property).cloned();
     let mut upkeep = Upkeep {
         equality_ids: equality_ids.to_vec(),
+        part: key.part.clone(),
         ..Default::default()
     };
     // A live file the index lists with another size: the index cannot be reconciled
     // with the table, so it is built again rather than patched.
     let base = state.usable().filter(|index| {
-        files
-            .data_files
+        part_files
             .iter()
             .all(|f| !index.lists(f.path()) || index.covers(f))
     });
     let delta: Vec<LiveFile> = match base {
-        Some(index) => files
-            .data_files
+        Some(index) => part_files
             .iter()
             .filter(|f| !index.covers(f))
             .cloned()
             .collect(),
-        None if !options.builds(files.data_files.len() as u64, read_in_vain) => return Ok(None),
-        None => files.data_files.clone(),
+        None if !builds || part_files.is_empty() => return Ok(None),
+        None => part_files.to_vec(),
     };
     if base.is_some() && delta.is_empty() {
         return Ok(None);
@@ -160,8 +163,10 @@ pub async fn update_index(
             .collect(),
         None => Vec::new(),
     };
+    // The conversion read every live file, so every live file of this part is in
+    // `part_files`: a covered file that is not is no longer live.
     let complete = !files.skipped_data.is_partial() && !files.data_paths_filtered;
-    let live = paths_of(&files.data_files);
+    let live = paths_of(part_files);
     let keep = |path: &str| !complete || live.contains(path);
     let mut absorbed = Vec::new();
     // The new run's entries, counting those of the runs it absorbed so far.
@@ -183,7 +188,7 @@ pub async fn update_index(
             .filter(|f| keep(&f.path))
             .map(|f| f.deleted_left_out)
             .sum();
-        let deleted = deleted_rows(table, files, &runs, parallelism).await?;
+        let deleted = deleted_rows(table, files, part_files, &runs, parallelism).await?;
         upkeep.dvs_read = deleted.len() as u64;
         let (merged, leaf_bytes) =
             read_runs(&table.file_io, &runs, &keep, &deleted, parallelism).await?;
@@ -220,7 +225,7 @@ pub async fn update_index(
     };
 
     crate::test_hooks::pause_point(crate::test_hooks::KEY_INDEX_UPKEEP).await;
-    let fingerprint = KeyFingerprint::of(table, equality_ids);
+    let fingerprint = KeyFingerprint::of(table, key, Some(parts));
     let index_uuid = match base {
         Some(index) => index.metadata.index_uuid.clone(),
         None => uuid::Uuid::new_v4().to_string(),
@@ -231,6 +236,8 @@ pub async fn update_index(
         index_uuid,
         table_uuid: fingerprint.table_uuid,
         equality_ids: equality_ids.to_vec(),
+        part: (!key.part.is_empty()).then(|| key.part.clone()),
+        parts: (!key.part.is_empty()).then_some(parts),
         key_hash: KEY_HASH.to_string(),
         key_types: fingerprint.key_types,
         name_mapping: fingerprint.name_mapping,
@@ -250,6 +257,7 @@ pub async fn update_index(
     tracing::info!(
         table = %table.name,
         index = %location,
+        part = %key.part,
         built = upkeep.built,
         data_files_read = upkeep.data_files_read,
         runs = upkeep.runs,
@@ -267,16 +275,18 @@ pub async fn update_index(
 }
 
 /// The rows that the DVs of `files` (the snapshot the update reconciles with) delete in
-/// the live data files `runs` cover: a merge leaves their entries out. A deleted row
-/// stays deleted in every snapshot that descends from this one, and an index that left
-/// rows out serves no other ([`super::open_for`]).
+/// the live data files (`part_files`, of the index's part) that `runs` cover: a merge
+/// leaves their entries out. A deleted row stays deleted in every snapshot that
+/// descends from this one, and an index that left rows out serves no other
+/// ([`super::open_for`]).
 async fn deleted_rows(
     table: &LoadedTable,
     files: &TableFiles,
+    part_files: &[LiveFile],
     runs: &[(&RunMeta, &CoveredFiles)],
     parallelism: usize,
 ) -> Result<HashMap<String, RoaringTreemap>> {
-    let live: HashMap<&str, &LiveFile> = files.data_files.iter().map(|f| (f.path(), f)).collect();
+    let live: HashMap<&str, &LiveFile> = part_files.iter().map(|f| (f.path(), f)).collect();
     let covered = runs
         .iter()
         .flat_map(|(_, c)| &c.files)

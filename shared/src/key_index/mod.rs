@@ -24,6 +24,7 @@ pub mod hash;
 pub mod leaf;
 mod lookup;
 mod maintain;
+mod part;
 mod verify;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use build::DEFAULT_LEAF_ENTRIES;
 pub use format::{IndexMetadata, KEY_HASH};
 pub use lookup::{IndexHits, OpenIndex, open_index};
 pub use maintain::{IndexUpdate, Upkeep, update_index};
+pub use part::{IndexKey, part_of_file, part_of_group};
 pub use verify::{IndexVerification, verify_indexes};
 
 use crate::table::LoadedTable;
@@ -49,7 +51,8 @@ pub const ENABLED_PROPERTY: &str = "eqdv.key-index.enabled";
 /// fewest live data files in its scope. Below it a scan costs less.
 pub const MIN_FILES_PROPERTY: &str = "eqdv.key-index.min-files";
 /// Prefix of the table property naming the index of one equality field set, followed by
-/// the field ids joined by commas (`eqdv.key-index.location.1,3`).
+/// the field ids joined by commas (`eqdv.key-index.location.1,3`), and for a part of a
+/// partitioned table's index by the part ([`IndexKey::property`]).
 pub const LOCATION_PROPERTY_PREFIX: &str = "eqdv.key-index.location.";
 
 /// The default of [`MIN_FILES_PROPERTY`].
@@ -97,6 +100,10 @@ pub struct KeyIndexOptions {
     pub min_files: u64,
     /// Entries per leaf file written.
     pub leaf_entries: usize,
+    /// The parts a partitioned table's index is kept in when the table has no
+    /// `eqdv.queue-groups` property: the deployment's queue groups
+    /// ([`crate::plan::PlanOptions::default_queue_groups`]), so that a shard is one part.
+    pub default_parts: u64,
 }
 
 impl Default for KeyIndexOptions {
@@ -105,6 +112,7 @@ impl Default for KeyIndexOptions {
             mode: KeyIndexMode::default(),
             min_files: DEFAULT_MIN_FILES,
             leaf_entries: DEFAULT_LEAF_ENTRIES,
+            default_parts: crate::plan::QUEUE_GROUPS,
         }
     }
 }
@@ -135,6 +143,12 @@ impl KeyIndexOptions {
         }
     }
 
+    /// The parts `table`'s index is kept in: its queue groups (one part, the whole
+    /// table, when they are one or the property cannot be read).
+    pub fn parts(&self, table: &LoadedTable) -> u64 {
+        crate::plan::queue_groups_of(table, self.default_parts).unwrap_or(1)
+    }
+
     /// These options with the table's properties applied (a value that is not a mode
     /// leaves the options' own).
     pub fn for_table(&self, table: &LoadedTable) -> Self {
@@ -156,29 +170,32 @@ impl KeyIndexOptions {
     }
 }
 
-/// The table property naming the index of `equality_ids`.
-pub fn location_property(equality_ids: &[i32]) -> String {
-    let ids: Vec<String> = equality_ids.iter().map(i32::to_string).collect();
-    format!("{LOCATION_PROPERTY_PREFIX}{}", ids.join(","))
-}
-
 /// What a table is now, as far as its index's keys read and hash: an index written
 /// under another fingerprint is bypassed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyFingerprint {
     pub table_uuid: String,
     pub equality_ids: Vec<i32>,
+    /// The part of the index ([`IndexKey::part`]).
+    pub part: String,
+    /// The parts of the table's index now, when known: a part written for another
+    /// count holds other partitions.
+    pub parts: Option<u64>,
     pub key_types: Vec<KeyFieldType>,
     pub name_mapping: Option<String>,
 }
 
 impl KeyFingerprint {
-    /// The fingerprint of `table`'s current schema for `equality_ids`.
-    pub fn of(table: &LoadedTable, equality_ids: &[i32]) -> Self {
+    /// The fingerprint of `table`'s current schema for the index `key`, of an index in
+    /// `parts` parts (`None`: any).
+    pub fn of(table: &LoadedTable, key: &IndexKey, parts: Option<u64>) -> Self {
+        let equality_ids = &key.equality_ids;
         let schema = table.metadata.current_schema();
         Self {
             table_uuid: table.metadata.uuid().to_string(),
             equality_ids: equality_ids.to_vec(),
+            part: key.part.clone(),
+            parts,
             key_types: equality_ids
                 .iter()
                 .map(|id| KeyFieldType {
@@ -216,6 +233,24 @@ impl KeyFingerprint {
         }
         if metadata.equality_ids != self.equality_ids {
             return Some(format!("equality ids {:?}", metadata.equality_ids));
+        }
+        if metadata.part.as_deref().unwrap_or("") != self.part {
+            return Some(format!(
+                "written as part {:?}, named as part {:?}",
+                metadata.part.as_deref().unwrap_or(""),
+                self.part
+            ));
+        }
+        if let Some(parts) = self.parts
+            && !self.part.is_empty()
+            && metadata.parts != Some(parts)
+        {
+            return Some(format!(
+                "written as a part of {} parts, the table's index is in {parts}",
+                metadata
+                    .parts
+                    .map_or_else(|| "?".to_string(), |p| p.to_string())
+            ));
         }
         if metadata.key_types != self.key_types {
             return Some(format!(
@@ -271,24 +306,25 @@ impl IndexState {
     }
 }
 
-/// The indexes of a conversion, by equality field ids.
-pub type IndexStates = HashMap<Vec<i32>, IndexState>;
+/// The indexes of a conversion, by equality field ids and part.
+pub type IndexStates = HashMap<IndexKey, IndexState>;
 
-/// Opens the index the table names for `equality_ids`, to serve snapshot `snapshot_id`:
+/// Opens the index the table names for `key`, a part of an index in `parts` parts
+/// (`None`: whatever count it was written for), to serve snapshot `snapshot_id`:
 /// absent when it names none, bypassed (logged) when it cannot be read, does not match
 /// the table, or left out rows deleted in a snapshot that `snapshot_id` is not known to
 /// descend from.
 pub async fn open_for(
     table: &LoadedTable,
-    equality_ids: &[i32],
+    key: &IndexKey,
+    parts: Option<u64>,
     snapshot_id: Option<i64>,
 ) -> IndexState {
-    let property = location_property(equality_ids);
-    let Some(location) = table.metadata.properties().get(&property) else {
+    let Some(location) = table.metadata.properties().get(&key.property()) else {
         return IndexState::Absent;
     };
     let why = match open_index(&table.file_io, &table.kept_reads, location).await {
-        Ok(index) => match KeyFingerprint::of(table, equality_ids).mismatch(&index.metadata) {
+        Ok(index) => match KeyFingerprint::of(table, key, parts).mismatch(&index.metadata) {
             None => match deleted_rows_may_live(table, &index, snapshot_id) {
                 None => return IndexState::Usable(Arc::new(index)),
                 Some(why) => {
@@ -398,6 +434,10 @@ pub async fn referenced_files(
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IndexSummary {
     pub equality_ids: Vec<i32>,
+    /// The part of a partitioned table's index ([`IndexKey::part`]); empty for the
+    /// whole-table part.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub part: String,
     pub location: String,
     pub usable: bool,
     pub bypassed_because: Option<String>,
@@ -422,26 +462,17 @@ pub struct IndexSummary {
     pub source_branch: Option<String>,
 }
 
-/// The equality field ids and index metadata location of every index the table's
-/// properties name, in property order.
-pub fn named_indexes(table: &LoadedTable) -> Vec<(Vec<i32>, String)> {
-    let mut named: Vec<(&String, &String)> = table
+/// Every index (field ids and part) the table's properties name, with its index
+/// metadata location, in the order of the indexes.
+pub fn named_indexes(table: &LoadedTable) -> Vec<(IndexKey, String)> {
+    let mut named: Vec<(IndexKey, String)> = table
         .metadata
         .properties()
         .iter()
-        .filter(|(k, _)| k.starts_with(LOCATION_PROPERTY_PREFIX))
+        .filter_map(|(k, location)| Some((IndexKey::from_property(k)?, location.clone())))
         .collect();
     named.sort();
     named
-        .into_iter()
-        .map(|(key, location)| {
-            let ids = key[LOCATION_PROPERTY_PREFIX.len()..]
-                .split(',')
-                .filter_map(|s| s.trim().parse().ok())
-                .collect();
-            (ids, location.clone())
-        })
-        .collect()
 }
 
 /// Summaries of every index the table names; with `live` (the live files of a whole
@@ -455,13 +486,21 @@ pub async fn summaries(
         || table.metadata.current_snapshot_id(),
         |live| live.snapshot_id,
     );
-    for (ids, location) in named_indexes(table) {
-        let state = open_for(table, &ids, snapshot_id).await;
+    for (key, location) in named_indexes(table) {
+        let state = open_for(table, &key, None, snapshot_id).await;
         let (delta_files, dead_files) = match (state.usable(), live) {
             (Some(index), Some(live)) => {
                 let paths: std::collections::HashSet<&str> =
                     live.data_files.iter().map(|f| f.path()).collect();
-                let delta = live.data_files.iter().filter(|f| !index.covers(f)).count() as u64;
+                let delta = live
+                    .data_files
+                    .iter()
+                    .filter(|f| {
+                        part_of_file(&table.metadata, index.metadata.parts.unwrap_or(1), f)
+                            == key.part
+                    })
+                    .filter(|f| !index.covers(f))
+                    .count() as u64;
                 let dead = index
                     .covered_lists
                     .iter()
@@ -481,7 +520,8 @@ pub async fn summaries(
             ),
         };
         out.push(IndexSummary {
-            equality_ids: ids,
+            equality_ids: key.equality_ids,
+            part: key.part,
             location,
             usable,
             bypassed_because: why,

@@ -27,7 +27,9 @@ use crate::table::{LoadedTable, SkippedData, TableFiles};
 pub use group::{DeleteGroup, group_equality_deletes};
 pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
 pub use scope::{DataScope, PartitionTarget};
-pub use shard::{QUEUE_GROUPS, QUEUE_GROUPS_PROPERTY, Shard, ShardGroup, queue_groups_of};
+pub use shard::{
+    QUEUE_GROUPS, QUEUE_GROUPS_PROPERTY, Shard, ShardGroup, partition_queue_group, queue_groups_of,
+};
 use shard::{WHOLE_TABLE, queue_group_of, split_to_fit};
 
 /// How to split work.

@@ -1,9 +1,10 @@
 //! The key index's part of a resolve pass: the loaded groups' key hashes looked up in
-//! their field set's index, once per index; what it names decides which covered
-//! candidates are read (`scan`): those holding a looked-up hash at a position that no
-//! existing DV deletes yet.
+//! the indexes that serve them (their field set's part of their partition, or every
+//! part for a delete that applies to every partition), once per index; what they name
+//! decides which covered candidates are read (`scan`): those holding a looked-up hash
+//! at a position that no existing DV deletes yet.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use roaring::RoaringTreemap;
@@ -11,26 +12,37 @@ use roaring::RoaringTreemap;
 use super::ResolveMetrics;
 use super::ResolveOptions;
 use super::key_set::GroupKeys;
-use crate::key_index::{IndexState, IndexStates, OpenIndex};
+use crate::key_index::{IndexKey, IndexState, IndexStates, OpenIndex};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 
-/// What a group's index lookup found.
+/// What a group's index lookups found: per index that serves it (and read), the
+/// covered data files that may hold one of the keys, and the positions of the rows that
+/// may (shared by the groups of one index: each index is asked once for the hashes of
+/// all of them).
 pub(super) struct GroupHits {
-    pub(super) index: Arc<OpenIndex>,
-    /// Covered data files that may hold one of the keys, and the positions of the rows
-    /// that may (shared by the groups of one index: each index is asked once for the
-    /// hashes of all of them).
-    pub(super) named: Arc<HashMap<String, RoaringTreemap>>,
+    pub(super) parts: Vec<(Arc<OpenIndex>, Arc<NamedRows>)>,
 }
 
+/// Per data file, the rows a lookup named.
+pub(super) type NamedRows = HashMap<String, RoaringTreemap>;
+
+/// The usable indexes that serve a group ([`IndexKey::serves`]).
+pub(super) type IndexesOf<'a> = dyn Fn(&DeleteGroup) -> Vec<(IndexKey, Arc<OpenIndex>)> + Sync + 'a;
+
 impl GroupHits {
-    /// For a data file the index covers, the rows that may hold one of the group's keys
-    /// (empty: none); `None` when the index does not cover it (the delta: it is read).
+    /// For a data file an index of the group covers, the rows that may hold one of the
+    /// group's keys (empty: none); `None` when none covers it (the delta: it is read).
     pub(super) fn rows_in(&self, data: &LiveFile) -> Option<RoaringTreemap> {
-        self.index
-            .covers(data)
-            .then(|| self.named.get(data.path()).cloned().unwrap_or_default())
+        self.parts
+            .iter()
+            .find(|(index, _)| index.covers(data))
+            .map(|(_, named)| named.get(data.path()).cloned().unwrap_or_default())
+    }
+
+    /// Whether an index of the group covers `data`.
+    pub(super) fn covers(&self, data: &LiveFile) -> bool {
+        self.parts.iter().any(|(index, _)| index.covers(data))
     }
 }
 
@@ -92,33 +104,36 @@ pub(super) async fn already_deleted(
 pub type ExistingDvs = HashMap<(String, i64), RoaringTreemap>;
 
 /// Looks up the keys of the groups that have a usable index, one lookup per index for
-/// all of its groups; per group, what the lookup found. An index that fails to read is
+/// all of its groups; per group, what the lookups found. An index that fails to read is
 /// bypassed (recorded in `states`) and its groups resolve without it.
 pub(super) async fn look_up(
     table: &LoadedTable,
     loaded: &mut [GroupKeys],
-    index_of: &(dyn Fn(&DeleteGroup) -> Option<Arc<OpenIndex>> + Sync),
+    index_of: &IndexesOf<'_>,
     options: &ResolveOptions,
     metrics: &mut ResolveMetrics,
     states: &mut IndexStates,
 ) -> Vec<Option<GroupHits>> {
     let mut hits: Vec<Option<GroupHits>> = loaded.iter().map(|_| None).collect();
-    let mut by_index: HashMap<Vec<i32>, Vec<usize>> = HashMap::new();
+    let mut by_index: BTreeMap<IndexKey, (Arc<OpenIndex>, Vec<usize>)> = BTreeMap::new();
     for (i, group) in loaded.iter().enumerate() {
-        if index_of(&group.group).is_some() {
+        for (key, index) in index_of(&group.group) {
             by_index
-                .entry(group.group.equality_ids.clone())
-                .or_default()
+                .entry(key)
+                .or_insert_with(|| (index, Vec::new()))
+                .1
                 .push(i);
         }
     }
-    for (ids, members) in by_index {
-        let Some(index) = index_of(&loaded[members[0]].group) else {
-            continue;
-        };
+    // A group's hashes, taken once (a group served by several parts asks each).
+    let group_hashes: Vec<Vec<i64>> = loaded
+        .iter_mut()
+        .map(|g| std::mem::take(&mut g.index_hashes))
+        .collect();
+    for (key, (index, members)) in by_index {
         let hashes: Vec<i64> = members
             .iter()
-            .flat_map(|&i| std::mem::take(&mut loaded[i].index_hashes))
+            .flat_map(|&i| group_hashes[i].iter().copied())
             .collect();
         match index
             .lookup(
@@ -137,10 +152,10 @@ pub(super) async fn look_up(
                 metrics.index_bytes_read += found.bytes_read;
                 let named = Arc::new(found.named);
                 for &i in &members {
-                    hits[i] = Some(GroupHits {
-                        index: index.clone(),
-                        named: named.clone(),
-                    });
+                    hits[i]
+                        .get_or_insert_with(|| GroupHits { parts: Vec::new() })
+                        .parts
+                        .push((index.clone(), named.clone()));
                 }
             }
             Err(e) => {
@@ -152,7 +167,7 @@ pub(super) async fn look_up(
                 );
                 metrics.index_bypassed += 1;
                 states.insert(
-                    ids,
+                    key,
                     IndexState::Bypassed(format!("{}: {e}", index.location)),
                 );
             }

@@ -38,7 +38,7 @@ pub use index_lookup::ExistingDvs;
 pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
 
 use crate::Result;
-use crate::key_index::{IndexStates, KeyIndexOptions};
+use crate::key_index::{IndexKey, IndexStates, KeyIndexOptions};
 use crate::plan::DeleteGroup;
 use crate::table::{LoadedTable, TableFiles};
 use key_set::KeyPass;
@@ -269,6 +269,48 @@ pub struct Resolved {
 /// Key hashes of whole data files in position order, by equality field ids and path.
 pub type ScannedKeys = HashMap<Vec<i32>, HashMap<String, Vec<i64>>>;
 
+/// The indexes a resolve of `groups` over `files` opens (and its conversion keeps), of
+/// a table whose index is in `parts` parts: of each group's field set, the parts of the
+/// data files in scope, and every part the table names for a group that applies to
+/// every partition.
+fn index_keys(
+    table: &LoadedTable,
+    files: &TableFiles,
+    groups: &[DeleteGroup],
+    parts: u64,
+) -> Vec<IndexKey> {
+    let mut ids: Vec<&Vec<i32>> = groups.iter().map(|g| &g.equality_ids).collect();
+    ids.sort();
+    ids.dedup();
+    let mut in_scope: Vec<String> = files
+        .data_files
+        .iter()
+        .map(|f| crate::key_index::part_of_file(&table.metadata, parts, f))
+        .collect();
+    in_scope.sort();
+    in_scope.dedup();
+    let mut keys: Vec<IndexKey> = ids
+        .iter()
+        .flat_map(|ids| {
+            in_scope.iter().map(|part| IndexKey {
+                equality_ids: ids.to_vec(),
+                part: part.clone(),
+            })
+        })
+        .collect();
+    if groups.iter().any(|g| g.global) {
+        keys.extend(
+            crate::key_index::named_indexes(table)
+                .into_iter()
+                .map(|(key, _)| key)
+                .filter(|key| groups.iter().any(|g| g.global && key.serves(g, parts))),
+        );
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
 /// Resolves `groups` against the live data files of `files`.
 pub async fn resolve(
     table: &LoadedTable,
@@ -305,31 +347,27 @@ pub async fn resolve_observed(
     let mut resolved = Resolved::default();
     // The indexes open while the first pass loads its keys.
     let mut first = if options.key_index.for_table(table).enabled() {
-        let mut ids: Vec<Vec<i32>> = groups.iter().map(|g| g.equality_ids.clone()).collect();
-        ids.sort();
-        ids.dedup();
-        let named = ids
+        let parts = options.key_index.parts(table);
+        let keys = index_keys(table, files, groups, parts);
+        let named = keys
             .iter()
-            .filter(|ids| {
-                let property = crate::key_index::location_property(ids);
-                table.metadata.properties().contains_key(&property)
-            })
+            .filter(|key| table.metadata.properties().contains_key(&key.property()))
             .cloned()
             .collect();
         let open = async move {
             let started = std::time::Instant::now();
-            let states = futures::future::join_all(
-                ids.iter()
-                    .map(|ids| crate::key_index::open_for(table, ids, files.snapshot_id)),
-            )
-            .await;
+            let states =
+                futures::future::join_all(keys.iter().map(|key| {
+                    crate::key_index::open_for(table, key, Some(parts), files.snapshot_id)
+                }))
+                .await;
             let mut opened = scan::OpenedIndexes {
                 states: IndexStates::new(),
                 bytes_read: 0,
                 bypassed: 0,
                 ms: 0.0,
             };
-            for (ids, state) in ids.into_iter().zip(states) {
+            for (key, state) in keys.into_iter().zip(states) {
                 match &state {
                     crate::key_index::IndexState::Usable(index) => {
                         opened.bytes_read += index.bytes_read
@@ -338,7 +376,7 @@ pub async fn resolve_observed(
                     | crate::key_index::IndexState::Diverged { .. } => opened.bypassed += 1,
                     crate::key_index::IndexState::Absent => {}
                 }
-                opened.states.insert(ids, state);
+                opened.states.insert(key, state);
             }
             opened.ms = ms_since(started);
             opened

@@ -13,7 +13,7 @@ use super::early::{EarlyOpens, GroupWatch};
 use super::file_scan::{KeyProjection, ScanContext, ScanWork, scan_file};
 use super::key_set::{GroupKeys, KeyPass, load_group_keys};
 use super::{ResolveMetrics, ResolveOptions, Resolved, ms_since};
-use crate::key_index::{IndexState, IndexStates, KeyIndexMode};
+use crate::key_index::{IndexKey, IndexStates, KeyIndexMode, OpenIndex};
 use crate::parquet_io::FooterHint;
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
@@ -32,17 +32,17 @@ pub(super) async fn resolve_pass(
     let mut resolved = Resolved::default();
     let metrics = &mut resolved.metrics;
     // Until the indexes are open, a group counts as indexed when the table names an
-    // index for its field set.
+    // index (a part) its keys are looked up in.
     let (known, named, opening) = match indexes {
         PassIndexes::Known(states) => (Some(states), HashSet::new(), None),
         PassIndexes::Opening { named, open } => (None, named, Some(open)),
     };
+    let parts = options.key_index.parts(table);
     let indexed = |group: &DeleteGroup| match known {
         Some(states) => states
-            .get(&group.equality_ids)
-            .and_then(IndexState::usable)
-            .is_some(),
-        None => named.contains(&group.equality_ids),
+            .iter()
+            .any(|(key, state)| key.serves(group, parts) && state.usable().is_some()),
+        None => named.iter().any(|key| key.serves(group, parts)),
     };
 
     let name_mapping = table.name_mapping()?;
@@ -134,10 +134,13 @@ pub(super) async fn resolve_pass(
     };
     let states: &IndexStates = known.unwrap_or(&opened_states);
     let index_of = |group: &DeleteGroup| {
-        states
-            .get(&group.equality_ids)
-            .and_then(IndexState::usable)
-            .cloned()
+        let mut parts: Vec<(IndexKey, Arc<OpenIndex>)> = states
+            .iter()
+            .filter(|(key, _)| key.serves(group, parts))
+            .filter_map(|(key, state)| Some((key.clone(), state.usable()?.clone())))
+            .collect();
+        parts.sort_by(|a, b| a.0.cmp(&b.0));
+        parts
     };
     let step = std::time::Instant::now();
     let group_hits = super::index_lookup::look_up(
@@ -151,8 +154,8 @@ pub(super) async fn resolve_pass(
     .await;
     metrics.steps_ms.index_lookup = ms_since(step);
     // The pass's states: as opened, but for an index its lookup found unreadable.
-    for (ids, state) in opened_states {
-        resolved.key_indexes.entry(ids).or_insert(state);
+    for (key, state) in opened_states {
+        resolved.key_indexes.entry(key).or_insert(state);
     }
     let loaded = Arc::new(loaded);
 
@@ -223,7 +226,7 @@ pub(super) async fn resolve_pass(
         let mut wanted: Vec<usize> = Vec::new();
         for &i in &surviving {
             let want = match group_hits[i].as_ref() {
-                Some(hits) => pass.index == 0 && !hits.index.covers(data),
+                Some(hits) => pass.index == 0 && !hits.covers(data),
                 None => builds_all,
             };
             let ids = &loaded[i].group.equality_ids;
@@ -389,7 +392,7 @@ pub(super) enum PassIndexes<'a> {
     /// Opening while the first pass loads its keys: `named`, the field sets the table
     /// names an index for.
     Opening {
-        named: HashSet<Vec<i32>>,
+        named: HashSet<IndexKey>,
         open: BoxFuture<'a, OpenedIndexes>,
     },
 }
