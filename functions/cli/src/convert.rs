@@ -57,12 +57,14 @@ pub struct ConvertArgs {
     #[arg(long)]
     no_key_index: bool,
     /// The queue groups of a table without the eqdv.queue-groups property, as the
-    /// deployment's planner has them: a partitioned table's key index is kept in a part
-    /// per group, so set it as the Lambdas have it for them to keep the same parts.
+    /// deployment's planner has them (the stacks' default, 1, unless set): a partitioned
+    /// table's key index is kept in a part per group, so give it the Lambdas' value for
+    /// both to keep the same parts. With 1 the index is one part, which suits a whole
+    /// table's conversion best.
     #[arg(
         long,
         value_name = "N",
-        default_value_t = eqdv::plan::QUEUE_GROUPS,
+        default_value_t = 1,
         env = "EQDV_QUEUE_GROUPS",
         value_parser = clap::value_parser!(u64).range(1..=16)
     )]
