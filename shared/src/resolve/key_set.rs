@@ -12,7 +12,7 @@ use arrow_schema::DataType;
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt};
 use futures::{StreamExt, TryStreamExt};
-use iceberg::spec::NameMapping;
+use iceberg::spec::{DataFileFormat, NameMapping};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::budget::ReadBudget;
@@ -604,6 +604,33 @@ async fn read_delete_file<'a>(
     // One permit a read, released when the read is done (not when its batches are
     // consumed: a group waiting for an earlier file must not starve the others).
     let _permit = budget.file().await?;
+    match delete.file.file_format() {
+        DataFileFormat::Parquet => {}
+        DataFileFormat::Avro => {
+            let batches = super::avro_deletes::read_avro_keys(
+                &table.file_io,
+                delete.path(),
+                key_columns,
+                name_mapping,
+                options.batch_size,
+            )
+            .await?;
+            return Ok(LoadedDeleteFile {
+                delete,
+                batches,
+                bytes: delete.file.file_size_in_bytes(),
+            });
+        }
+        other => {
+            return Err(Error::file(
+                delete.path(),
+                format!(
+                    "equality delete files in {other:?} are not supported (Parquet and Avro are)"
+                ),
+                "unsupported delete file",
+            ));
+        }
+    }
     let file = ParquetFile::open(
         &table.file_io,
         delete.path(),

@@ -149,7 +149,7 @@ final class Serve {
     Map<String, Object> answer = new LinkedHashMap<>();
     switch (op) {
       case "create":
-        answer.put("desc", create(new Random(seedOf(cmd))));
+        answer.put("desc", create(new Random(seedOf(cmd)), cmd.get("delete_format")));
         return answer;
       case "random-op":
         incrementalExpiry = Boolean.TRUE.equals(cmd.get("incremental_expiry"));
@@ -194,7 +194,12 @@ final class Serve {
 
   // --- create -------------------------------------------------------------------------------
 
-  String create(Random random) {
+  /**
+   * Creates the table with a random spec and manifest merging; its equality deletes are
+   * written in {@code deleteFormat} ("parquet" or "avro", the table's
+   * write.delete.format.default), or, when null, in Avro for one table in three.
+   */
+  String create(Random random, Object deleteFormat) {
     ref.ensureDatabase();
     Schema schema =
         new Schema(
@@ -219,12 +224,19 @@ final class Serve {
       props.put(TableProperties.MANIFEST_MIN_MERGE_COUNT, "2");
       props.put(TableProperties.MANIFEST_TARGET_SIZE_BYTES, "16384");
     }
+    String deletes =
+        deleteFormat != null ? deleteFormat.toString() : random.nextInt(3) == 0 ? "avro" : "parquet";
+    props.put(TableProperties.DELETE_DEFAULT_FILE_FORMAT, deletes);
     ref.catalog
         .buildTable(ref.identifier(), schema)
         .withPartitionSpec(spec)
         .withProperties(props)
         .create();
-    return "create " + spec.fields() + (mergeOften ? ", manifests merged from 2" : "");
+    return "create "
+        + spec.fields()
+        + (mergeOften ? ", manifests merged from 2" : "")
+        + ", deletes in "
+        + deletes;
   }
 
   // --- random operations --------------------------------------------------------------------
@@ -600,6 +612,14 @@ final class Serve {
     return out;
   }
 
+  /** The format the table's writers write delete files in (Parquet unless set). */
+  static FileFormat deleteFormat(Table table) {
+    return FileFormat.fromString(
+        table
+            .properties()
+            .getOrDefault(TableProperties.DELETE_DEFAULT_FILE_FORMAT, FileFormat.PARQUET.name()));
+  }
+
   static List<DeleteFile> writeEqualityDeletes(
       Table table, PartitionSpec spec, int[] eqIds, List<Record> rows) {
     Schema schema = table.schema();
@@ -611,7 +631,7 @@ final class Serve {
     GenericFileWriterFactory factory =
         new GenericFileWriterFactory.Builder(table)
             .dataSchema(schema)
-            .deleteFileFormat(FileFormat.PARQUET)
+            .deleteFileFormat(deleteFormat(table))
             .equalityFieldIds(eqIds)
             .equalityDeleteRowSchema(deleteSchema)
             .build();

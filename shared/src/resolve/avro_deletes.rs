@@ -1,0 +1,531 @@
+//! Equality delete files in Avro (what Java writes with
+//! `write.delete.format.default=avro`): their key columns read into the same Arrow
+//! columns, in the table schema's types, that a Parquet delete file gives.
+//!
+//! The container is read by apache-avro (the crate iceberg-rust reads manifests with).
+//! A key column is found by the `field-id` its writer recorded on the Avro field (or,
+//! without one, through the table's name mapping), and each value is taken only where
+//! it converts exactly: the Avro type of the field as written, or a promotion the
+//! Iceberg spec allows (int to long, a decimal of the same scale and a smaller
+//! precision). Anything else is refused with an error naming the file and the field,
+//! never read as something close.
+
+use std::sync::Arc;
+
+use apache_avro::Schema as AvroSchema;
+use apache_avro::types::Value;
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, FixedSizeBinaryBuilder,
+    Int32Builder, Int64Builder, LargeBinaryBuilder, LargeStringBuilder, StringBuilder,
+    Time64MicrosecondBuilder, TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, TimeUnit};
+use iceberg::io::FileIO;
+use iceberg::spec::NameMapping;
+
+use crate::keys::KeyColumns;
+use crate::{Error, Result};
+
+/// The key columns of the Avro equality delete file at `path`, in batches of at most
+/// `batch_size` rows shaped as `key_columns.arrow_schema`.
+pub(super) async fn read_avro_keys(
+    file_io: &FileIO,
+    path: &str,
+    key_columns: &KeyColumns,
+    name_mapping: Option<&NameMapping>,
+    batch_size: usize,
+) -> Result<Vec<RecordBatch>> {
+    let bytes = file_io
+        .new_input(path)
+        .map_err(|e| Error::file(path, "cannot open the equality delete file", e))?
+        .read()
+        .await
+        .map_err(|e| Error::file(path, "cannot read the equality delete file", e))?;
+    decode_keys(path, &bytes, key_columns, name_mapping, batch_size.max(1))
+}
+
+/// Decodes the key columns of an Avro container's records (see [`read_avro_keys`]).
+fn decode_keys(
+    path: &str,
+    bytes: &[u8],
+    key_columns: &KeyColumns,
+    name_mapping: Option<&NameMapping>,
+    batch_size: usize,
+) -> Result<Vec<RecordBatch>> {
+    let invalid = |message: String| Error::file(path, message, "invalid delete file");
+    let reader = apache_avro::Reader::new(bytes)
+        .map_err(|e| Error::file(path, "not an Avro container file", e))?;
+    let AvroSchema::Record(record) = reader.writer_schema() else {
+        return Err(invalid("its Avro schema is not a record".into()));
+    };
+    // Per key column: the record field holding it and that field's Avro schema.
+    let mut positions = Vec::with_capacity(key_columns.field_ids.len());
+    for (i, &id) in key_columns.field_ids.iter().enumerate() {
+        let by_id = record.fields.iter().position(|f| {
+            f.custom_attributes
+                .get("field-id")
+                .and_then(serde_json::Value::as_i64)
+                == Some(i64::from(id))
+        });
+        let by_name = || {
+            let mapping = name_mapping?;
+            record.fields.iter().position(|f| {
+                !f.custom_attributes.contains_key("field-id")
+                    && mapping
+                        .fields()
+                        .iter()
+                        .any(|m| m.field_id() == Some(id) && m.names().contains(&f.name))
+            })
+        };
+        let Some(at) = by_id.or_else(by_name) else {
+            return Err(invalid(format!(
+                "equality delete file lacks equality field id {id} ({})",
+                key_columns.fields[i].name
+            )));
+        };
+        let field = &record.fields[at];
+        let wanted = key_columns.arrow_schema.field(i).data_type();
+        check_decimal(&field.schema, wanted).map_err(|why| {
+            invalid(format!(
+                "field {} (id {id}) {why}",
+                key_columns.fields[i].name
+            ))
+        })?;
+        positions.push(at);
+    }
+    let mut batches = Vec::new();
+    let mut columns = new_builders(key_columns, batch_size);
+    let mut rows = 0usize;
+    for value in reader {
+        let value = value.map_err(|e| Error::file(path, "cannot decode an Avro record", e))?;
+        let Value::Record(fields) = value else {
+            return Err(invalid("an Avro record is not a record".into()));
+        };
+        for (i, &at) in positions.iter().enumerate() {
+            let Some((_, value)) = fields.get(at) else {
+                return Err(invalid(format!("a record lacks field {at}")));
+            };
+            columns[i].append(value).map_err(|why| {
+                invalid(format!(
+                    "field {} (id {}) {why}",
+                    key_columns.fields[i].name, key_columns.field_ids[i]
+                ))
+            })?;
+        }
+        rows += 1;
+        if rows == batch_size {
+            batches.push(finish(path, key_columns, &mut columns)?);
+            rows = 0;
+        }
+    }
+    if rows > 0 {
+        batches.push(finish(path, key_columns, &mut columns)?);
+    }
+    Ok(batches)
+}
+
+/// A decimal key's Avro field must hold values of the table's scale, at most its
+/// precision: other decimals would need rescaling, which is not an exact read.
+fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<(), String> {
+    let schema = match schema {
+        AvroSchema::Union(union) => union
+            .variants()
+            .iter()
+            .find(|v| !matches!(v, AvroSchema::Null))
+            .unwrap_or(schema),
+        other => other,
+    };
+    match (schema, wanted) {
+        (AvroSchema::Decimal(d), DataType::Decimal128(precision, scale)) => {
+            let fits = i64::from(*scale) == d.scale as i64 && d.precision <= *precision as usize;
+            if fits {
+                Ok(())
+            } else {
+                Err(format!(
+                    "is decimal({}, {}) in the file, decimal({precision}, {scale}) in the table",
+                    d.precision, d.scale
+                ))
+            }
+        }
+        (_, DataType::Decimal128(..)) => Err(format!(
+            "is a decimal in the table but {schema:?} in the file"
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn finish(path: &str, key_columns: &KeyColumns, columns: &mut [KeyBuilder]) -> Result<RecordBatch> {
+    let arrays: Vec<ArrayRef> = columns.iter_mut().map(KeyBuilder::finish).collect();
+    RecordBatch::try_new(key_columns.arrow_schema.clone(), arrays)
+        .map_err(|e| Error::file(path, "cannot assemble the equality delete keys", e))
+}
+
+fn new_builders(key_columns: &KeyColumns, capacity: usize) -> Vec<KeyBuilder> {
+    key_columns
+        .arrow_schema
+        .fields()
+        .iter()
+        .map(|f| KeyBuilder::new(f.data_type(), capacity))
+        .collect()
+}
+
+/// A column of keys being decoded, in its table type.
+enum KeyBuilder {
+    Boolean(BooleanBuilder),
+    Int(Int32Builder),
+    Long(Int64Builder),
+    Date(Date32Builder),
+    Time(Time64MicrosecondBuilder),
+    Micros(TimestampMicrosecondBuilder, Option<Arc<str>>),
+    Nanos(TimestampNanosecondBuilder, Option<Arc<str>>),
+    String(StringBuilder),
+    LargeString(LargeStringBuilder),
+    Binary(BinaryBuilder),
+    LargeBinary(LargeBinaryBuilder),
+    Fixed(FixedSizeBinaryBuilder, i32),
+    Decimal(Decimal128Builder, u8, i8),
+    /// A type no key has (`KeyColumns` refuses the others first).
+    Unsupported(DataType),
+}
+
+impl KeyBuilder {
+    fn new(data_type: &DataType, capacity: usize) -> Self {
+        match data_type {
+            DataType::Boolean => Self::Boolean(BooleanBuilder::with_capacity(capacity)),
+            DataType::Int32 => Self::Int(Int32Builder::with_capacity(capacity)),
+            DataType::Int64 => Self::Long(Int64Builder::with_capacity(capacity)),
+            DataType::Date32 => Self::Date(Date32Builder::with_capacity(capacity)),
+            DataType::Time64(TimeUnit::Microsecond) => {
+                Self::Time(Time64MicrosecondBuilder::with_capacity(capacity))
+            }
+            DataType::Timestamp(TimeUnit::Microsecond, tz) => Self::Micros(
+                TimestampMicrosecondBuilder::with_capacity(capacity),
+                tz.clone(),
+            ),
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => Self::Nanos(
+                TimestampNanosecondBuilder::with_capacity(capacity),
+                tz.clone(),
+            ),
+            DataType::Utf8 => Self::String(StringBuilder::new()),
+            DataType::LargeUtf8 => Self::LargeString(LargeStringBuilder::new()),
+            DataType::Binary => Self::Binary(BinaryBuilder::new()),
+            DataType::LargeBinary => Self::LargeBinary(LargeBinaryBuilder::new()),
+            DataType::FixedSizeBinary(n) => {
+                Self::Fixed(FixedSizeBinaryBuilder::with_capacity(capacity, *n), *n)
+            }
+            DataType::Decimal128(p, s) => {
+                Self::Decimal(Decimal128Builder::with_capacity(capacity), *p, *s)
+            }
+            other => Self::Unsupported(other.clone()),
+        }
+    }
+
+    /// Appends `value` (a null for an Avro null), or says why it does not convert
+    /// exactly to the column's type.
+    fn append(&mut self, value: &Value) -> std::result::Result<(), String> {
+        let value = match value {
+            Value::Union(_, inner) => inner.as_ref(),
+            other => other,
+        };
+        let mismatch = |wanted: &str| format!("holds {value:?} where the table has {wanted}");
+        match (self, value) {
+            (Self::Unsupported(t), _) => return Err(format!("has type {t}, not a key type")),
+            (Self::Boolean(b), Value::Null) => b.append_null(),
+            (Self::Int(b), Value::Null) => b.append_null(),
+            (Self::Long(b), Value::Null) => b.append_null(),
+            (Self::Date(b), Value::Null) => b.append_null(),
+            (Self::Time(b), Value::Null) => b.append_null(),
+            (Self::Micros(b, _), Value::Null) => b.append_null(),
+            (Self::Nanos(b, _), Value::Null) => b.append_null(),
+            (Self::String(b), Value::Null) => b.append_null(),
+            (Self::LargeString(b), Value::Null) => b.append_null(),
+            (Self::Binary(b), Value::Null) => b.append_null(),
+            (Self::LargeBinary(b), Value::Null) => b.append_null(),
+            (Self::Fixed(b, _), Value::Null) => b.append_null(),
+            (Self::Decimal(b, ..), Value::Null) => b.append_null(),
+            (Self::Boolean(b), Value::Boolean(v)) => b.append_value(*v),
+            (Self::Int(b), Value::Int(v)) => b.append_value(*v),
+            (Self::Long(b), Value::Long(v)) => b.append_value(*v),
+            (Self::Long(b), Value::Int(v)) => b.append_value(i64::from(*v)),
+            (Self::Date(b), Value::Date(v)) => b.append_value(*v),
+            (Self::Time(b), Value::TimeMicros(v)) => b.append_value(*v),
+            (Self::Micros(b, _), Value::TimestampMicros(v) | Value::LocalTimestampMicros(v)) => {
+                b.append_value(*v)
+            }
+            (Self::Nanos(b, _), Value::TimestampNanos(v) | Value::LocalTimestampNanos(v)) => {
+                b.append_value(*v)
+            }
+            (Self::String(b), Value::String(v)) => b.append_value(v),
+            (Self::LargeString(b), Value::String(v)) => b.append_value(v),
+            (Self::Binary(b), Value::Bytes(v) | Value::Fixed(_, v)) => b.append_value(v),
+            (Self::LargeBinary(b), Value::Bytes(v) | Value::Fixed(_, v)) => b.append_value(v),
+            (Self::Fixed(b, n), Value::Fixed(len, v)) if *len == *n as usize => {
+                b.append_value(v)
+                    .map_err(|e| format!("holds a fixed value that does not fit: {e}"))?
+            }
+            (Self::Fixed(b, 16), Value::Uuid(v)) => b
+                .append_value(v.as_bytes())
+                .map_err(|e| format!("holds a UUID that does not fit: {e}"))?,
+            (Self::Decimal(b, ..), Value::Decimal(v)) => {
+                let bytes: Vec<u8> = v
+                    .try_into()
+                    .map_err(|e| format!("holds a decimal that does not decode: {e}"))?;
+                b.append_value(unscaled(&bytes).ok_or("holds a decimal wider than 16 bytes")?)
+            }
+            (Self::Boolean(_), _) => return Err(mismatch("boolean")),
+            (Self::Int(_), _) => return Err(mismatch("int")),
+            (Self::Long(_), _) => return Err(mismatch("long")),
+            (Self::Date(_), _) => return Err(mismatch("date")),
+            (Self::Time(_), _) => return Err(mismatch("time")),
+            (Self::Micros(..), _) => return Err(mismatch("a timestamp in microseconds")),
+            (Self::Nanos(..), _) => return Err(mismatch("a timestamp in nanoseconds")),
+            (Self::String(_) | Self::LargeString(_), _) => return Err(mismatch("string")),
+            (Self::Binary(_) | Self::LargeBinary(_), _) => return Err(mismatch("binary")),
+            (Self::Fixed(_, n), _) => return Err(mismatch(&format!("fixed[{n}]"))),
+            (Self::Decimal(..), _) => return Err(mismatch("decimal")),
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Self::Boolean(b) => Arc::new(b.finish()),
+            Self::Int(b) => Arc::new(b.finish()),
+            Self::Long(b) => Arc::new(b.finish()),
+            Self::Date(b) => Arc::new(b.finish()),
+            Self::Time(b) => Arc::new(b.finish()),
+            Self::Micros(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            Self::Nanos(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            Self::String(b) => Arc::new(b.finish()),
+            Self::LargeString(b) => Arc::new(b.finish()),
+            Self::Binary(b) => Arc::new(b.finish()),
+            Self::LargeBinary(b) => Arc::new(b.finish()),
+            Self::Fixed(b, _) => Arc::new(b.finish()),
+            Self::Decimal(b, p, s) => Arc::new(
+                b.finish()
+                    .with_precision_and_scale(*p, *s)
+                    .unwrap_or_else(|_| Decimal128Builder::new().finish()),
+            ),
+            Self::Unsupported(_) => Arc::new(arrow_array::NullArray::new(0)),
+        }
+    }
+}
+
+/// A big-endian two's complement unscaled value of at most 16 bytes.
+fn unscaled(bytes: &[u8]) -> Option<i128> {
+    if bytes.len() > 16 {
+        return None;
+    }
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    let mut full = [if negative { 0xff } else { 0 }; 16];
+    full[16 - bytes.len()..].copy_from_slice(bytes);
+    Some(i128::from_be_bytes(full))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
+
+    /// An Avro container of `rows` under `schema` (JSON), as Iceberg's writers lay it out.
+    fn container(schema: &str, rows: Vec<Vec<(&str, Value)>>) -> Vec<u8> {
+        let schema = AvroSchema::parse_str(schema).expect("schema");
+        let mut writer = apache_avro::Writer::new(&schema, Vec::new());
+        for row in rows {
+            let mut record = apache_avro::types::Record::new(&schema).expect("record");
+            for (name, value) in row {
+                record.put(name, value);
+            }
+            writer.append(record).expect("append");
+        }
+        writer.into_inner().expect("bytes")
+    }
+
+    fn key_columns(types: &[(i32, &str, PrimitiveType)], ids: &[i32]) -> KeyColumns {
+        let schema = Schema::builder()
+            .with_fields(types.iter().map(|(id, name, t)| {
+                Arc::new(NestedField::optional(
+                    *id,
+                    *name,
+                    Type::Primitive(t.clone()),
+                ))
+            }))
+            .build()
+            .expect("schema");
+        KeyColumns::new("t", &schema, ids).expect("keys")
+    }
+
+    const SCHEMA: &str = r#"{"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": "int", "field-id": 1},
+        {"name": "s", "type": ["null", "string"], "default": null, "field-id": 2}]}"#;
+
+    #[test]
+    fn keys_are_found_by_field_id_and_promoted_exactly() {
+        let bytes = container(
+            SCHEMA,
+            vec![
+                vec![
+                    ("k", Value::Int(7)),
+                    ("s", Value::Union(1, Box::new(Value::String("a".into())))),
+                ],
+                vec![
+                    ("k", Value::Int(-3)),
+                    ("s", Value::Union(0, Box::new(Value::Null))),
+                ],
+                vec![
+                    ("k", Value::Int(9)),
+                    ("s", Value::Union(1, Box::new(Value::String("c".into())))),
+                ],
+            ],
+        );
+        // The table promoted k to long, and lists s before k.
+        let keys = key_columns(
+            &[
+                (2, "s", PrimitiveType::String),
+                (1, "k", PrimitiveType::Long),
+            ],
+            &[2, 1],
+        );
+        let batches = decode_keys("f.avro", &bytes, &keys, None, 2).expect("decoded");
+        assert_eq!(
+            batches.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+        let longs: Vec<i64> = batches
+            .iter()
+            .flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec())
+            .collect();
+        assert_eq!(longs, vec![7, -3, 9]);
+        let strings = batches[0].column(0).as_string::<i32>();
+        assert_eq!((strings.value(0), strings.is_null(1)), ("a", true));
+    }
+
+    #[test]
+    fn logical_types_read_as_the_table_types() {
+        let schema = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "d", "type": {"type": "fixed", "name": "fixed_5", "size": 5,
+                "logicalType": "decimal", "precision": 10, "scale": 2}, "field-id": 1},
+            {"name": "u", "type": {"type": "fixed", "name": "uuid_fixed", "size": 16,
+                "logicalType": "uuid"}, "field-id": 2},
+            {"name": "t", "type": {"type": "long", "logicalType": "timestamp-micros",
+                "adjust-to-utc": true}, "field-id": 3},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}, "field-id": 4},
+            {"name": "b", "type": "bytes", "field-id": 5}]}"#;
+        let uuid = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let bytes = container(
+            schema,
+            vec![vec![
+                (
+                    "d",
+                    Value::Decimal(vec![0xff, 0xff, 0xff, 0xff, 0x85].into()),
+                ),
+                ("u", Value::Uuid(uuid)),
+                ("t", Value::TimestampMicros(1_700_000_000_000_000)),
+                ("day", Value::Date(19_000)),
+                ("b", Value::Bytes(vec![1, 2, 3])),
+            ]],
+        );
+        let keys = key_columns(
+            &[
+                (
+                    1,
+                    "d",
+                    PrimitiveType::Decimal {
+                        precision: 18,
+                        scale: 2,
+                    },
+                ),
+                (2, "u", PrimitiveType::Uuid),
+                (3, "t", PrimitiveType::Timestamptz),
+                (4, "day", PrimitiveType::Date),
+                (5, "b", PrimitiveType::Binary),
+            ],
+            &[1, 2, 3, 4, 5],
+        );
+        let batches = decode_keys("f.avro", &bytes, &keys, None, 16).expect("decoded");
+        let batch = &batches[0];
+        assert_eq!(batch.schema(), keys.arrow_schema);
+        let decimal = batch
+            .column(0)
+            .as_primitive::<arrow_array::types::Decimal128Type>();
+        assert_eq!(decimal.value(0), -123);
+        assert_eq!(
+            batch.column(1).as_fixed_size_binary().value(0),
+            uuid.as_bytes()
+        );
+        // Another scale is not an exact read.
+        let rescaled = key_columns(
+            &[(
+                1,
+                "d",
+                PrimitiveType::Decimal {
+                    precision: 18,
+                    scale: 3,
+                },
+            )],
+            &[1],
+        );
+        let e = decode_keys("f.avro", &bytes, &rescaled, None, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("decimal(10, 2) in the file"), "{e}");
+    }
+
+    #[test]
+    fn without_field_ids_keys_are_found_through_the_name_mapping() {
+        let schema = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "key", "type": "long"}]}"#;
+        let bytes = container(schema, vec![vec![("key", Value::Long(5))]]);
+        let keys = key_columns(&[(1, "k", PrimitiveType::Long)], &[1]);
+        assert!(decode_keys("f.avro", &bytes, &keys, None, 16).is_err());
+        let mapping = NameMapping::new(vec![iceberg::spec::MappedField::new(
+            Some(1),
+            vec!["k".into(), "key".into()],
+            vec![],
+        )]);
+        let batches = decode_keys("f.avro", &bytes, &keys, Some(&mapping), 16).expect("mapped");
+        assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 5);
+    }
+
+    #[test]
+    fn a_key_that_would_not_read_exactly_is_refused_naming_file_and_field() {
+        let bytes = container(
+            SCHEMA,
+            vec![vec![
+                ("k", Value::Int(7)),
+                ("s", Value::Union(0, Box::new(Value::Null))),
+            ]],
+        );
+        // A string key stored as int, and a field id the file lacks.
+        let wrong_type = key_columns(&[(1, "k", PrimitiveType::String)], &[1]);
+        let e = decode_keys("f.avro", &bytes, &wrong_type, None, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("f.avro") && e.contains("field k (id 1)"), "{e}");
+        let missing = key_columns(&[(3, "x", PrimitiveType::Long)], &[3]);
+        let e = decode_keys("f.avro", &bytes, &missing, None, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("f.avro") && e.contains("lacks equality field id 3"),
+            "{e}"
+        );
+        let e = decode_keys("f.avro", b"not avro", &missing, None, 16)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("f.avro"), "{e}");
+    }
+
+    #[test]
+    fn unscaled_decimals_sign_extend() {
+        assert_eq!(unscaled(&[]), Some(0));
+        assert_eq!(unscaled(&[0x01, 0x00]), Some(256));
+        assert_eq!(unscaled(&[0xff]), Some(-1));
+        assert_eq!(unscaled(&[0xff, 0x00]), Some(-256));
+        assert_eq!(unscaled(&[0; 17]), None);
+    }
+}
