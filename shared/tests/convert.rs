@@ -1725,3 +1725,60 @@ async fn kept_footers_change_nothing_but_the_requests() {
     let expected = expected_rows(&report.state).expect("expected rows");
     assert_converted(&w.catalog, &expected).await;
 }
+
+/// A conversion that finds nothing to do on its branch names the other branches whose
+/// heads hold equality deletes (a writer committing to a staging branch): here
+/// `staging`, left at the head that main had before its conversion; once `staging` is
+/// converted too, nothing is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_to_do_names_the_branches_that_hold_equality_deletes() {
+    let w = warehouse();
+    generate_table(
+        &w.catalog,
+        &spec(71, vec![KeyType::Long], PartitionKind::None),
+    )
+    .await;
+    let head = load(&w.catalog)
+        .await
+        .metadata
+        .current_snapshot_id()
+        .expect("a head");
+    commit_metadata_change(&w.catalog, |metadata| {
+        metadata.set_ref(
+            "staging",
+            iceberg::spec::SnapshotReference::new(
+                head,
+                iceberg::spec::SnapshotRetention::branch(None, None, None),
+            ),
+        )
+    })
+    .await;
+    let on = |branch: &str| ConvertOptions {
+        branch: branch.to_string(),
+        ..Default::default()
+    };
+    let first = convert(&w.catalog, &table(), &on("main")).await.unwrap();
+    assert_eq!(first.outcome, Outcome::Converted);
+    let again = convert(&w.catalog, &table(), &on("main")).await.unwrap();
+    assert_eq!(again.outcome, Outcome::NothingToDo);
+    let named: Vec<&str> = again
+        .equality_deletes_elsewhere
+        .iter()
+        .map(|b| b.branch.as_str())
+        .collect();
+    assert_eq!(named, vec!["staging"]);
+    assert_eq!(
+        again.equality_deletes_elsewhere[0].equality_delete_rows,
+        first.equality_deletes_removed
+    );
+    let staging = convert(&w.catalog, &table(), &on("staging")).await.unwrap();
+    assert_eq!(staging.outcome, Outcome::Converted);
+    let last = convert(&w.catalog, &table(), &on("main")).await.unwrap();
+    assert_eq!(last.outcome, Outcome::NothingToDo);
+    assert!(
+        last.equality_deletes_elsewhere.is_empty(),
+        "{:?}",
+        last.equality_deletes_elsewhere
+    );
+    assert_no_orphans(&w.catalog).await;
+}

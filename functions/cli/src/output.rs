@@ -264,6 +264,22 @@ fn convert_summary(r: &ConvertReport) -> Summary {
     };
     let m = &r.resolve;
     let mut s = Summary::new(format!("{}: {outcome}", r.table));
+    if !r.equality_deletes_elsewhere.is_empty() {
+        let elsewhere: Vec<String> = r
+            .equality_deletes_elsewhere
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}: {} rows (convert it with --branch {})",
+                    b.branch, b.equality_delete_rows, b.branch
+                )
+            })
+            .collect();
+        s.row(
+            format!("equality deletes on other branches than {}", r.branch),
+            elsewhere.join("; "),
+        );
+    }
     s.row("base snapshot", fmt_opt(r.base_snapshot_id))
         .row("new snapshot", fmt_opt(r.new_snapshot_id))
         .row("groups", r.groups)

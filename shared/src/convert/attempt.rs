@@ -85,6 +85,16 @@ impl Attempt<'_> {
         };
         if groups.is_empty() {
             report.outcome = Outcome::NothingToDo;
+            report.equality_deletes_elsewhere =
+                super::equality_deletes_elsewhere(&table, &options.branch);
+            if !report.equality_deletes_elsewhere.is_empty() {
+                tracing::info!(
+                    table = %table.name,
+                    branch = %options.branch,
+                    elsewhere = ?report.equality_deletes_elsewhere,
+                    "nothing to do on the branch; other branches hold equality deletes"
+                );
+            }
             report.duration_ms = started.elapsed().as_millis() as u64;
             return Ok(AttemptEnd::Done);
         }

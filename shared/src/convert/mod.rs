@@ -212,6 +212,51 @@ pub struct ConvertReport {
     /// What keeping the key index took (one entry per index updated; empty when it is
     /// off or had nothing to add).
     pub key_index: Vec<crate::key_index::Upkeep>,
+    /// When there was nothing to do: the other branches whose heads hold live equality
+    /// deletes, by their snapshot summaries (a writer may commit to a branch, such as a
+    /// staging branch, other than the one converted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub equality_deletes_elsewhere: Vec<BranchDeletes>,
+}
+
+/// A branch whose head holds live equality deletes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BranchDeletes {
+    pub branch: String,
+    /// Equality delete rows, as the head's summary counts them (`total-equality-deletes`).
+    pub equality_delete_rows: u64,
+}
+
+/// The branches of `table` other than `branch` whose head's summary counts live equality
+/// deletes, by name.
+fn equality_deletes_elsewhere(table: &LoadedTable, branch: &str) -> Vec<BranchDeletes> {
+    // iceberg-rust exposes a ref's snapshot but not the list of refs; the metadata's JSON
+    // form has them.
+    let Ok(json) = serde_json::to_value(table.metadata.as_ref()) else {
+        return Vec::new();
+    };
+    let Some(refs) = json["refs"].as_object() else {
+        return Vec::new();
+    };
+    let mut out: Vec<BranchDeletes> = refs
+        .iter()
+        .filter(|(name, r)| name.as_str() != branch && r["type"].as_str() == Some("branch"))
+        .filter_map(|(name, r)| {
+            let snapshot = table.metadata.snapshot_by_id(r["snapshot-id"].as_i64()?)?;
+            let rows = snapshot
+                .summary()
+                .additional_properties
+                .get("total-equality-deletes")?
+                .parse::<u64>()
+                .ok()?;
+            (rows > 0).then(|| BranchDeletes {
+                branch: name.clone(),
+                equality_delete_rows: rows,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.branch.cmp(&b.branch));
+    out
 }
 
 /// Milliseconds spent per phase of the last attempt (plan again after a conflict: the
@@ -255,6 +300,7 @@ impl ConvertReport {
             phases: PhaseTimes::default(),
             resolve: ResolveMetrics::default(),
             key_index: Vec::new(),
+            equality_deletes_elsewhere: Vec::new(),
         }
     }
 
@@ -273,6 +319,7 @@ impl ConvertReport {
         self.phases = PhaseTimes::default();
         self.resolve = ResolveMetrics::default();
         self.key_index.clear();
+        self.equality_deletes_elsewhere.clear();
     }
 }
 
