@@ -32,6 +32,7 @@
 //! The CDC workload generator and eqdv's own reader (the test oracle) live in the
 //! `eqdv-workload` crate (tests/workload), outside what the functions run.
 
+mod avro_columns;
 pub mod catalog;
 pub mod cleanup;
 pub mod commit;

@@ -101,46 +101,76 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
     ];
     let mut out = Vec::with_capacity(deletes.len());
     for delete in deletes {
-        if delete.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "position delete file {} is {:?}; eqdv reads Parquet position deletes only",
-                    delete.path(),
-                    delete.file.file_format()
-                ),
-            });
-        }
-        let file = ParquetFile::open(
-            &table.file_io,
-            delete.path(),
-            Some(delete.file.file_size_in_bytes()),
-        )
-        .await?;
         let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
-        let mut stream = Box::pin(file.read(&fields, None, 8192)?);
-        while let Some((_, batch)) = stream.try_next().await? {
-            let paths = arrow_array::cast::as_string_array(batch.column(0));
-            let positions = batch
-                .column(1)
-                .as_any()
-                .downcast_ref::<arrow_array::Int64Array>()
-                .ok_or_else(|| Error::file(delete.path(), "pos column is not long", "bad type"))?;
-            for i in 0..batch.num_rows() {
-                if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
-                    return Err(Error::file(
-                        delete.path(),
-                        format!("row {i} has a null path or an invalid position"),
-                        "corrupt position delete file",
-                    ));
+        match delete.file.file_format() {
+            DataFileFormat::Parquet => {
+                let file = ParquetFile::open(
+                    &table.file_io,
+                    delete.path(),
+                    Some(delete.file.file_size_in_bytes()),
+                )
+                .await?;
+                // Streamed: a v2 position delete file may be large.
+                let mut stream = Box::pin(file.read(&fields, None, 8192)?);
+                while let Some((_, batch)) = stream.try_next().await? {
+                    absorb(delete, &batch, &mut per_file)?;
                 }
-                per_file
-                    .entry(paths.value(i).to_string())
-                    .or_default()
-                    .insert(positions.value(i) as u64);
+            }
+            DataFileFormat::Avro => {
+                let schema = crate::parquet_io::target_schema(&fields)?;
+                let batches = crate::avro_columns::read_avro_columns(
+                    &table.file_io,
+                    delete.path(),
+                    (&fields, &schema),
+                    None,
+                    8192,
+                )
+                .await?;
+                for batch in &batches {
+                    absorb(delete, batch, &mut per_file)?;
+                }
+            }
+            other => {
+                return Err(Error::UnsupportedTable {
+                    table: table.name.to_string(),
+                    message: format!(
+                        "position delete file {} is {other:?}; eqdv reads Parquet and Avro \
+                         position deletes",
+                        delete.path(),
+                    ),
+                });
             }
         }
         out.push(per_file);
     }
     Ok(out)
+}
+
+/// Adds the positions of one batch of `delete` (its `file_path` and `pos` columns) to
+/// `per_file`.
+fn absorb(
+    delete: &LiveFile,
+    batch: &arrow_array::RecordBatch,
+    per_file: &mut HashMap<String, RoaringTreemap>,
+) -> Result<()> {
+    let paths = arrow_array::cast::as_string_array(batch.column(0));
+    let positions = batch
+        .column(1)
+        .as_any()
+        .downcast_ref::<arrow_array::Int64Array>()
+        .ok_or_else(|| Error::file(delete.path(), "pos column is not long", "bad type"))?;
+    for i in 0..batch.num_rows() {
+        if paths.is_null(i) || positions.is_null(i) || positions.value(i) < 0 {
+            return Err(Error::file(
+                delete.path(),
+                format!("row {i} has a null path or an invalid position"),
+                "corrupt position delete file",
+            ));
+        }
+        per_file
+            .entry(paths.value(i).to_string())
+            .or_default()
+            .insert(positions.value(i) as u64);
+    }
+    Ok(())
 }

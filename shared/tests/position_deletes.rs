@@ -19,8 +19,14 @@ fn field(name: &str, ty: DataType, id: i32) -> Field {
         .with_metadata([(PARQUET_FIELD_ID_META_KEY.to_string(), id.to_string())].into())
 }
 
-/// Writes a v2 position delete file over `targets` (data path, positions) and commits it.
-async fn add_position_deletes(w: &Warehouse, name: &str, targets: &[(String, Vec<i64>)]) {
+/// Writes a v2 position delete file over `targets` (data path, positions) in `format`
+/// (Parquet or Avro, as Java writes them) and commits it.
+async fn add_position_deletes(
+    w: &Warehouse,
+    name: &str,
+    targets: &[(String, Vec<i64>)],
+    format: DataFileFormat,
+) {
     let t = load(&w.catalog).await;
     let f = files(&w.catalog).await;
     let first = f
@@ -40,25 +46,48 @@ async fn add_position_deletes(w: &Warehouse, name: &str, targets: &[(String, Vec
             positions.push(*p);
         }
     }
-    let batch = RecordBatch::try_new(
-        schema.clone(),
-        vec![
-            Arc::new(StringArray::from(paths)),
-            Arc::new(Int64Array::from(positions.clone())),
-        ],
-    )
-    .unwrap();
-    let path = format!("{}/data/{name}.parquet", t.location());
+    let extension = if format == DataFileFormat::Avro {
+        "avro"
+    } else {
+        "parquet"
+    };
+    let path = format!("{}/data/{name}.{extension}", t.location());
     let local = path.trim_start_matches("file://").to_string();
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(&local).unwrap(), schema, None).unwrap();
-    writer.write(&batch).unwrap();
-    writer.close().unwrap();
+    if format == DataFileFormat::Avro {
+        // Iceberg's Avro layout: each field carries its field id.
+        let avro = apache_avro::Schema::parse_str(
+            r#"{"type": "record", "name": "position_delete", "fields": [
+                {"name": "file_path", "type": "string", "field-id": 2147483546},
+                {"name": "pos", "type": "long", "field-id": 2147483545}]}"#,
+        )
+        .unwrap();
+        let mut writer = apache_avro::Writer::new(&avro, Vec::new());
+        for (path, pos) in paths.iter().zip(&positions) {
+            let mut record = apache_avro::types::Record::new(&avro).unwrap();
+            record.put("file_path", path.as_str());
+            record.put("pos", *pos);
+            writer.append(record).unwrap();
+        }
+        std::fs::write(&local, writer.into_inner().unwrap()).unwrap();
+    } else {
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(StringArray::from(paths)),
+                Arc::new(Int64Array::from(positions.clone())),
+            ],
+        )
+        .unwrap();
+        let mut writer =
+            ArrowWriter::try_new(std::fs::File::create(&local).unwrap(), schema, None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+    }
     let size = std::fs::metadata(&local).unwrap().len();
     let file = DataFileBuilder::default()
         .content(DataContentType::PositionDeletes)
         .file_path(path)
-        .file_format(DataFileFormat::Parquet)
+        .file_format(format)
         .partition(first.file.partition().clone())
         .partition_spec_id(first.spec_id)
         .record_count(positions.len() as u64)
@@ -95,6 +124,19 @@ async fn resolved_positions(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn position_deletes_merge_into_new_dvs() {
+    position_deletes_merge(DataFileFormat::Parquet).await;
+}
+
+/// The same with the position delete file that goes written in Avro (Java's
+/// `write.delete.format.default=avro`): read as a Parquet one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avro_position_deletes_merge_into_new_dvs() {
+    position_deletes_merge(DataFileFormat::Avro).await;
+}
+
+/// Two v2 position delete files, the one that covers only a file the conversion gives a
+/// DV written in `covered_format`: it goes, the other stays, and the DV holds both.
+async fn position_deletes_merge(covered_format: DataFileFormat) {
     let w = warehouse();
     let spec = WorkloadSpec {
         seed: 50,
@@ -132,11 +174,18 @@ async fn position_deletes_merge_into_new_dvs() {
         .take(3)
         .collect();
     // One file covers only `hit` (must go), one also covers `missed` (must stay).
-    add_position_deletes(&w, "v2-pos-covered", &[(hit.clone(), extra.clone())]).await;
+    add_position_deletes(
+        &w,
+        "v2-pos-covered",
+        &[(hit.clone(), extra.clone())],
+        covered_format,
+    )
+    .await;
     add_position_deletes(
         &w,
         "v2-pos-partial",
         &[(hit.clone(), vec![extra[0]]), (missed.clone(), vec![5])],
+        DataFileFormat::Parquet,
     )
     .await;
 

@@ -607,10 +607,10 @@ async fn read_delete_file<'a>(
     match delete.file.file_format() {
         DataFileFormat::Parquet => {}
         DataFileFormat::Avro => {
-            let batches = super::avro_deletes::read_avro_keys(
+            let batches = crate::avro_columns::read_avro_columns(
                 &table.file_io,
                 delete.path(),
-                key_columns,
+                (&key_columns.fields, &key_columns.arrow_schema),
                 name_mapping,
                 options.batch_size,
             )

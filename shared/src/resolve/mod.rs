@@ -16,7 +16,6 @@
 //! `index_lookup` asks the key index which covered candidates may hold a key, and `scan`
 //! reads the candidates' key columns in parallel and probes them.
 
-mod avro_deletes;
 mod bloom;
 mod budget;
 mod early;

@@ -1,9 +1,9 @@
-//! Equality delete files in Avro (what Java writes with
-//! `write.delete.format.default=avro`): their key columns read into the same Arrow
-//! columns, in the table schema's types, that a Parquet delete file gives.
+//! Delete files in Avro (what Java writes with `write.delete.format.default=avro`):
+//! their columns (an equality delete's keys, a position delete's path and position) read
+//! into the same Arrow columns, in the table schema's types, that a Parquet file gives.
 //!
 //! The container is read by apache-avro (the crate iceberg-rust reads manifests with).
-//! A key column is found by the `field-id` its writer recorded on the Avro field (or,
+//! A column is found by the `field-id` its writer recorded on the Avro field (or,
 //! without one, through the table's name mapping), and each value is taken only where
 //! it converts exactly: the Avro type of the field as written, or a promotion the
 //! Iceberg spec allows (int to long, a decimal of the same scale and a smaller
@@ -20,36 +20,41 @@ use arrow_array::builder::{
     Time64MicrosecondBuilder, TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, TimeUnit};
+use arrow_schema::{DataType, SchemaRef, TimeUnit};
 use iceberg::io::FileIO;
-use iceberg::spec::NameMapping;
+use iceberg::spec::{NameMapping, NestedFieldRef};
 
-use crate::keys::KeyColumns;
 use crate::{Error, Result};
 
-/// The key columns of the Avro equality delete file at `path`, in batches of at most
-/// `batch_size` rows shaped as `key_columns.arrow_schema`.
-pub(super) async fn read_avro_keys(
+/// The columns `fields` (by field id) of the Avro delete file at `path`, in batches of
+/// at most `batch_size` rows shaped as `schema` (the fields' Arrow types, in order).
+pub(crate) async fn read_avro_columns(
     file_io: &FileIO,
     path: &str,
-    key_columns: &KeyColumns,
+    (fields, schema): (&[NestedFieldRef], &SchemaRef),
     name_mapping: Option<&NameMapping>,
     batch_size: usize,
 ) -> Result<Vec<RecordBatch>> {
     let bytes = file_io
         .new_input(path)
-        .map_err(|e| Error::file(path, "cannot open the equality delete file", e))?
+        .map_err(|e| Error::file(path, "cannot open the delete file", e))?
         .read()
         .await
-        .map_err(|e| Error::file(path, "cannot read the equality delete file", e))?;
-    decode_keys(path, &bytes, key_columns, name_mapping, batch_size.max(1))
+        .map_err(|e| Error::file(path, "cannot read the delete file", e))?;
+    decode_columns(
+        path,
+        &bytes,
+        (fields, schema),
+        name_mapping,
+        batch_size.max(1),
+    )
 }
 
-/// Decodes the key columns of an Avro container's records (see [`read_avro_keys`]).
-fn decode_keys(
+/// Decodes columns of an Avro container's records (see [`read_avro_columns`]).
+fn decode_columns(
     path: &str,
     bytes: &[u8],
-    key_columns: &KeyColumns,
+    (fields, schema): (&[NestedFieldRef], &SchemaRef),
     name_mapping: Option<&NameMapping>,
     batch_size: usize,
 ) -> Result<Vec<RecordBatch>> {
@@ -59,9 +64,10 @@ fn decode_keys(
     let AvroSchema::Record(record) = reader.writer_schema() else {
         return Err(invalid("its Avro schema is not a record".into()));
     };
-    // Per key column: the record field holding it and that field's Avro schema.
-    let mut positions = Vec::with_capacity(key_columns.field_ids.len());
-    for (i, &id) in key_columns.field_ids.iter().enumerate() {
+    // Per column: the record field holding it.
+    let mut positions = Vec::with_capacity(fields.len());
+    for (i, field) in fields.iter().enumerate() {
+        let id = field.id;
         let by_id = record.fields.iter().position(|f| {
             f.custom_attributes
                 .get("field-id")
@@ -80,47 +86,42 @@ fn decode_keys(
         };
         let Some(at) = by_id.or_else(by_name) else {
             return Err(invalid(format!(
-                "equality delete file lacks equality field id {id} ({})",
-                key_columns.fields[i].name
+                "the delete file lacks field id {id} ({})",
+                field.name
             )));
         };
-        let field = &record.fields[at];
-        let wanted = key_columns.arrow_schema.field(i).data_type();
-        check_decimal(&field.schema, wanted).map_err(|why| {
-            invalid(format!(
-                "field {} (id {id}) {why}",
-                key_columns.fields[i].name
-            ))
-        })?;
+        let wanted = schema.field(i).data_type();
+        check_decimal(&record.fields[at].schema, wanted)
+            .map_err(|why| invalid(format!("field {} (id {id}) {why}", field.name)))?;
         positions.push(at);
     }
     let mut batches = Vec::new();
-    let mut columns = new_builders(key_columns, batch_size);
+    let mut columns = new_builders(schema, batch_size);
     let mut rows = 0usize;
     for value in reader {
         let value = value.map_err(|e| Error::file(path, "cannot decode an Avro record", e))?;
-        let Value::Record(fields) = value else {
+        let Value::Record(values) = value else {
             return Err(invalid("an Avro record is not a record".into()));
         };
         for (i, &at) in positions.iter().enumerate() {
-            let Some((_, value)) = fields.get(at) else {
+            let Some((_, value)) = values.get(at) else {
                 return Err(invalid(format!("a record lacks field {at}")));
             };
             columns[i].append(value).map_err(|why| {
                 invalid(format!(
                     "field {} (id {}) {why}",
-                    key_columns.fields[i].name, key_columns.field_ids[i]
+                    fields[i].name, fields[i].id
                 ))
             })?;
         }
         rows += 1;
         if rows == batch_size {
-            batches.push(finish(path, key_columns, &mut columns)?);
+            batches.push(finish(path, schema, &mut columns)?);
             rows = 0;
         }
     }
     if rows > 0 {
-        batches.push(finish(path, key_columns, &mut columns)?);
+        batches.push(finish(path, schema, &mut columns)?);
     }
     Ok(batches)
 }
@@ -155,22 +156,21 @@ fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<
     }
 }
 
-fn finish(path: &str, key_columns: &KeyColumns, columns: &mut [KeyBuilder]) -> Result<RecordBatch> {
+fn finish(path: &str, schema: &SchemaRef, columns: &mut [KeyBuilder]) -> Result<RecordBatch> {
     let arrays: Vec<ArrayRef> = columns.iter_mut().map(KeyBuilder::finish).collect();
-    RecordBatch::try_new(key_columns.arrow_schema.clone(), arrays)
-        .map_err(|e| Error::file(path, "cannot assemble the equality delete keys", e))
+    RecordBatch::try_new(schema.clone(), arrays)
+        .map_err(|e| Error::file(path, "cannot assemble the delete file's columns", e))
 }
 
-fn new_builders(key_columns: &KeyColumns, capacity: usize) -> Vec<KeyBuilder> {
-    key_columns
-        .arrow_schema
+fn new_builders(schema: &SchemaRef, capacity: usize) -> Vec<KeyBuilder> {
+    schema
         .fields()
         .iter()
         .map(|f| KeyBuilder::new(f.data_type(), capacity))
         .collect()
 }
 
-/// A column of keys being decoded, in its table type.
+/// A column being decoded, in its table type.
 enum KeyBuilder {
     Boolean(BooleanBuilder),
     Int(Int32Builder),
@@ -326,6 +326,7 @@ fn unscaled(bytes: &[u8]) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::KeyColumns;
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
@@ -343,6 +344,22 @@ mod tests {
             writer.append(record).expect("append");
         }
         writer.into_inner().expect("bytes")
+    }
+
+    fn decode_keys(
+        path: &str,
+        bytes: &[u8],
+        keys: &KeyColumns,
+        mapping: Option<&NameMapping>,
+        batch_size: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        decode_columns(
+            path,
+            bytes,
+            (&keys.fields, &keys.arrow_schema),
+            mapping,
+            batch_size,
+        )
     }
 
     fn key_columns(types: &[(i32, &str, PrimitiveType)], ids: &[i32]) -> KeyColumns {
@@ -492,6 +509,53 @@ mod tests {
     }
 
     #[test]
+    fn position_delete_columns_read_by_their_reserved_ids() {
+        let schema = r#"{"type": "record", "name": "r", "fields": [
+            {"name": "file_path", "type": "string", "field-id": 2147483546},
+            {"name": "pos", "type": "long", "field-id": 2147483545}]}"#;
+        let bytes = container(
+            schema,
+            vec![
+                vec![
+                    ("file_path", Value::String("s3://b/d.parquet".into())),
+                    ("pos", Value::Long(4)),
+                ],
+                vec![
+                    ("file_path", Value::String("s3://b/d.parquet".into())),
+                    ("pos", Value::Long(9)),
+                ],
+            ],
+        );
+        let fields = vec![
+            Arc::new(NestedField::required(
+                2147483546,
+                "file_path",
+                Type::Primitive(PrimitiveType::String),
+            )),
+            Arc::new(NestedField::required(
+                2147483545,
+                "pos",
+                Type::Primitive(PrimitiveType::Long),
+            )),
+        ];
+        let schema = crate::parquet_io::target_schema(&fields).expect("schema");
+        let batches =
+            decode_columns("p.avro", &bytes, (&fields, &schema), None, 8192).expect("read");
+        assert_eq!(
+            batches[0].column(0).as_string::<i32>().value(1),
+            "s3://b/d.parquet"
+        );
+        assert_eq!(
+            batches[0]
+                .column(1)
+                .as_primitive::<Int64Type>()
+                .values()
+                .to_vec(),
+            vec![4, 9]
+        );
+    }
+
+    #[test]
     fn a_key_that_would_not_read_exactly_is_refused_naming_file_and_field() {
         let bytes = container(
             SCHEMA,
@@ -511,7 +575,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("f.avro") && e.contains("lacks equality field id 3"),
+            e.contains("f.avro") && e.contains("lacks field id 3"),
             "{e}"
         );
         let e = decode_keys("f.avro", b"not avro", &missing, None, 16)
