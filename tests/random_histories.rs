@@ -169,6 +169,19 @@ struct Totals {
     failures: Vec<String>,
 }
 
+impl Totals {
+    /// Fails the test naming every seed that failed, with its replay line.
+    fn assert_no_failures(&self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} of {} seeds failed:\n{}",
+            self.failures.len(),
+            self.seeds,
+            self.failures.join("\n\n")
+        );
+    }
+}
+
 /// The key index on, built from the first data file on (every conversion keeps it, so
 /// that it lives through the foreign commits between them).
 fn indexed() -> ResolveOptions {
@@ -477,13 +490,7 @@ async fn random_histories_java_agrees() {
         totals.avro_delete_files,
         t0.elapsed().as_secs_f64()
     );
-    assert!(
-        totals.failures.is_empty(),
-        "{} of {} seeds failed:\n{}",
-        totals.failures.len(),
-        totals.seeds,
-        totals.failures.join("\n\n")
-    );
+    totals.assert_no_failures();
 }
 
 /// Java writes its equality deletes in Avro (`write.delete.format.default=avro`), as
@@ -496,13 +503,7 @@ async fn random_histories_with_avro_equality_deletes_java_agrees() {
         totals.seeds += 1;
         history(seed, 8, Some("avro"), &mut totals).await;
     }
-    assert!(
-        totals.failures.is_empty(),
-        "{} of {} seeds failed:\n{}",
-        totals.failures.len(),
-        totals.seeds,
-        totals.failures.join("\n\n")
-    );
+    totals.assert_no_failures();
     assert!(
         totals.avro_delete_files > 0 && totals.conversions > 0,
         "no Avro equality delete converted: {} files met, {} conversions",

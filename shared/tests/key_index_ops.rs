@@ -17,6 +17,18 @@ use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_row
 use key_index_common::*;
 use support::*;
 
+/// The index of field id 1 (an unpartitioned table's whole-table part), opened to serve
+/// the table's head.
+async fn head_index(t: &eqdv::table::LoadedTable) -> key_index::IndexState {
+    key_index::open_for(
+        t,
+        &key_index::IndexKey::whole(&[1]),
+        None,
+        t.metadata.current_snapshot_id(),
+    )
+    .await
+}
+
 /// Damages every leaf of the table's index, then checks that the resolve bypasses it
 /// (same positions, a bypass counted), that the conversion still converts, and that
 /// the next conversion that keeps the index builds a new one.
@@ -30,13 +42,7 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
     differential_step(&w.catalog, &expected, "build").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(
-        &t,
-        &key_index::IndexKey::whole(&[1]),
-        None,
-        t.metadata.current_snapshot_id(),
-    )
-    .await;
+    let state = head_index(&t).await;
     let index = state
         .usable()
         .expect("an index after the first conversion")
@@ -57,17 +63,7 @@ async fn a_corrupt_index_is_bypassed_and_rebuilt() {
         converted.key_index
     );
     let t = load(&w.catalog).await;
-    assert!(
-        key_index::open_for(
-            &t,
-            &key_index::IndexKey::whole(&[1]),
-            None,
-            t.metadata.current_snapshot_id()
-        )
-        .await
-        .usable()
-        .is_some()
-    );
+    assert!(head_index(&t).await.usable().is_some());
     assert_no_orphans(&w.catalog).await;
 }
 
@@ -418,13 +414,7 @@ async fn verification_finds_a_wrong_entry() {
     assert_index_matches_a_full_scan(&w.catalog, "built").await;
 
     let t = load(&w.catalog).await;
-    let state = key_index::open_for(
-        &t,
-        &key_index::IndexKey::whole(&[1]),
-        None,
-        t.metadata.current_snapshot_id(),
-    )
-    .await;
+    let state = head_index(&t).await;
     let index = state.usable().expect("usable").clone();
     let leaf = &index.metadata.runs[0].leaves[0];
     let (mut hashes, mut numbers, mut positions) = (Vec::new(), Vec::new(), Vec::new());
@@ -526,13 +516,7 @@ async fn index_that_left_out_rows_of(w: &Warehouse, seed: u64) -> (i64, Vec<Stri
         let expected = expected_rows(&report.state).unwrap();
         differential_step(&w.catalog, &expected, &format!("round {round}")).await;
         let t = load(&w.catalog).await;
-        let state = key_index::open_for(
-            &t,
-            &key_index::IndexKey::whole(&[1]),
-            None,
-            t.metadata.current_snapshot_id(),
-        )
-        .await;
+        let state = head_index(&t).await;
         let left_out: u64 = state
             .usable()
             .expect("an index")

@@ -75,7 +75,12 @@ impl IndexKey {
     /// whole-table part).
     pub fn is_part_of(&self, parts: u64) -> bool {
         self.part.is_empty()
-            || (parts > 1 && self.part[1..].parse::<u64>().is_ok_and(|n| n < parts))
+            || (parts > 1
+                && self
+                    .part
+                    .strip_prefix('g')
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|n| n < parts))
     }
 
     /// For logs and reports: `[1, 3]`, or `[1, 3] part g05`.
