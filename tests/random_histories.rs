@@ -23,8 +23,6 @@
 mod common;
 
 use eqdv_workload::support::java;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::Instant;
 
 use eqdv::catalog::{Catalog, GlueCatalog};
@@ -32,8 +30,8 @@ use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::key_index::KeyIndexOptions;
 use eqdv::resolve::{ResolveOptions, resolve};
 use eqdv::table::{LoadedTable, TableFiles};
-use java::JavaTable;
-use serde_json::{Value, json};
+use java::{JavaServer as Server, JavaTable};
+use serde_json::json;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     match std::env::var(name) {
@@ -50,78 +48,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// compaction or a merged DV) and that snapshot expires; by default the reachable-file cleanup.
 fn incremental_expiry() -> bool {
     env_u64("EQDV_RANDOM_INCREMENTAL_EXPIRY", 0) == 1
-}
-
-/// One `serve` JVM on one table.
-struct Server {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Server {
-    fn start(t: &JavaTable) -> Self {
-        let mut c = t.command("serve", &[]);
-        c.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = c.spawn().expect("start java serve");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        Self {
-            child,
-            stdin,
-            stdout,
-        }
-    }
-
-    /// Sends one command; the answer, `Err(error)` when Java says `ok: false`.
-    fn call(&mut self, cmd: Value) -> Result<Value, String> {
-        writeln!(self.stdin, "{cmd}").expect("write to java serve");
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        let n = self.stdout.read_line(&mut line).expect("read java serve");
-        assert!(n > 0, "java serve exited after {cmd}");
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("java serve: not JSON ({e}): {line}"));
-        if v["ok"] == true {
-            Ok(v)
-        } else {
-            Err(v["error"].as_str().unwrap_or("?").to_string())
-        }
-    }
-
-    fn dump(&mut self, branch: &str) -> Result<Vec<String>, String> {
-        let v = self.call(json!({"op": "dump", "branch": branch}))?;
-        common::record_read("java");
-        let mut rows: Vec<String> = v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r.as_str().unwrap().to_string())
-            .collect();
-        rows.sort();
-        Ok(rows)
-    }
-
-    fn branches(&mut self) -> Vec<String> {
-        let v = self
-            .call(json!({"op": "branches"}))
-            .unwrap_or_else(|e| panic!("java branches: {e}"));
-        v["branches"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|b| b.as_str().unwrap().to_string())
-            .collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn difference(before: &[String], after: &[String]) -> String {

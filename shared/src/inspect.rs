@@ -37,6 +37,47 @@ pub struct Inspection {
     /// The key indexes the table names (see [`crate::key_index`]), with their delta
     /// and dead files against this head.
     pub key_indexes: Vec<crate::key_index::IndexSummary>,
+    /// For a table in the staging mode (property `eqdv.staging-branch`): how far this
+    /// branch is behind its staging branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging: Option<StagingState>,
+}
+
+/// How far a branch is behind the staging branch it is applied from.
+#[derive(Clone, Debug, Serialize)]
+pub struct StagingState {
+    pub staging_branch: String,
+    /// The staging snapshot the branch reflects.
+    pub applied: Option<i64>,
+    /// The lag (`None` when the history cannot be applied: see `problem`).
+    pub lag: Option<crate::staging::StagingLag>,
+    /// Why the staging branch cannot be applied, when it cannot.
+    pub problem: Option<String>,
+}
+
+/// The staging state of `branch`, when the table's property names a staging branch.
+fn staging_state(table: &LoadedTable, branch: &str) -> Option<StagingState> {
+    let staging_branch = crate::staging::staging_branch_of(table.metadata.properties(), branch)?;
+    let table_name = table.name.to_string();
+    let branches = crate::staging::Branches {
+        table: &table_name,
+        staging: &staging_branch,
+        target: branch,
+    };
+    Some(match crate::staging::standing(&table.metadata, branches) {
+        Ok(standing) => StagingState {
+            staging_branch,
+            applied: standing.applied,
+            lag: Some(crate::staging::StagingLag::of(&standing)),
+            problem: None,
+        },
+        Err(e) => StagingState {
+            staging_branch,
+            applied: None,
+            lag: None,
+            problem: Some(e.to_string()),
+        },
+    })
 }
 
 /// Inspects the head of `branch`.
@@ -59,6 +100,7 @@ pub async fn inspect(table: &LoadedTable, branch: &str) -> Result<Inspection> {
             .map(|s| s.summary().additional_properties.clone())
             .unwrap_or_default(),
         key_indexes: crate::key_index::summaries(table, Some(&files)).await,
+        staging: staging_state(table, branch),
     };
     let label = |f: &LiveFile| -> String {
         match table.metadata.partition_spec_by_id(f.spec_id) {

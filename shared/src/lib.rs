@@ -24,6 +24,8 @@
 //! - `convert`: the conversion job: attempts, merging with existing deletes,
 //!   validation and retries, and one conversion split into data ranges committed once;
 //!   `data_range` says which range of a split a data file belongs to.
+//! - `staging`: the staging mode: a staging branch's snapshots applied to a target
+//!   branch as data files and DVs, reusing the conversion's resolve and merge.
 //! - `inspect`: what a table holds, for operators; `verify`: DV checks as readers make
 //!   them; `cleanup`: orphan files.
 //! - `storage`: file names and I/O helpers; `error`: the typed error;
@@ -53,6 +55,7 @@ pub mod position_deletes;
 pub mod puffin;
 pub mod resolve;
 pub mod snapshot;
+pub mod staging;
 pub mod storage;
 pub mod table;
 #[cfg(test)]

@@ -249,7 +249,7 @@ impl LoadedTable {
 
     /// A manifest's metadata and entries, as [`crate::manifest_decode::load_manifest`]
     /// reads them, from kept bytes where there are some.
-    async fn load_manifest(
+    pub(crate) async fn load_manifest(
         &self,
         manifest: &ManifestFile,
     ) -> Result<(iceberg::spec::ManifestMetadata, Vec<ManifestEntry>)> {
@@ -855,7 +855,7 @@ fn with_live_files(manifests: &[ManifestFile]) -> Vec<ManifestFile> {
 }
 
 /// The manifests of `snapshot`'s manifest list.
-async fn read_manifest_list(
+pub(crate) async fn read_manifest_list(
     table: &LoadedTable,
     snapshot: &SnapshotRef,
 ) -> Result<Vec<ManifestFile>> {

@@ -8,6 +8,7 @@ use clap::Args;
 use eqdv::convert::{ConvertOptions, Outcome, convert, convert_in_ranges};
 use eqdv::key_index::KeyIndexMode;
 use eqdv::plan::{Plan, Shard};
+use eqdv::staging::StagingOptions;
 
 use crate::args::{DEFAULT_BRANCH, TableArgs};
 use crate::exit;
@@ -88,6 +89,16 @@ pub struct ConvertArgs {
         value_parser = clap::value_parser!(u32).range(1..=1024)
     )]
     ranges: u32,
+    /// The staging mode: apply the snapshots a writer committed to branch NAME (equality
+    /// deletes and all) to --branch (main by default, created if the table has none yet)
+    /// as data files and deletion vectors, one commit per staging snapshot, oldest first,
+    /// so that --branch never holds an equality delete. Without this flag, a table whose
+    /// property eqdv.staging-branch names a branch other than --branch is applied from it.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["plan", "ranges"])]
+    staging_branch: Option<String>,
+    /// In the staging mode, apply at most N staging snapshots (the rest stay pending).
+    #[arg(long, value_name = "N", requires = "staging_branch")]
+    max_snapshots: Option<usize>,
 }
 
 pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
@@ -130,6 +141,22 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         }
         options.branch = shard.branch.clone();
         options.shard = Some(shard);
+    }
+    if args.plan.is_none() {
+        let staging_branch = match &args.staging_branch {
+            Some(branch) => Some(branch.clone()),
+            None => {
+                let loaded = eqdv::table::LoadedTable::load(catalog.as_ref(), &name).await?;
+                eqdv::staging::staging_branch_of(loaded.metadata.properties(), &options.branch)
+            }
+        };
+        if let Some(staging_branch) = staging_branch {
+            let staging = StagingOptions {
+                staging_branch,
+                max_snapshots: args.max_snapshots,
+            };
+            return crate::staging::run(catalog.as_ref(), &name, &staging, &options, json).await;
+        }
     }
     let bar = spinner(&format!("converting {name}"), json);
     let report = if args.ranges > 1 {

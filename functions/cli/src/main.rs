@@ -15,6 +15,7 @@ mod output;
 mod plan;
 mod rows;
 mod split;
+mod staging;
 
 use std::process::ExitCode;
 

@@ -121,7 +121,7 @@ pub fn spinner(message: &str, quiet: bool) -> ProgressBar {
 }
 
 /// Pretty JSON on stdout.
-fn print_json(value: &impl Serialize) -> Result<()> {
+pub fn print_json(value: &impl Serialize) -> Result<()> {
     out!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
@@ -270,8 +270,9 @@ fn convert_summary(r: &ConvertReport) -> Summary {
             .iter()
             .map(|b| {
                 format!(
-                    "{}: {} rows (convert it with --branch {})",
-                    b.branch, b.equality_delete_rows, b.branch
+                    "{}: {} rows (convert it with --branch {}, or apply it here with \
+                     --staging-branch {})",
+                    b.branch, b.equality_delete_rows, b.branch, b.branch
                 )
             })
             .collect();
@@ -374,6 +375,12 @@ pub fn print_inspection(
         .row("deletion vectors", t.dvs)
         .row("positions in DVs", t.dv_positions)
         .row("v2 position delete files", t.position_delete_files);
+    if let Some(state) = &i.staging {
+        s.row(
+            "behind the staging branch",
+            crate::staging::describe_state(state),
+        );
+    }
     s.print();
     let rows: Vec<Vec<String>> = i
         .partitions

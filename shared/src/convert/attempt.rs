@@ -435,7 +435,7 @@ pub(super) fn select_groups(
 /// Encodes the DVs of `dv_plans` into one new Puffin file next to the table's data
 /// (recorded in `written_files` before anything is uploaded); the caller uploads it.
 /// Named `stem` when given, else uniquely.
-pub(super) async fn encode_dvs(
+pub(crate) async fn encode_dvs(
     table: &LoadedTable,
     dv_plans: &[DvPlan],
     stem: Option<&str>,
@@ -460,7 +460,7 @@ pub(super) async fn encode_dvs(
 }
 
 /// The manifest entry of `dv`, written into `puffin` for `data_file`.
-pub(super) fn dv_added_file(
+pub(crate) fn dv_added_file(
     table: &LoadedTable,
     puffin: &WrittenPuffin,
     dv: &WrittenDv,

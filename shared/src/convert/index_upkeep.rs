@@ -23,7 +23,7 @@ const PARTS_IN_FLIGHT: usize = 4;
 /// its scan took of whole files are used instead of reading them again); the files
 /// written are recorded in `attempt_files`. An index that cannot be updated is
 /// logged and left as it is: the conversion never depends on it.
-pub(super) async fn keep_key_indexes(
+pub(crate) async fn keep_key_indexes(
     table: &LoadedTable,
     files: &TableFiles,
     (states, scanned): &(IndexStates, ScannedKeys),

@@ -12,7 +12,7 @@ use crate::resolve::ExistingDvs;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 
 /// The DV to write for one data file.
-pub(super) struct DvPlan {
+pub(crate) struct DvPlan {
     pub data_file: LiveFile,
     pub positions: RoaringTreemap,
     /// Positions no older DV or position delete had deleted.
@@ -22,7 +22,7 @@ pub(super) struct DvPlan {
 
 /// The DVs to write for `new_positions` (merged with what is already deleted), and the
 /// v2 position delete files they make redundant.
-pub(super) async fn with_existing_deletes(
+pub(crate) async fn with_existing_deletes(
     table: &LoadedTable,
     files: &TableFiles,
     new_positions: BTreeMap<String, RoaringTreemap>,

@@ -35,7 +35,10 @@ use crate::table::{LoadedTable, SkippedData};
 use crate::{Error, Result};
 use attempt::{Attempt, AttemptEnd};
 
+pub(crate) use attempt::{dv_added_file, encode_dvs};
+pub(crate) use index_upkeep::keep_key_indexes;
 pub use merge::dvs_to_write;
+pub(crate) use merge::{DvPlan, with_existing_deletes};
 pub use ranges::{
     DataRange, DvTarget, Membership, RangeDv, RangeLayout, RangePuffin, RangeResult, commit_ranges,
     commit_ranges_of, convert_in_ranges, convert_range, convert_range_of, discard_ranges,
@@ -150,14 +153,14 @@ impl RetryPolicy {
 
 impl ConvertOptions {
     /// Fails with `DeadlineExceeded` when the deadline has passed (before `phase` starts).
-    fn check_deadline(&self, table: &TableName, phase: &str) -> Result<()> {
+    pub(crate) fn check_deadline(&self, table: &TableName, phase: &str) -> Result<()> {
         match self.deadline {
             Some(deadline) if Instant::now() >= deadline => Err(self.deadline_error(table, phase)),
             _ => Ok(()),
         }
     }
 
-    fn deadline_error(&self, table: &TableName, phase: &str) -> Error {
+    pub(crate) fn deadline_error(&self, table: &TableName, phase: &str) -> Error {
         Error::DeadlineExceeded {
             table: table.to_string(),
             phase: phase.to_string(),

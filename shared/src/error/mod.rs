@@ -78,6 +78,22 @@ pub enum Error {
     #[error("table {table}: {message}")]
     UnsupportedTable { table: String, message: String },
 
+    /// A staging branch's history cannot be applied faithfully to its target branch (a
+    /// staging commit that removes data files, a staging branch rolled back or replaced
+    /// since the target last applied it, a history cut by expiry): the target is left
+    /// as it is.
+    #[error(
+        "table {table}: cannot apply staging branch '{staging_branch}' to branch '{target_branch}'{}: {message}",
+        .snapshot_id.map(|id| format!(" at staging snapshot {id}")).unwrap_or_default()
+    )]
+    StagingDiverged {
+        table: String,
+        staging_branch: String,
+        target_branch: String,
+        snapshot_id: Option<i64>,
+        message: String,
+    },
+
     /// An equality field has a type eqdv cannot compare.
     #[error(
         "table {table}: equality field {field} (id {field_id}) has type {field_type}, which eqdv does not support as a key"
@@ -181,6 +197,7 @@ impl Error {
         use ErrorKind as K;
         match self {
             Error::UnsupportedTable { .. }
+            | Error::StagingDiverged { .. }
             | Error::UnsupportedKeyType { .. }
             | Error::FieldUnresolvable { .. } => K::Unsupported,
             Error::InvalidInput(_) | Error::Json(_) => K::InvalidInput,

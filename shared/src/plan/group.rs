@@ -48,7 +48,9 @@ pub fn group_equality_deletes(table: &LoadedTable, files: &TableFiles) -> Result
     group_files(&table.name, &table.metadata, files.equality_deletes.iter())
 }
 
-fn group_files<'a>(
+/// Groups equality delete files `deletes` of a table (live or not: a staging
+/// application groups a staging snapshot's files to apply them to its target).
+pub(crate) fn group_files<'a>(
     table: &TableName,
     metadata: &TableMetadata,
     deletes: impl Iterator<Item = &'a LiveFile>,

@@ -24,6 +24,7 @@ use crate::catalog::TableName;
 use crate::snapshot::TOTAL_FILES_SIZE_PROPERTY;
 use crate::table::{LoadedTable, SkippedData, TableFiles};
 
+pub(crate) use group::group_files;
 pub use group::{DeleteGroup, group_equality_deletes};
 pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
 pub use scope::{DataScope, PartitionTarget};

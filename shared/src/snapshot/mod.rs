@@ -162,7 +162,11 @@ async fn build(
 ) -> Result<(PreparedSnapshot, Option<String>)> {
     // Built on anything but the branch's head as loaded, the swap would silently drop
     // every snapshot between the two.
-    let head = table.head(branch)?.map(|s| s.snapshot_id());
+    // (A branch that does not exist yet has no head: this snapshot creates it.)
+    let head = table
+        .metadata
+        .snapshot_for_ref(branch)
+        .map(|s| s.snapshot_id());
     if head != base.snapshot_id {
         return Err(Error::InvalidInput(format!(
             "refusing to build a snapshot of table {} on snapshot {:?}: the head of branch '{branch}' is {head:?}",

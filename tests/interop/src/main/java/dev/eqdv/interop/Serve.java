@@ -65,9 +65,14 @@ import org.apache.iceberg.types.Types;
  *       or to branch {@code b}), add a column, rename a non-key column, promote an int column to
  *       long, change the partition spec, compact data files (RewriteFiles, as {@code rewrite}
  *       does), expire snapshots, create branch {@code b}. Answers {@code "desc"}: what it did.
- *   <li>{@code {"op":"dump","branch":B}}: {@code "rows"}: the live rows of B with the lineage
- *       columns, canonical and sorted ({@code dump --lineage}).
+ *   <li>{@code {"op":"dump","branch":B,"lineage":L}}: {@code "rows"}: the live rows of B with the
+ *       lineage columns (unless L is false), canonical and sorted ({@code dump --lineage}).
  *   <li>{@code {"op":"check-dvs","branch":B}}: {@code check-dvs}'s result.
+ *   <li>{@code {"op":"stage-op","seed":N,"branch":B}}: one random commit of a streaming writer to
+ *       B (see {@link StageOps}; {@code "position_deletes":false} leaves out deletes by position
+ *       in older files); {@code {"op":"compact","seed":N,"branch":B}}: a compaction of
+ *       B; {@code {"op":"delete-by-position","seed":N,"branch":B}}: a DV deleting rows of one of
+ *       B's data files; {@code {"op":"rollback-branch","branch":B}}: B moved back to its head's parent.
  *   <li>{@code {"op":"branches"}}: nothing but the branches.
  *   <li>{@code {"op":"expire","retain":N,"incremental":B}}: expire all but the last N snapshots,
  *       with the incremental or the reachable-file cleanup.
@@ -79,8 +84,8 @@ final class Serve {
   static final String BRANCH = "b";
 
   private final TableRef ref;
-  private long nextKey;
-  private int counter;
+  long nextKey;
+  int counter;
   /**
    * Expiry with Java's incremental file cleanup (the Table API's default for a table with no
    * branch but main). It deletes every file named by a DELETED entry of an expired snapshot, so a
@@ -158,7 +163,9 @@ final class Serve {
       case "dump":
         {
           List<String> rows = new ArrayList<>();
-          for (byte[] r : Dump.liveRows(ref.load(), branchOf(cmd), true)) {
+          // With the lineage columns unless told otherwise.
+          boolean lineage = !Boolean.FALSE.equals(cmd.get("lineage"));
+          for (byte[] r : Dump.liveRows(ref.load(), branchOf(cmd), lineage)) {
             rows.add(new String(r, StandardCharsets.UTF_8));
           }
           answer.put("rows", rows);
@@ -176,6 +183,25 @@ final class Serve {
         }
       case "check-dvs":
         answer.putAll(CheckDvs.check(ref.load(), branchOf(cmd)));
+        return answer;
+      case "stage-op":
+        answer.put("desc", new StageOps(this)
+                .stageOp(
+                    ref.load(),
+                    branchOf(cmd),
+                    new Random(seedOf(cmd)),
+                    !Boolean.FALSE.equals(cmd.get("position_deletes"))));
+        return answer;
+      case "delete-by-position":
+        answer.put(
+            "desc",
+            new StageOps(this).deleteByPosition(ref.load(), branchOf(cmd), new Random(seedOf(cmd))));
+        return answer;
+      case "compact":
+        answer.put("desc", compact(ref.load(), branchOf(cmd), new Random(seedOf(cmd))));
+        return answer;
+      case "rollback-branch":
+        answer.put("desc", StageOps.rollback(ref.load(), branchOf(cmd)));
         return answer;
       default:
         throw new IllegalArgumentException("unknown op '" + op + "'");
