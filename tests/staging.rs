@@ -7,7 +7,10 @@
 //! its own), `main` holds no equality delete, and every DV passes Java's loader; at the
 //! end of each history PyIceberg and DuckDB read the same rows on `main`, and no
 //! snapshot of `main` ever held an equality delete. Before each application, a dry run
-//! with the key index and one without must plan the same DVs.
+//! with the key index and one without must plan the same DVs. Some histories convert the
+//! staging branch in place now and then, and compact main and expire all but each
+//! branch's head after an application (main's own record of what it applied is then
+//! the table property).
 
 mod common;
 
@@ -173,10 +176,12 @@ async fn apply_and_judge(
         return Err("a snapshot of main held an equality delete".into());
     }
     let staging = staging_ancestry(catalog, &name).await;
-    let applied_in_order = applied.windows(2).all(|w| {
-        let pos = |id| staging.iter().position(|s| *s == id);
-        pos(w[0]) < pos(w[1])
-    });
+    // (Of those an expiry kept on both branches.)
+    let positions: Vec<usize> = applied
+        .iter()
+        .filter_map(|id| staging.iter().position(|s| s == id))
+        .collect();
+    let applied_in_order = positions.windows(2).all(|w| w[0] < w[1]);
     let mut distinct = applied.clone();
     distinct.sort_unstable();
     distinct.dedup();
@@ -223,9 +228,53 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
                 .map_err(|e| fail(&log, format!("compact main: {e}")))?;
             log.push(format!("main: {}", done["desc"].as_str().unwrap_or("?")));
         }
+        // Now and then the staging branch converted in place first (what keeps its own
+        // equality deletes from piling up): main must take it as a change of no row.
+        if op % 5 == 2 {
+            let staging_rows = server
+                .dump_rows(STAGING, false)
+                .map_err(|e| fail(&log, e))?;
+            let report = eqdv::convert::convert(
+                &catalog,
+                &t.name(),
+                &ConvertOptions {
+                    branch: STAGING.into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| fail(&log, format!("convert staging in place: {e}")))?;
+            log.push(format!(
+                "eqdv convert staging in place: {:?}",
+                report.outcome
+            ));
+            let after = server
+                .dump_rows(STAGING, false)
+                .map_err(|e| fail(&log, e))?;
+            if after != staging_rows {
+                return Err(fail(
+                    &log,
+                    "the in-place conversion changed staging's rows".into(),
+                ));
+            }
+        }
         apply_and_judge(&mut server, &catalog, &t, &mut log)
             .await
             .map_err(|e| fail(&log, e))?;
+        // Then, on a target that compacts, a compaction and an expiry that keeps only
+        // each branch's head: main's newest eqdv snapshot is expired (its table property
+        // then says what main reflects) and so is all of staging's applied history.
+        if compactions && op % 4 == 0 {
+            for cmd in [
+                json!({"op": "compact", "seed": op + 1, "branch": "main"}),
+                json!({"op": "expire", "retain": 1}),
+            ] {
+                let done = server
+                    .call(cmd)
+                    .map_err(|e| fail(&log, format!("java: {e}")))?;
+                log.push(format!("java: {}", done["desc"].as_str().unwrap_or("?")));
+            }
+        }
     }
     apply_and_judge(&mut server, &catalog, &t, &mut log)
         .await
@@ -240,6 +289,7 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
     if lineage.iter().any(|r| r.ends_with(",null,null]")) {
         return Err(fail(&log, "main's rows lack row lineage".into()));
     }
+    eprintln!("seed {seed}: passed\n    {}", log.join("\n    "));
     Ok(())
 }
 

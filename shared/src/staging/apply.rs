@@ -17,10 +17,10 @@ use iceberg::spec::{Operation, SnapshotRef};
 use roaring::RoaringTreemap;
 
 use super::changes::{StagingChanges, read_changes, with_fresh_row_ids};
-use super::history::Branches;
+use super::history::{Branches, RecordedApplication, applied_property};
 use super::{AppliedSnapshot, STAGING_BRANCH_PROPERTY, STAGING_SNAPSHOT_PROPERTY};
 use crate::catalog::Catalog;
-use crate::convert::{ConvertOptions, DvPlan, SOURCE_PROPERTY};
+use crate::convert::{CONVERTED_FROM_PROPERTY, ConvertOptions, DvPlan, SOURCE_PROPERTY};
 use crate::plan::{DataScope, DeleteGroup};
 use crate::puffin::{DvEntryCheck, EncodedPuffin};
 use crate::snapshot::{AddedFile, PropertyUpdate, SnapshotChanges, build_and_write_snapshot};
@@ -54,7 +54,15 @@ pub(super) async fn apply_snapshot(
             format!("its schema {schema_id} is not among the table's schemas"),
         ));
     }
-    let changes = read_changes(table, snapshot, branches).await?;
+    // A conversion of the staging branch in place (the way to keep its equality deletes
+    // from piling up) changes no row: the target applied the deletes it converts when
+    // it applied their snapshots. Its DVs restate those deletes, on files the target
+    // may have compacted since, so nothing of it is applied but its place in the order.
+    let changes = if restates_rows(snapshot) {
+        StagingChanges::default()
+    } else {
+        read_changes(table, snapshot, branches).await?
+    };
     let own_paths: HashSet<&str> = changes.data_files.iter().map(LiveFile::path).collect();
 
     // The rows the snapshot deletes by position, by data file path.
@@ -222,6 +230,19 @@ async fn commit(
         applied.staging_snapshot_id.to_string(),
     );
     summary.insert(SOURCE_PROPERTY.into(), options.source.clone());
+    // The same in a table property, which outlives an expiry of this snapshot.
+    let key = applied_property(branches.target);
+    let recorded = RecordedApplication {
+        staging_branch: branches.staging.to_string(),
+        staging_snapshot_id: applied.staging_snapshot_id,
+        sequence_number: table.metadata.next_sequence_number(),
+    };
+    snapshot_changes.set_properties.push(PropertyUpdate {
+        expected: table.metadata.properties().get(&key).cloned(),
+        key,
+        value: serde_json::to_string(&recorded)?,
+        files: Vec::new(),
+    });
 
     options.check_deadline(&table.name, "updating the key index")?;
     let read_in_vain = applied
@@ -279,6 +300,16 @@ async fn commit(
         Err(Error::CommitConflict { message, .. }) => Ok(ApplyEnd::Conflict(message)),
         Err(e) => Err(e),
     }
+}
+
+/// Whether `snapshot` is an eqdv conversion in place (of the staging branch): it adds no
+/// data file and changes no row, by eqdv's own rule.
+fn restates_rows(snapshot: &SnapshotRef) -> bool {
+    let summary = &snapshot.summary().additional_properties;
+    summary.contains_key(CONVERTED_FROM_PROPERTY)
+        && summary
+            .get("added-data-files")
+            .is_none_or(|n| n.trim() == "0")
 }
 
 /// The operation Java would name the commit with: an append when it only adds data, a

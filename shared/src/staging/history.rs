@@ -62,19 +62,39 @@ pub fn standing(metadata: &TableMetadata, branches: Branches<'_>) -> Result<Stan
     };
     let target_head = metadata.snapshot_for_ref(branches.target).cloned();
 
-    // The target's ancestors (as far as they are kept), and the staging snapshot its
-    // newest eqdv application recorded.
+    // The target's ancestors (as far as they are kept, and the id of the first one
+    // expired), and the staging snapshot its newest eqdv application recorded.
     let mut target_ancestors = HashSet::new();
     let mut applied = None;
+    let mut cut_by_expiry = false;
+    let mut oldest_kept_sequence = i64::MAX;
     let mut next = target_head.clone();
     while let Some(snapshot) = next {
         target_ancestors.insert(snapshot.snapshot_id());
+        oldest_kept_sequence = snapshot.sequence_number();
         if applied.is_none() {
             applied = recorded_staging_snapshot(&snapshot, branches)?;
         }
-        next = snapshot
-            .parent_snapshot_id()
-            .and_then(|id| metadata.snapshot_by_id(id).cloned());
+        next = match snapshot.parent_snapshot_id() {
+            None => None,
+            Some(parent) => {
+                let kept = metadata.snapshot_by_id(parent).cloned();
+                if kept.is_none() {
+                    target_ancestors.insert(parent);
+                    cut_by_expiry = true;
+                }
+                kept
+            }
+        };
+    }
+    // An application whose snapshot an expiry removed (a foreign commit came after it,
+    // then only the newest snapshots were kept): the table property it set says which
+    // staging snapshot it applied, and at which sequence number, older than every kept
+    // ancestor (a rolled-back target has kept ancestors older than it: not trusted).
+    if applied.is_none() && cut_by_expiry {
+        applied = recorded_in_properties(metadata, branches)
+            .filter(|r| r.sequence_number < oldest_kept_sequence)
+            .map(|r| r.staging_snapshot_id);
     }
 
     // The staging ancestors back to where the target stands.
@@ -95,6 +115,12 @@ pub fn standing(metadata: &TableMetadata, branches: Branches<'_>) -> Result<Stan
             None => None,
             Some(parent_id) => match metadata.snapshot_by_id(parent_id) {
                 Some(parent) => Some(parent.clone()),
+                // Expired once applied (or shared with the target): where it stands.
+                None if applied == Some(parent_id)
+                    || (applied.is_none() && target_ancestors.contains(&parent_id)) =>
+                {
+                    return Ok(done(target_head, applied, pending));
+                }
                 None => {
                     return Err(branches.diverged(
                         Some(id),
@@ -145,6 +171,33 @@ fn done(
         applied,
         pending,
     }
+}
+
+/// What the table property [`applied_property`] records of the target's newest
+/// application.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RecordedApplication {
+    pub staging_branch: String,
+    pub staging_snapshot_id: i64,
+    /// The sequence number of the target snapshot that applied it.
+    pub sequence_number: i64,
+}
+
+/// The table property that records a target branch's newest application (besides its
+/// snapshot's summary, which an expiry may remove).
+pub fn applied_property(target: &str) -> String {
+    format!("eqdv.staging-applied.{target}")
+}
+
+fn recorded_in_properties(
+    metadata: &TableMetadata,
+    branches: Branches<'_>,
+) -> Option<RecordedApplication> {
+    let value = metadata
+        .properties()
+        .get(&applied_property(branches.target))?;
+    let recorded: RecordedApplication = serde_json::from_str(value).ok()?;
+    (recorded.staging_branch == branches.staging).then_some(recorded)
 }
 
 /// The staging snapshot `snapshot` (of the target) records applying from

@@ -27,7 +27,7 @@ use crate::table::LoadedTable;
 use crate::{Error, Result};
 use apply::{ApplyEnd, apply_snapshot};
 pub use changes::{StagingChanges, read_changes};
-pub use history::{Branches, Standing, standing};
+pub use history::{Branches, RecordedApplication, Standing, applied_property, standing};
 
 /// Summary property of a target snapshot: the staging snapshot it reflects.
 pub const STAGING_SNAPSHOT_PROPERTY: &str = "eqdv.staging-snapshot-id";

@@ -150,7 +150,12 @@ final class StageOps {
       deletes.addAll(
           Serve.writeEqualityDeletes(table, table.specs().get(e.getKey()), new int[] {1}, keys));
     }
-    RowDelta delta = table.newRowDelta().toBranch(branch);
+    // Validated from the branch's head as read (Java cannot walk a history cut by expiry).
+    RowDelta delta =
+        table
+            .newRowDelta()
+            .toBranch(branch)
+            .validateFromSnapshot(TableRef.head(table, branch).snapshotId());
     data.forEach(delta::addRows);
     deletes.forEach(delta::addDeletes);
     dvs.deleteFiles().forEach(delta::addDeletes);
