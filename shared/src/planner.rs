@@ -201,6 +201,51 @@ pub async fn plan_triggers(
     Ok(summary)
 }
 
+/// The decision for a table in the staging mode (its property `eqdv.staging-branch`
+/// names `staging`): one shard that applies the pending staging snapshots to `branch`,
+/// or nothing to do. A staging history that cannot be applied is an error (the table
+/// fails planning, naming the snapshot, every time until an operator acts).
+fn plan_staging(
+    table: LoadedTable,
+    branch: &str,
+    staging: &str,
+) -> Result<(TableDecision, Vec<Shard>, Option<LoadedTable>)> {
+    let table_name = table.name.to_string();
+    let branches = crate::staging::Branches {
+        table: &table_name,
+        staging,
+        target: branch,
+    };
+    let standing = crate::staging::standing(&table.metadata, branches)?;
+    let Some(staging_head) = standing.pending.last() else {
+        let reflects = standing.applied.map_or_else(
+            || "none of its snapshots".to_string(),
+            |id| format!("staging snapshot {id}"),
+        );
+        return Ok((
+            TableDecision::NothingToDo {
+                reason: format!("branch '{branch}' reflects {reflects} of '{staging}', its head"),
+            },
+            Vec::new(),
+            None,
+        ));
+    };
+    let lag = crate::staging::StagingLag::of(&standing);
+    tracing::info!(table = %table.name, staging_branch = staging, target_branch = branch, pending = lag.snapshots, lag_seconds = lag.seconds, "staging snapshots to apply");
+    let shard = Shard::staging(
+        table.name.clone(),
+        branch,
+        staging,
+        standing.target_head.as_ref().map_or(0, |s| s.snapshot_id()),
+        staging_head.snapshot_id(),
+    );
+    Ok((
+        TableDecision::Planned { shards: 1 },
+        vec![shard],
+        Some(table),
+    ))
+}
+
 /// The decision for one table, its shards and the table they were planned on (keeping
 /// what it read, in `keep_reads` when that store is on).
 async fn plan_table(
@@ -217,6 +262,9 @@ async fn plan_table(
     }
     table.require_v3()?;
     table.require_branch(branch)?;
+    if let Some(staging) = crate::staging::staging_branch_of(table.metadata.properties(), branch) {
+        return plan_staging(table, branch, &staging);
+    }
     let head = table.head(branch)?;
     // A head eqdv wrote whose summary counts no equality deletes needs no manifest reads.
     if let Some(snapshot) = &head {

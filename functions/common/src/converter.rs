@@ -18,6 +18,7 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMe
 use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
 use eqdv::plan::Shard;
+use eqdv::staging::{StagingOptions, apply_staging};
 use eqdv::table::{KeptReads, LoadedTable};
 use tracing::Instrument;
 
@@ -277,6 +278,14 @@ impl Converter {
                     "Outcome",
                     serde_json::to_value(report.outcome).unwrap_or_default(),
                 );
+                if let Some(staging) = &report.staging {
+                    // How far the target is behind its staging branch after this run.
+                    metrics
+                        .count("StagingSnapshotsApplied", staging.snapshots_applied as u64)
+                        .count("StagingLagSnapshots", staging.lag.snapshots as u64)
+                        .put("StagingLagSeconds", Unit::Seconds, staging.lag.seconds);
+                    metrics.property("StagingBranch", staging.staging_branch.clone());
+                }
                 if let Some(id) = report.base_snapshot_id {
                     metrics.property("BaseSnapshotId", id.to_string());
                 }
@@ -354,6 +363,21 @@ impl Converter {
             loaded_table,
             ..Default::default()
         };
+        if let Some(staging_branch) = &shard.staging_branch {
+            // The staging mode: the shard names no delete files, only the branches.
+            let options = ConvertOptions {
+                shard: None,
+                loaded_table: None,
+                ..options
+            };
+            let staging = StagingOptions {
+                staging_branch: staging_branch.clone(),
+                max_snapshots: None,
+            };
+            let report =
+                apply_staging(self.catalog.as_ref(), &shard.table, &staging, &options).await?;
+            return Ok(report.to_convert_report(&options));
+        }
         if ranges >= 2 {
             return Ok(
                 convert_in_ranges(self.catalog.as_ref(), &shard.table, &options, ranges).await?,

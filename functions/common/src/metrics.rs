@@ -14,6 +14,7 @@ pub enum Unit {
     Count,
     Bytes,
     Milliseconds,
+    Seconds,
 }
 
 impl Unit {
@@ -22,6 +23,7 @@ impl Unit {
             Unit::Count => "Count",
             Unit::Bytes => "Bytes",
             Unit::Milliseconds => "Milliseconds",
+            Unit::Seconds => "Seconds",
         }
     }
 }

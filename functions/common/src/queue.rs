@@ -243,6 +243,7 @@ mod tests {
             queue_group: String::new(),
             groups: Vec::new(),
             estimated_bytes: 0,
+            staging_branch: None,
         };
         // A shard from an older planner (no queue group) groups by its partitions.
         assert_eq!(message_group_id(&shard), "cdc.orders/0:region=\"eu\"");

@@ -220,6 +220,9 @@ pub struct ConvertReport {
     /// staging branch, other than the one converted).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub equality_deletes_elsewhere: Vec<BranchDeletes>,
+    /// In the staging mode: what was applied from the staging branch, and the lag left.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staging: Option<crate::staging::StagingSummary>,
 }
 
 /// A branch whose head holds live equality deletes.
@@ -277,7 +280,7 @@ pub struct PhaseTimes {
 
 impl ConvertReport {
     /// A report of nothing done yet, ending in `outcome` unless more happens.
-    fn new(name: &TableName, options: &ConvertOptions, outcome: Outcome) -> Self {
+    pub(crate) fn new(name: &TableName, options: &ConvertOptions, outcome: Outcome) -> Self {
         Self {
             table: name.to_string(),
             branch: options.branch.clone(),
@@ -304,6 +307,7 @@ impl ConvertReport {
             resolve: ResolveMetrics::default(),
             key_index: Vec::new(),
             equality_deletes_elsewhere: Vec::new(),
+            staging: None,
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Shard {
     pub queue_group: String,
     pub groups: Vec<ShardGroup>,
     pub estimated_bytes: u64,
+    /// The staging mode (see [`crate::staging`]): the staging branch whose pending
+    /// snapshots this shard applies to `branch` (it has no groups then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging_branch: Option<String>,
 }
 
 impl Shard {
@@ -124,6 +128,33 @@ impl Shard {
             queue_group,
             groups,
             estimated_bytes,
+            staging_branch: None,
+        }
+    }
+
+    /// A shard that applies the snapshots of `staging_branch` up to `staging_head` to
+    /// `branch` (whose head is `base_snapshot_id`, 0 when it does not exist yet). It
+    /// queues in the table's whole-table message group, so a table's applications (and
+    /// any conversion of all of it) run one at a time; its id names the staging head, so
+    /// a redelivered event for the same head is deduplicated.
+    pub fn staging(
+        table: TableName,
+        branch: &str,
+        staging_branch: &str,
+        base_snapshot_id: i64,
+        staging_head: i64,
+    ) -> Self {
+        let head = staging_head.to_string();
+        Self {
+            id: stable_hash(&[branch, "staging", staging_branch, &head]),
+            table,
+            branch: branch.to_string(),
+            base_snapshot_id,
+            partitions: vec![WHOLE_TABLE.to_string()],
+            queue_group: String::new(),
+            groups: Vec::new(),
+            estimated_bytes: 0,
+            staging_branch: Some(staging_branch.to_string()),
         }
     }
 

@@ -21,7 +21,7 @@ use roaring::RoaringTreemap;
 use serde::Serialize;
 
 use crate::catalog::{Catalog, TableName};
-use crate::convert::{ConvertOptions, Outcome, RetryPolicy};
+use crate::convert::{ConvertOptions, ConvertReport, Outcome, RetryPolicy};
 use crate::resolve::ResolveMetrics;
 use crate::table::LoadedTable;
 use crate::{Error, Result};
@@ -114,6 +114,45 @@ pub struct StagingReport {
     pub commit_attempts: u32,
     pub conflicts: u32,
     pub duration_ms: u64,
+}
+
+/// A staging application in short, as a [`crate::convert::ConvertReport`] carries it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StagingSummary {
+    pub staging_branch: String,
+    pub snapshots_applied: usize,
+    pub applied_before: Option<i64>,
+    pub lag: StagingLag,
+}
+
+impl StagingReport {
+    /// This application as a conversion's report (for callers that handle both, such as
+    /// the converter function): its last target snapshot, its DVs and positions, and the
+    /// staging summary.
+    pub fn to_convert_report(&self, options: &ConvertOptions) -> ConvertReport {
+        let name = TableName::parse(&self.table)
+            .unwrap_or_else(|_| TableName::new(String::new(), self.table.clone()));
+        let mut report = ConvertReport::new(&name, options, self.outcome);
+        report.table = self.table.clone();
+        report.new_snapshot_id = self.applied.iter().rev().find_map(|a| a.target_snapshot_id);
+        report.metadata_location = self
+            .applied
+            .iter()
+            .rev()
+            .find_map(|a| a.metadata_location.clone());
+        report.dvs_written = self.applied.iter().map(|a| a.dvs_written).sum();
+        report.positions_added = self.applied.iter().map(|a| a.positions_added).sum();
+        report.commit_attempts = self.commit_attempts;
+        report.conflicts = self.conflicts;
+        report.duration_ms = self.duration_ms;
+        report.staging = Some(StagingSummary {
+            staging_branch: self.staging_branch.clone(),
+            snapshots_applied: self.applied.len(),
+            applied_before: self.applied_before,
+            lag: self.lag.clone(),
+        });
+        report
+    }
 }
 
 /// Options of a staging application besides the conversion's.

@@ -71,7 +71,8 @@ import org.apache.iceberg.types.Types;
  *   <li>{@code {"op":"stage-op","seed":N,"branch":B}}: one random commit of a streaming writer to
  *       B (see {@link StageOps}; {@code "position_deletes":false} leaves out deletes by position
  *       in older files); {@code {"op":"compact","seed":N,"branch":B}}: a compaction of
- *       B; {@code {"op":"delete-by-position","seed":N,"branch":B}}: a DV deleting rows of one of
+ *       B; {@code {"op":"set-property","key":K,"value":V}}: a table property set; {@code
+ *       {"op":"delete-by-position","seed":N,"branch":B}}: a DV deleting rows of one of
  *       B's data files; {@code {"op":"rollback-branch","branch":B}}: B moved back to its head's parent.
  *   <li>{@code {"op":"branches"}}: nothing but the branches.
  *   <li>{@code {"op":"expire","retain":N,"incremental":B}}: expire all but the last N snapshots,
@@ -200,6 +201,15 @@ final class Serve {
       case "compact":
         answer.put("desc", compact(ref.load(), branchOf(cmd), new Random(seedOf(cmd))));
         return answer;
+      case "set-property":
+        {
+          // {"op":"set-property","key":K,"value":V}: one table property set.
+          String key = String.valueOf(cmd.get("key"));
+          String value = String.valueOf(cmd.get("value"));
+          ref.load().updateProperties().set(key, value).commit();
+          answer.put("desc", "set " + key + "=" + value);
+          return answer;
+        }
       case "rollback-branch":
         answer.put("desc", StageOps.rollback(ref.load(), branchOf(cmd)));
         return answer;
