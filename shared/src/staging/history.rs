@@ -225,3 +225,7 @@ fn recorded_staging_snapshot(
         )
     })
 }
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;
