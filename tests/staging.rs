@@ -46,24 +46,36 @@ fn resolve_options(index: bool) -> ResolveOptions {
 }
 
 fn staging_options() -> StagingOptions {
-    StagingOptions {
-        staging_branch: STAGING.into(),
-        max_snapshots: None,
-    }
+    StagingOptions::new(STAGING)
 }
 
-async fn apply(
+/// Applies the pending staging snapshots, folding up to `per_commit` into one commit.
+async fn apply_folding(
     catalog: &GlueCatalog,
     name: &TableName,
-    index: bool,
-    dry_run: bool,
+    (index, dry_run): (bool, bool),
+    per_commit: usize,
 ) -> eqdv::Result<StagingReport> {
     let options = ConvertOptions {
         resolve: resolve_options(index),
         dry_run,
         ..Default::default()
     };
-    apply_staging(catalog, name, &staging_options(), &options).await
+    let staging = StagingOptions {
+        snapshots_per_commit: per_commit,
+        ..staging_options()
+    };
+    apply_staging(catalog, name, &staging, &options).await
+}
+
+/// Applies the pending staging snapshots one commit each.
+async fn apply(
+    catalog: &GlueCatalog,
+    name: &TableName,
+    index: bool,
+    dry_run: bool,
+) -> eqdv::Result<StagingReport> {
+    apply_folding(catalog, name, (index, dry_run), 1).await
 }
 
 /// The staging snapshots `main` records applying, oldest first, and whether any of its
@@ -113,7 +125,7 @@ async fn staging_ancestry(catalog: &GlueCatalog, name: &TableName) -> Vec<i64> {
 async fn apply_and_judge(
     server: &mut JavaServer,
     catalog: &GlueCatalog,
-    t: &JavaTable,
+    (t, per_commit): (&JavaTable, usize),
     log: &mut Vec<String>,
 ) -> Result<(), String> {
     let name = t.name();
@@ -126,20 +138,21 @@ async fn apply_and_judge(
         })
         .map_err(|e| e.to_string())
     };
-    let without = planned(apply(catalog, &name, false, true).await)?;
-    let with = planned(apply(catalog, &name, true, true).await)?;
+    let without = planned(apply_folding(catalog, &name, (false, true), per_commit).await)?;
+    let with = planned(apply_folding(catalog, &name, (true, true), per_commit).await)?;
     if without != with {
         return Err(format!(
             "the key index changed the planned DVs: {without:?} without it, {with:?} with it"
         ));
     }
     let staging_before = server.dump_rows(STAGING, false)?;
-    let report = apply(catalog, &name, true, false)
+    let report = apply_folding(catalog, &name, (true, false), per_commit)
         .await
         .map_err(|e| format!("apply: {e}"))?;
     log.push(format!(
-        "eqdv apply: {:?}, {} snapshots ({} DVs), lag {:?}",
+        "eqdv apply: {:?}, {} snapshots in {} commits ({} DVs), lag {:?}",
         report.outcome,
+        report.applied.iter().map(|a| a.folded.len()).sum::<usize>(),
         report.applied.len(),
         report.applied.iter().map(|a| a.dvs_written).sum::<usize>(),
         report.lag
@@ -195,8 +208,9 @@ async fn apply_and_judge(
 
 /// One random history of staging commits, and compactions of main when `compactions`
 /// (then without deletes by position in older staging files, which a compacted target
-/// cannot take: see the refusal test).
-async fn history(seed: u64, compactions: bool) -> Result<(), String> {
+/// cannot take: see the refusal test); applications fold up to `per_commit` pending
+/// staging snapshots into one commit.
+async fn history(seed: u64, compactions: bool, per_commit: usize) -> Result<(), String> {
     let t = JavaTable::new(&format!("staging{seed}"));
     let mut server = JavaServer::start(&t);
     let catalog = t.catalog().await;
@@ -258,7 +272,7 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
                 ));
             }
         }
-        apply_and_judge(&mut server, &catalog, &t, &mut log)
+        apply_and_judge(&mut server, &catalog, (&t, per_commit), &mut log)
             .await
             .map_err(|e| fail(&log, e))?;
         // Then, on a target that compacts, a compaction and an expiry that keeps only
@@ -276,7 +290,7 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
             }
         }
     }
-    apply_and_judge(&mut server, &catalog, &t, &mut log)
+    apply_and_judge(&mut server, &catalog, (&t, per_commit), &mut log)
         .await
         .map_err(|e| fail(&log, e))?;
     // The other readers, on main.
@@ -297,7 +311,9 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
 async fn staging_histories_apply_to_main_and_every_reader_agrees() {
     let mut failures = Vec::new();
     for seed in 601..604 {
-        if let Err(e) = history(seed, seed != 602).await {
+        // Seed 601 commits once per staging snapshot, the others fold them.
+        let per_commit = if seed == 601 { 1 } else { 16 };
+        if let Err(e) = history(seed, seed != 602, per_commit).await {
             eprintln!("FAILURE {e}");
             failures.push(e);
         }
@@ -313,12 +329,17 @@ async fn staged_table(test: &str, seed: u64, n: u64) -> (JavaTable, JavaServer, 
     server
         .call(json!({"op": "create", "seed": seed}))
         .expect("create");
-    for i in 0..n {
+    stage(&mut server, seed * 100, n);
+    (t, server, catalog)
+}
+
+/// `n` random writer commits to the staging branch.
+fn stage(server: &mut JavaServer, first_seed: u64, n: u64) {
+    for seed in first_seed..first_seed + n {
         server
-            .call(json!({"op": "stage-op", "seed": seed * 100 + i, "branch": STAGING}))
+            .call(json!({"op": "stage-op", "seed": seed, "branch": STAGING}))
             .expect("stage-op");
     }
-    (t, server, catalog)
 }
 
 /// Two applications at once (a redelivered event): each staging snapshot lands on main
@@ -354,6 +375,24 @@ async fn concurrent_applications_apply_each_staging_snapshot_once() {
     let staging = server.dump_rows(STAGING, false).expect("dump staging");
     let main = server.dump_rows("main", false).expect("dump main");
     common::assert_same_rows("Iceberg Java (main against staging)", &main, &staging);
+
+    // Two more staging commits, folded into one commit: it records the newer of them,
+    // and main reads as staging does.
+    stage(&mut server, 61_190, 2);
+    let folded = apply_folding(&catalog, &name, (true, false), 16)
+        .await
+        .expect("folded");
+    assert_eq!(folded.applied.len(), 1, "{folded:?}");
+    let staged = staging_ancestry(&catalog, &name).await;
+    assert_eq!(
+        folded.applied[0].folded,
+        staged[staged.len() - 2..],
+        "{folded:?}"
+    );
+    assert_eq!(main_history(&catalog, &name).await.0.last(), staged.last());
+    let staging = server.dump_rows(STAGING, false).expect("dump staging");
+    let main = server.dump_rows("main", false).expect("dump main");
+    common::assert_same_rows("Iceberg Java (main after a folded commit)", &main, &staging);
 }
 
 /// What eqdv cannot apply faithfully is refused, naming the snapshot, and main is left

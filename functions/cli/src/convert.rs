@@ -97,8 +97,17 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "NAME", conflicts_with_all = ["plan", "ranges"])]
     staging_branch: Option<String>,
     /// In the staging mode, apply at most N staging snapshots (the rest stay pending).
-    #[arg(long, value_name = "N", requires = "staging_branch")]
+    #[arg(long, value_name = "N")]
     max_snapshots: Option<usize>,
+    /// In the staging mode, fold up to N pending staging snapshots into one commit (the
+    /// result is the same as one commit each; 1 makes one commit per staging snapshot).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = eqdv::staging::DEFAULT_SNAPSHOTS_PER_COMMIT,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024)
+    )]
+    snapshots_per_commit: usize,
 }
 
 pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
@@ -152,8 +161,9 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         };
         if let Some(staging_branch) = staging_branch {
             let staging = StagingOptions {
-                staging_branch,
                 max_snapshots: args.max_snapshots,
+                snapshots_per_commit: args.snapshots_per_commit,
+                ..StagingOptions::new(staging_branch)
             };
             return crate::staging::run(catalog.as_ref(), &name, &staging, &options, json).await;
         }

@@ -53,10 +53,20 @@ fn summary(r: &StagingReport) -> Summary {
         r.applied_before
             .map_or_else(|| "none".to_string(), |id| id.to_string()),
     )
-    .row("staging snapshots applied", r.applied.len());
+    .row(
+        "staging snapshots applied (commits)",
+        format!(
+            "{} ({})",
+            r.applied.iter().map(|a| a.folded.len()).sum::<usize>(),
+            r.applied.len()
+        ),
+    );
     for a in &r.applied {
         s.row(
-            format!("  staging {}", a.staging_snapshot_id),
+            match a.folded.as_slice() {
+                [first, .., last] => format!("  staging {first} .. {last} ({})", a.folded.len()),
+                _ => format!("  staging {}", a.staging_snapshot_id),
+            },
             format!(
                 "-> {}: {} data files ({} rows), {} equality delete files ({} rows) and {} DVs \
                  applied as {} DVs ({} positions newly deleted)",

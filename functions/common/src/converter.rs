@@ -370,10 +370,7 @@ impl Converter {
                 loaded_table: None,
                 ..options
             };
-            let staging = StagingOptions {
-                staging_branch: staging_branch.clone(),
-                max_snapshots: None,
-            };
+            let staging = StagingOptions::new(staging_branch.clone());
             let report =
                 apply_staging(self.catalog.as_ref(), &shard.table, &staging, &options).await?;
             return Ok(report.to_convert_report(&options));

@@ -10,7 +10,7 @@
 //! still holds under the same paths (else the application is refused). Every new
 //! position is unioned with the target's current DV of its file.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
 use iceberg::spec::{Operation, SnapshotRef};
@@ -35,58 +35,71 @@ pub(super) enum ApplyEnd {
     Conflict(String),
 }
 
-/// Applies `snapshot` (the oldest pending staging snapshot) to the target of
-/// `branches`, whose head is `target_head`, with one commit (none on a dry run).
-pub(super) async fn apply_snapshot(
+/// Applies `snapshots` (the oldest pending staging snapshots, in order, at least one)
+/// to the target of `branches`, whose head is `target_head`, with one commit (none on a
+/// dry run). Several fold into one commit with the same result as one commit each: each
+/// snapshot's files take a sequence number of their own above the target's, in order,
+/// so a snapshot's equality deletes apply to the target's rows and to the files of the
+/// snapshots before it in the fold, never to its own or later ones.
+pub(super) async fn apply_snapshots(
     catalog: &dyn Catalog,
     table: &LoadedTable,
-    (target_head, snapshot): (Option<&SnapshotRef>, &SnapshotRef),
+    (target_head, snapshots): (Option<&SnapshotRef>, &[SnapshotRef]),
     branches: Branches<'_>,
     options: &ConvertOptions,
 ) -> Result<ApplyEnd> {
     let started = Instant::now();
-    let id = snapshot.snapshot_id();
-    if let Some(schema_id) = snapshot.schema_id()
-        && table.metadata.schema_by_id(schema_id).is_none()
-    {
-        return Err(branches.diverged(
-            Some(id),
-            format!("its schema {schema_id} is not among the table's schemas"),
-        ));
+    let last_sequence = table.metadata.last_sequence_number();
+    let mut changes = StagingChanges::default();
+    // Which snapshot of the fold deletes rows of each file by position (the first).
+    let mut named_by: HashMap<String, i64> = HashMap::new();
+    let mut positions: BTreeMap<String, RoaringTreemap> = BTreeMap::new();
+    for (i, snapshot) in snapshots.iter().enumerate() {
+        let id = snapshot.snapshot_id();
+        if let Some(schema_id) = snapshot.schema_id()
+            && table.metadata.schema_by_id(schema_id).is_none()
+        {
+            return Err(branches.diverged(
+                Some(id),
+                format!("its schema {schema_id} is not among the table's schemas"),
+            ));
+        }
+        // A conversion of the staging branch in place (the way to keep its equality
+        // deletes from piling up) changes no row: the target applied the deletes it
+        // converts when it applied their snapshots. Its DVs restate those deletes, on
+        // files the target may have compacted since, so nothing of it is applied but
+        // its place in the order.
+        if restates_rows(snapshot) {
+            continue;
+        }
+        let mut own = read_changes(table, snapshot, branches).await?;
+        let sequence = last_sequence + 1 + i as i64;
+        for f in own
+            .data_files
+            .iter_mut()
+            .chain(own.equality_deletes.iter_mut())
+        {
+            f.data_sequence_number = sequence;
+        }
+        for (path, deleted) in staged_positions(table, &own, options).await? {
+            named_by.entry(path.clone()).or_insert(id);
+            *positions.entry(path).or_default() |= deleted;
+        }
+        changes.absorb(own);
     }
-    // A conversion of the staging branch in place (the way to keep its equality deletes
-    // from piling up) changes no row: the target applied the deletes it converts when
-    // it applied their snapshots. Its DVs restate those deletes, on files the target
-    // may have compacted since, so nothing of it is applied but its place in the order.
-    let changes = if restates_rows(snapshot) {
-        StagingChanges::default()
-    } else {
-        read_changes(table, snapshot, branches).await?
-    };
     let own_paths: HashSet<&str> = changes.data_files.iter().map(LiveFile::path).collect();
-
-    // The rows the snapshot deletes by position, by data file path.
-    let mut positions = staged_positions(table, &changes, options).await?;
-    // Paths of older files they name: the target must still hold each.
+    // Paths of older files deleted from by position: the target must still hold each.
     let older_named: Vec<String> = positions
         .keys()
         .filter(|path| !own_paths.contains(path.as_str()))
         .cloned()
         .collect();
 
-    // The snapshot's equality deletes, with a sequence number above every target file's:
-    // they apply to all the target holds, and to none of the snapshot's own files.
-    let after_target = table.metadata.last_sequence_number() + 1;
-    let deletes: Vec<LiveFile> = changes
-        .equality_deletes
-        .iter()
-        .cloned()
-        .map(|mut f| {
-            f.data_sequence_number = after_target;
-            f
-        })
-        .collect();
-    let groups = crate::plan::group_files(&table.name, &table.metadata, deletes.iter())?;
+    let groups = crate::plan::group_files(
+        &table.name,
+        &table.metadata,
+        changes.equality_deletes.iter(),
+    )?;
     let scope = if !older_named.is_empty() || !options.resolve.bound_pruning {
         DataScope::Everything
     } else {
@@ -96,7 +109,7 @@ pub(super) async fn apply_snapshot(
     let held: HashSet<&str> = files.data_files.iter().map(LiveFile::path).collect();
     if let Some(missing) = older_named.iter().find(|p| !held.contains(p.as_str())) {
         return Err(branches.diverged(
-            Some(id),
+            named_by.get(missing).copied(),
             format!(
                 "it deletes rows of data file {missing} by position, which branch '{}' no \
                  longer holds (compacted or removed on the target)",
@@ -104,12 +117,19 @@ pub(super) async fn apply_snapshot(
             ),
         ));
     }
+    // The fold's own files join the target's (they have no DV there): the equality
+    // deletes of a later snapshot apply to them, and the merge finds them.
+    let mut with_own = files.clone();
+    with_own
+        .data_files
+        .extend(changes.data_files.iter().cloned());
 
-    let mut applied = AppliedSnapshot::new(id, &changes, &groups);
+    let ids: Vec<i64> = snapshots.iter().map(|s| s.snapshot_id()).collect();
+    let mut applied = AppliedSnapshot::new(ids, &changes, &groups);
     let mut key_indexes = Default::default();
     if !groups.is_empty() {
         options.check_deadline(&table.name, "resolving keys to positions")?;
-        let resolving = crate::resolve::resolve(table, &files, &groups, &options.resolve);
+        let resolving = crate::resolve::resolve(table, &with_own, &groups, &options.resolve);
         let resolved = match options.deadline {
             Some(deadline) => tokio::time::timeout_at(deadline.into(), resolving)
                 .await
@@ -125,14 +145,6 @@ pub(super) async fn apply_snapshot(
         key_indexes = (resolved.key_indexes, resolved.scanned_keys);
     }
 
-    // The snapshot's own files join the target's for the merge (they have no DV there).
-    let mut with_own = files.clone();
-    with_own
-        .data_files
-        .extend(changes.data_files.iter().cloned().map(|mut f| {
-            f.data_sequence_number = after_target;
-            f
-        }));
     let (dv_plans, removed_position_deletes) = crate::convert::with_existing_deletes(
         table,
         &with_own,
@@ -378,9 +390,10 @@ async fn staged_positions(
 }
 
 impl AppliedSnapshot {
-    fn new(staging_snapshot_id: i64, changes: &StagingChanges, groups: &[DeleteGroup]) -> Self {
+    fn new(folded: Vec<i64>, changes: &StagingChanges, groups: &[DeleteGroup]) -> Self {
         Self {
-            staging_snapshot_id,
+            staging_snapshot_id: folded.last().copied().unwrap_or_default(),
+            folded,
             target_snapshot_id: None,
             metadata_location: None,
             data_files_added: changes.data_files.len(),

@@ -27,6 +27,15 @@ pub struct StagingChanges {
 }
 
 impl StagingChanges {
+    /// Adds what a later snapshot changed (of a fold of several into one commit).
+    pub fn absorb(&mut self, later: StagingChanges) {
+        self.data_files.extend(later.data_files);
+        self.equality_deletes.extend(later.equality_deletes);
+        self.dvs.extend(later.dvs);
+        self.position_deletes.extend(later.position_deletes);
+        self.removed_equality_deletes += later.removed_equality_deletes;
+    }
+
     pub fn deletes_anything(&self) -> bool {
         !(self.equality_deletes.is_empty()
             && self.dvs.is_empty()

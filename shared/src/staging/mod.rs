@@ -25,7 +25,7 @@ use crate::convert::{ConvertOptions, ConvertReport, Outcome, RetryPolicy};
 use crate::resolve::ResolveMetrics;
 use crate::table::LoadedTable;
 use crate::{Error, Result};
-use apply::{ApplyEnd, apply_snapshot};
+use apply::{ApplyEnd, apply_snapshots};
 pub use changes::{StagingChanges, read_changes};
 pub use history::{Branches, RecordedApplication, Standing, applied_property, standing};
 
@@ -52,7 +52,11 @@ pub fn staging_branch_of(
 /// What applying one staging snapshot did.
 #[derive(Clone, Debug, Serialize)]
 pub struct AppliedSnapshot {
+    /// The newest staging snapshot the commit applied (what the target records).
     pub staging_snapshot_id: i64,
+    /// Every staging snapshot the commit applied, oldest first (several when pending
+    /// snapshots were folded into one commit).
+    pub folded: Vec<i64>,
     /// The target snapshot committed (`None` on a dry run).
     pub target_snapshot_id: Option<i64>,
     pub metadata_location: Option<String>,
@@ -147,7 +151,7 @@ impl StagingReport {
         report.duration_ms = self.duration_ms;
         report.staging = Some(StagingSummary {
             staging_branch: self.staging_branch.clone(),
-            snapshots_applied: self.applied.len(),
+            snapshots_applied: self.applied.iter().map(|a| a.folded.len()).sum(),
             applied_before: self.applied_before,
             lag: self.lag.clone(),
         });
@@ -161,6 +165,25 @@ pub struct StagingOptions {
     pub staging_branch: String,
     /// Apply at most this many staging snapshots in this run (the rest stay pending).
     pub max_snapshots: Option<usize>,
+    /// Fold up to this many pending staging snapshots into one target commit (at least
+    /// 1: one commit per staging snapshot, as Flink's converter makes).
+    pub snapshots_per_commit: usize,
+}
+
+/// Pending staging snapshots folded into one target commit by default: the result is
+/// the same as one commit each, and a target that fell behind catches up in fewer
+/// commits (fewer races with other writers), while one commit's work stays bounded.
+pub const DEFAULT_SNAPSHOTS_PER_COMMIT: usize = 16;
+
+impl StagingOptions {
+    /// Applies `staging_branch` with the defaults.
+    pub fn new(staging_branch: impl Into<String>) -> Self {
+        Self {
+            staging_branch: staging_branch.into(),
+            max_snapshots: None,
+            snapshots_per_commit: DEFAULT_SNAPSHOTS_PER_COMMIT,
+        }
+    }
 }
 
 /// Applies the pending snapshots of `staging.staging_branch` to `options.branch`, one
@@ -213,14 +236,21 @@ pub async fn apply_staging(
             first = false;
         }
         report.lag = StagingLag::of(&standing);
-        let done = staging
+        let applied_so_far: usize = report.applied.iter().map(|a| a.folded.len()).sum();
+        let allowed = staging
             .max_snapshots
-            .is_some_and(|max| report.applied.len() >= max);
-        let Some(next) = standing.pending.first().filter(|_| !done) else {
+            .map_or(usize::MAX, |max| max.saturating_sub(applied_so_far));
+        let fold = standing
+            .pending
+            .len()
+            .min(staging.snapshots_per_commit.max(1))
+            .min(allowed);
+        if fold == 0 {
             break;
-        };
+        }
+        let next = &standing.pending[..fold];
         report.commit_attempts += u32::from(!options.dry_run);
-        match apply_snapshot(
+        match apply_snapshots(
             catalog,
             &table,
             (standing.target_head.as_ref(), next),
