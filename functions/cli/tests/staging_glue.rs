@@ -53,6 +53,13 @@ fn stage(server: &mut JavaServer, first_seed: u64, n: u64) {
     }
 }
 
+/// `eqdv convert --staging-branch staging` on `name`, which must succeed; its output.
+fn apply_all(name: &TableName, what: &str) -> std::process::Output {
+    let out = eqdv_json("convert", &table_args(name), &["--staging-branch", STAGING]);
+    assert_exit(&out, 0, what);
+    out
+}
+
 fn table_args(name: &TableName) -> Vec<String> {
     ["--catalog", "glue", "--table", &name.to_string()]
         .map(String::from)
@@ -126,12 +133,7 @@ async fn a_killed_application_leaves_main_as_it_was_and_a_rerun_applies_it() {
         let (t, mut server, catalog) = staged(&format!("staging_kill{i}"), 641 + i as u64, 3).await;
         let name = t.name();
         // main exists: one application first, then more to apply.
-        let out = eqdv_json(
-            "convert",
-            &table_args(&name),
-            &["--staging-branch", STAGING],
-        );
-        assert_exit(&out, 0, "first application");
+        apply_all(&name, "first application");
         stage(&mut server, 9_000, 3);
         let before = catalog.load_pointer(&name).await.expect("pointer");
         let main_before = server.dump_rows("main", false).expect("dump main");
@@ -149,12 +151,7 @@ async fn a_killed_application_leaves_main_as_it_was_and_a_rerun_applies_it() {
             &main_before,
         );
 
-        let out = eqdv_json(
-            "convert",
-            &table_args(&name),
-            &["--staging-branch", STAGING],
-        );
-        assert_exit(&out, 0, "re-run");
+        let out = apply_all(&name, "re-run");
         let report = json(&out);
         // Folded into one commit by default.
         assert_eq!(
@@ -175,12 +172,7 @@ async fn a_killed_application_leaves_main_as_it_was_and_a_rerun_applies_it() {
 async fn commits_to_staging_and_main_during_an_application_are_met_and_applied() {
     let (t, mut server, catalog) = staged("staging_race_cli", 651, 3).await;
     let name = t.name();
-    let out = eqdv_json(
-        "convert",
-        &table_args(&name),
-        &["--staging-branch", STAGING],
-    );
-    assert_exit(&out, 0, "first application");
+    apply_all(&name, "first application");
     stage(&mut server, 9_100, 2);
 
     // Paused before each swap long enough for Java to commit to both branches once.

@@ -61,13 +61,7 @@ impl Attempt<'_> {
         table.require_branch(&options.branch)?;
         check_shard_branch(options)?;
         let policy = policy
-            .get_or_insert_with(|| {
-                let mut policy = RetryPolicy::from_properties(table.metadata.properties());
-                if let Some(retries) = options.commit_retries {
-                    policy.num_retries = retries;
-                }
-                policy
-            })
+            .get_or_insert_with(|| options.retry_policy_for(&table))
             .clone();
         let head = table.head(&options.branch)?;
         // Only the data the selected groups can touch is read (see plan::scope).

@@ -152,6 +152,16 @@ impl RetryPolicy {
 }
 
 impl ConvertOptions {
+    /// The retry policy of a conversion of `table`: its `commit.retry.*` properties
+    /// (Java's defaults), with the number of retries these options override.
+    pub(crate) fn retry_policy_for(&self, table: &LoadedTable) -> RetryPolicy {
+        let mut policy = RetryPolicy::from_properties(table.metadata.properties());
+        if let Some(retries) = self.commit_retries {
+            policy.num_retries = retries;
+        }
+        policy
+    }
+
     /// Fails with `DeadlineExceeded` when the deadline has passed (before `phase` starts).
     pub(crate) fn check_deadline(&self, table: &TableName, phase: &str) -> Result<()> {
         match self.deadline {

@@ -222,13 +222,7 @@ pub async fn apply_staging(
         table.require_v3()?;
         table.require_branch(&options.branch)?;
         let policy = policy
-            .get_or_insert_with(|| {
-                let mut policy = RetryPolicy::from_properties(table.metadata.properties());
-                if let Some(retries) = options.commit_retries {
-                    policy.num_retries = retries;
-                }
-                policy
-            })
+            .get_or_insert_with(|| options.retry_policy_for(&table))
             .clone();
         let standing = standing(&table.metadata, branches)?;
         if first {
