@@ -13,8 +13,10 @@
 //! the table property).
 
 mod common;
+#[path = "common/fault_proxy.rs"]
+mod proxy;
 
-use eqdv::catalog::{Catalog, GlueCatalog, TableName};
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::convert::{ConvertOptions, Outcome};
 use eqdv::key_index::{KeyIndexMode, KeyIndexOptions};
 use eqdv::resolve::ResolveOptions;
@@ -468,4 +470,40 @@ async fn a_staging_history_eqdv_cannot_apply_is_refused_and_main_untouched() {
         &server.dump_rows("main", false).expect("dump main"),
         &main_before,
     );
+}
+
+/// Glue applies an application's UpdateTable and its answer is lost (the connection
+/// drops): the pointer read back shows it landed, the application goes on from there,
+/// and no staging snapshot is applied twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_whose_answer_is_lost_is_applied_once() {
+    let (t, mut server, direct) = staged_table("staging_lost", 631, 4).await;
+    let name = t.name();
+    let glue = proxy::Proxy::start(&std::env::var("AWS_ENDPOINT_URL_GLUE").unwrap_or_default());
+    let catalog = GlueCatalog::connect(GlueConfig {
+        warehouse: Some(t.warehouse.clone()),
+        glue_endpoint: Some(glue.url()),
+        ..Default::default()
+    })
+    .await
+    .expect("glue catalog through the proxy");
+    glue.inject_request(
+        "POST",
+        "X-Amz-Target: AWSGlue.UpdateTable",
+        proxy::Fault::DropAfterForward,
+        1,
+    );
+    let report = apply(&catalog, &name, false, false)
+        .await
+        .expect("the first commit landed: the application goes on");
+    let injected = glue.injected();
+    assert_eq!(injected.len(), 1, "{injected:#?}");
+    assert_eq!(injected[0].upstream_status, Some(200), "Glue applied it");
+    assert_eq!(report.applied.len(), 4, "{report:?}");
+    let (applied, held) = main_history(&direct, &name).await;
+    assert!(!held);
+    assert_eq!(applied, staging_ancestry(&direct, &name).await);
+    let staging = server.dump_rows(STAGING, false).expect("dump staging");
+    let main = server.dump_rows("main", false).expect("dump main");
+    common::assert_same_rows("Iceberg Java (main after a lost answer)", &main, &staging);
 }
