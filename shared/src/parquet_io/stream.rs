@@ -134,9 +134,10 @@ impl ParquetFile {
         let mut projected: Vec<Projected> = Vec::with_capacity(fields.len());
         for (source, field) in sources.iter().zip(target.fields()) {
             projected.push(match source {
-                FieldSource::Column { index } => {
-                    Projected::Column(self.builder.schema().field(*index).name().clone())
-                }
+                FieldSource::Column { index, path } => Projected::Column(
+                    self.builder.schema().field(*index).name().clone(),
+                    path.clone(),
+                ),
                 FieldSource::Constant(None) => Projected::Null,
                 FieldSource::Constant(Some(value)) => {
                     let one = crate::keys::literal_to_array(value, field.data_type()).ok_or_else(
@@ -163,7 +164,7 @@ impl ParquetFile {
         let mut roots: Vec<usize> = sources
             .iter()
             .filter_map(|s| match s {
-                FieldSource::Column { index } => Some(*index),
+                FieldSource::Column { index, .. } => Some(*index),
                 FieldSource::Constant(_) => None,
             })
             .collect();
@@ -238,8 +239,9 @@ fn usize_of(rows: u64) -> usize {
 
 /// What one output column of a read is made of.
 enum Projected {
-    /// The file's column of this name, cast to the table's type.
-    Column(String),
+    /// The file's column of this name, cast to the table's type; a field nested in
+    /// structs is at this child index of each struct below it.
+    Column(String, Vec<usize>),
     /// A one-element array repeated for every row (an initial default).
     Constant(ArrayRef),
     Null,
@@ -255,7 +257,10 @@ fn project(
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     for (field, source) in target.fields().iter().zip(projected) {
         let column = match source {
-            Projected::Column(name) => match batch.column_by_name(name) {
+            Projected::Column(name, path) => match batch.column_by_name(name) {
+                Some(col) if !path.is_empty() => {
+                    super::nested::prune(col, field.data_type(), path)?
+                }
                 Some(col) if col.data_type() == field.data_type() => col.clone(),
                 Some(col) => strict_cast(col, field.data_type())?,
                 None => {
