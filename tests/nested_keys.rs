@@ -89,6 +89,20 @@ async fn converts_like_java(test: &str, keys: &str, seed: &str, delete_format: &
 
     let catalog = t.catalog().await;
     let (table, files) = head_files(&catalog, &t).await;
+    let avro = files
+        .equality_deletes
+        .iter()
+        .filter(|d| d.file.file_format() == iceberg::spec::DataFileFormat::Avro)
+        .count();
+    let expected_avro = if delete_format == "avro" {
+        files.equality_deletes.len()
+    } else {
+        0
+    };
+    assert_eq!(
+        avro, expected_avro,
+        "{test}: delete files in the wrong format"
+    );
     let groups = eqdv::plan::group_equality_deletes(&table, &files).expect("groups");
     let off = resolve(&table, &files, &groups, &index(false))
         .await
@@ -130,4 +144,9 @@ async fn a_key_nested_in_a_struct_converts_as_java_applies_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_top_level_and_a_nested_key_convert_as_java_applies_them() {
     converts_like_java("nested_k_region", "k,s.region", "5", "parquet").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_keys_in_avro_delete_files_convert_as_java_applies_them() {
+    converts_like_java("nested_avro", "k,s.region", "11", "avro").await;
 }

@@ -25,6 +25,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{NameMapping, NestedFieldRef};
 
 use crate::{Error, Result};
+use nested::ColumnBuilder;
+
+mod nested;
 
 /// The columns `fields` (by field id) of the Avro delete file at `path`, in batches of
 /// at most `batch_size` rows shaped as `schema` (the fields' Arrow types, in order).
@@ -64,10 +67,14 @@ fn decode_columns(
     let AvroSchema::Record(record) = reader.writer_schema() else {
         return Err(invalid("its Avro schema is not a record".into()));
     };
-    // Per column: the record field holding it.
+    // Per column: the record field holding it (and, for a nested key, the key's
+    // position in each record below it).
     let mut positions = Vec::with_capacity(fields.len());
+    let mut columns = Vec::with_capacity(fields.len());
     for (i, field) in fields.iter().enumerate() {
         let id = field.id;
+        let mapped =
+            name_mapping.and_then(|m| m.fields().iter().find(|m| m.field_id() == Some(id)));
         let by_id = record.fields.iter().position(|f| {
             f.custom_attributes
                 .get("field-id")
@@ -75,13 +82,9 @@ fn decode_columns(
                 == Some(i64::from(id))
         });
         let by_name = || {
-            let mapping = name_mapping?;
+            let mapped = mapped?;
             record.fields.iter().position(|f| {
-                !f.custom_attributes.contains_key("field-id")
-                    && mapping
-                        .fields()
-                        .iter()
-                        .any(|m| m.field_id() == Some(id) && m.names().contains(&f.name))
+                !f.custom_attributes.contains_key("field-id") && mapped.names().contains(&f.name)
             })
         };
         let Some(at) = by_id.or_else(by_name) else {
@@ -91,12 +94,15 @@ fn decode_columns(
             )));
         };
         let wanted = schema.field(i).data_type();
-        check_decimal(&record.fields[at].schema, wanted)
+        let (path, leaf_schema) = nested::locate(field, &record.fields[at].schema, mapped)
+            .map_err(|why| invalid(format!("field {} (id {id}): {why}", field.name)))?;
+        let leaf_type = columns_leaf_type(wanted, path.len());
+        check_decimal(leaf_schema, leaf_type)
             .map_err(|why| invalid(format!("field {} (id {id}) {why}", field.name)))?;
         positions.push(at);
+        columns.push(ColumnBuilder::new(wanted, path, batch_size));
     }
     let mut batches = Vec::new();
-    let mut columns = new_builders(schema, batch_size);
     let mut rows = 0usize;
     for value in reader {
         let value = value.map_err(|e| Error::file(path, "cannot decode an Avro record", e))?;
@@ -129,14 +135,7 @@ fn decode_columns(
 /// A decimal key's Avro field must hold values of the table's scale, at most its
 /// precision: other decimals would need rescaling, which is not an exact read.
 fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<(), String> {
-    let schema = match schema {
-        AvroSchema::Union(union) => union
-            .variants()
-            .iter()
-            .find(|v| !matches!(v, AvroSchema::Null))
-            .unwrap_or(schema),
-        other => other,
-    };
+    let schema = nested::non_null(schema);
     match (schema, wanted) {
         (AvroSchema::Decimal(d), DataType::Decimal128(precision, scale)) => {
             let fits = i64::from(*scale) == d.scale as i64 && d.precision <= *precision as usize;
@@ -156,18 +155,25 @@ fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<
     }
 }
 
-fn finish(path: &str, schema: &SchemaRef, columns: &mut [KeyBuilder]) -> Result<RecordBatch> {
-    let arrays: Vec<ArrayRef> = columns.iter_mut().map(KeyBuilder::finish).collect();
+fn finish(path: &str, schema: &SchemaRef, columns: &mut [ColumnBuilder]) -> Result<RecordBatch> {
+    let arrays: Vec<ArrayRef> = columns
+        .iter_mut()
+        .map(ColumnBuilder::finish)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|why| Error::file(path, why, "invalid delete file"))?;
     RecordBatch::try_new(schema.clone(), arrays)
         .map_err(|e| Error::file(path, "cannot assemble the delete file's columns", e))
 }
 
-fn new_builders(schema: &SchemaRef, capacity: usize) -> Vec<KeyBuilder> {
-    schema
-        .fields()
-        .iter()
-        .map(|f| KeyBuilder::new(f.data_type(), capacity))
-        .collect()
+/// The type under `depth` one-field structs of `data_type`.
+fn columns_leaf_type(data_type: &DataType, depth: usize) -> &DataType {
+    match data_type {
+        DataType::Struct(fields) if depth > 0 => match fields.first() {
+            Some(child) => columns_leaf_type(child.data_type(), depth - 1),
+            None => data_type,
+        },
+        other => other,
+    }
 }
 
 /// A column being decoded, in its table type.
