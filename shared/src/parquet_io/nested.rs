@@ -10,14 +10,15 @@ use arrow_schema::{ArrowError, DataType};
 
 use super::convert::strict_cast;
 
-/// `column` (a struct of the file) pruned to the child at `path[0]`, and so on down,
-/// in `wanted`'s types (a chain of one-field structs over the key's type).
+/// `column` (a struct of the file) pruned to its child `path[0]`, and so on down, in
+/// `wanted`'s types (a chain of one-field structs over the key's type). Children are
+/// found by name: the read may have left out the struct's other children.
 pub(super) fn prune(
     column: &ArrayRef,
     wanted: &DataType,
-    path: &[usize],
+    path: &[String],
 ) -> Result<ArrayRef, ArrowError> {
-    let Some((&at, below)) = path.split_first() else {
+    let Some((name, below)) = path.split_first() else {
         return if column.data_type() == wanted {
             Ok(column.clone())
         } else {
@@ -30,7 +31,7 @@ pub(super) fn prune(
             column.data_type()
         )));
     };
-    let (Some(child), Some(field)) = (stored.columns().get(at), fields.first()) else {
+    let (Some(child), Some(field)) = (stored.column_by_name(name), fields.first()) else {
         return Err(ArrowError::SchemaError(
             "a nested key's struct lacks the field on its path".into(),
         ));
@@ -41,4 +42,25 @@ pub(super) fn prune(
         vec![child],
         stored.nulls().cloned(),
     )?))
+}
+
+impl super::ParquetFile {
+    /// The name of top-level column `index` and those of the children at `path` below
+    /// it (see [`super::FieldSource::Column`]).
+    pub(super) fn path_names(&self, index: usize, path: &[usize]) -> (String, Vec<String>) {
+        let root = self.builder.schema().field(index);
+        let mut names = Vec::with_capacity(path.len());
+        let mut field = root.as_ref();
+        for &at in path {
+            let DataType::Struct(children) = field.data_type() else {
+                break;
+            };
+            let Some(child) = children.get(at) else {
+                break;
+            };
+            names.push(child.name().clone());
+            field = child.as_ref();
+        }
+        (root.name().clone(), names)
+    }
 }
