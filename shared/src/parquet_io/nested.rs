@@ -50,7 +50,7 @@ impl super::ParquetFile {
     pub(super) fn path_names(&self, index: usize, path: &[usize]) -> (String, Vec<String>) {
         let root = self.builder.schema().field(index);
         let mut names = Vec::with_capacity(path.len());
-        let mut field = root.as_ref();
+        let mut field = root;
         for &at in path {
             let DataType::Struct(children) = field.data_type() else {
                 break;
