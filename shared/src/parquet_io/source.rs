@@ -84,10 +84,12 @@ impl ParquetFile {
     /// a field the name mapping does not name, a required field the file lacks with no
     /// default, or a stored type that does not convert exactly to the table's type.
     pub fn source_of(&self, field: &NestedField) -> Result<FieldSource> {
+        // A nested key is named by its path and its own id.
+        let (name, id) = key_name(field);
         let refuse = |message: String| Error::FieldUnresolvable {
             path: self.path.clone(),
-            field: field.name.clone(),
-            field_id: field.id,
+            field: name.clone(),
+            field_id: id,
             message,
         };
         if let Some(index) = self.top_level_index(field.id) {
@@ -222,6 +224,20 @@ impl ParquetFile {
         }
         false
     }
+}
+
+/// The dotted path and id of the key `field` reads (itself, or the one field at the
+/// bottom of its chain of one-field structs).
+fn key_name(field: &NestedField) -> (String, i32) {
+    let (mut name, mut at) = (field.name.clone(), field);
+    while let Type::Struct(pruned) = at.field_type.as_ref() {
+        let Some(child) = pruned.fields().first() else {
+            break;
+        };
+        name = format!("{name}.{}", child.name);
+        at = child;
+    }
+    (name, at.id)
 }
 
 pub(super) fn field_id_of(field: &Field) -> Option<i32> {
