@@ -47,18 +47,31 @@ async fn head_files(catalog: &GlueCatalog, t: &JavaTable) -> (LoadedTable, Table
 /// DVs) and converts it with the index; Java must read the same rows as before, find
 /// no equality delete left and load every DV.
 async fn converts_like_java(test: &str, keys: &str, seed: &str, delete_format: &str) {
+    converts_like_java_with(test, keys, seed, delete_format, false).await;
+}
+
+/// [`converts_like_java`], with `struct_added_later`: the table's first files were
+/// written before `s` existed (Java reads their `s` as null; `s` is the last column).
+async fn converts_like_java_with(
+    test: &str,
+    keys: &str,
+    seed: &str,
+    delete_format: &str,
+    struct_added_later: bool,
+) {
     let t = JavaTable::new(test);
-    let written = t.java_json(
-        "write-nested",
-        &[
-            "--keys",
-            keys,
-            "--seed",
-            seed,
-            "--delete-format",
-            delete_format,
-        ],
-    );
+    let mut args = vec![
+        "--keys",
+        keys,
+        "--seed",
+        seed,
+        "--delete-format",
+        delete_format,
+    ];
+    if struct_added_later {
+        args.push("--struct-added-later");
+    }
+    let written = t.java_json("write-nested", &args);
     eprintln!("{test}: Java wrote {written}");
     assert!(
         written["equality_delete_files"].as_u64().unwrap_or(0) > 0,
@@ -76,16 +89,25 @@ async fn converts_like_java(test: &str, keys: &str, seed: &str, delete_format: &
         .iter()
         .map(|r| {
             let row: Vec<Value> = serde_json::from_str(r).expect("a canonical row");
-            (
-                row[1].is_null(),
-                row[1].get(leaf).is_some_and(Value::is_null),
-            )
+            let s = &row[if struct_added_later { 2 } else { 1 }];
+            (s.is_null(), s.get(leaf).is_some_and(Value::is_null))
         })
         .collect();
     assert!(
         shapes.iter().any(|s| s.0) && shapes.iter().any(|s| s.1),
         "{test}: Java reads no row with a null s or none with a null key under s"
     );
+
+    if struct_added_later {
+        // Java deleted some of the rows written before s existed (their s reads null),
+        // not all.
+        let old = before.iter().filter(|r| r.contains("\"old")).count() as u64;
+        let written_old = written["rows_written_before_s"].as_u64().unwrap_or(0);
+        assert!(
+            old > 0 && old < written_old,
+            "{test}: {old} of {written_old} older rows live"
+        );
+    }
 
     let catalog = t.catalog().await;
     let (table, files) = head_files(&catalog, &t).await;
@@ -149,4 +171,9 @@ async fn a_top_level_and_a_nested_key_convert_as_java_applies_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_keys_in_avro_delete_files_convert_as_java_applies_them() {
     converts_like_java("nested_avro", "k,s.region", "11", "avro").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_written_before_the_struct_existed_read_a_null_struct() {
+    converts_like_java_with("nested_later", "k,s.region", "13", "parquet", true).await;
 }

@@ -55,7 +55,7 @@ final class WriteNested {
   static int run(List<String> argv, PrintStream out) throws IOException {
     Set<String> options = new HashSet<>(Main.TABLE_OPTIONS);
     options.addAll(Set.of("keys", "seed", "commits", "rows", "delete-format"));
-    Args a = Args.parse("write-nested", argv, options, Set.of());
+    Args a = Args.parse("write-nested", argv, options, Set.of("struct-added-later"));
     String keys = a.get("keys", "s.id");
     if (!keys.equals("s.id") && !keys.equals("k,s.region")) {
       throw new Args.UsageException("write-nested: --keys must be s.id or k,s.region");
@@ -70,17 +70,62 @@ final class WriteNested {
       Map<String, String> props = new HashMap<>();
       props.put(TableProperties.FORMAT_VERSION, "3");
       props.put(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
+      boolean later = a.flag("struct-added-later");
+      Schema created = later ? TypeUtil.selectNot(DECLARED, Set.of(2, 3, 4)) : DECLARED;
       Table table =
           ref.catalog
-              .buildTable(ref.identifier(), DECLARED)
+              .buildTable(ref.identifier(), created)
               .withPartitionSpec(PartitionSpec.unpartitioned())
               .withProperties(props)
               .create();
+      int before = 0;
+      if (later) {
+        // Files written before s existed: Java reads their s as null.
+        before = withoutStruct(table, rows, seed);
+        table
+            .updateSchema()
+            .addColumn("s", DECLARED.findField("s").type())
+            .commit();
+        table.refresh();
+      }
       Map<String, Object> result = new Writer(table, keys, deleteFormat, seed).write(commits, rows);
+      result.put("rows_written_before_s", before);
       result.put("table", ref.label());
       Main.printJson(out, result);
       return 0;
     }
+  }
+
+  /** Two commits of rows of a table without s (k in the keys' range); returns the rows. */
+  static int withoutStruct(Table table, int rows, long seed) {
+    Random random = new Random(seed ^ 0x5eed);
+    Schema schema = table.schema();
+    GenericFileWriterFactory factory =
+        new GenericFileWriterFactory.Builder(table)
+            .dataFileFormat(FileFormat.PARQUET)
+            .dataSchema(schema)
+            .build();
+    OutputFileFactory files =
+        OutputFileFactory.builderFor(table, 2, System.currentTimeMillis())
+            .format(FileFormat.PARQUET)
+            .operationId(UUID.randomUUID().toString())
+            .build();
+    for (int c = 0; c < 2; c++) {
+      DataWriter<Record> writer = factory.newDataWriter(files.newOutputFile(), table.spec(), null);
+      try (DataWriter<Record> w = writer) {
+        for (int i = 0; i < rows; i++) {
+          Record r = GenericRecord.create(schema);
+          r.setField("k", Long.valueOf(random.nextInt(3)));
+          r.setField("v", "old" + c + "_" + i);
+          w.write(r);
+        }
+      } catch (IOException e) {
+        throw new UncheckedIOException("cannot write a data file", e);
+      }
+      table.newAppend().appendFile(writer.toDataFile()).commit();
+    }
+    table.refresh();
+    return 2 * rows;
   }
 
   /** Appends and equality deletes on one table. */
