@@ -78,7 +78,7 @@ fn key_field(table: &str, schema: &Schema, field_id: i32) -> Result<KeyPath> {
     if !supported {
         return Err(Error::UnsupportedKeyType {
             table: table.to_string(),
-            field: field.name.clone(),
+            field: path.name.clone(),
             field_id,
             field_type: field.field_type.to_string(),
         });

@@ -22,6 +22,8 @@ use crate::{Error, Result};
 pub(crate) struct KeyPath {
     /// The field itself.
     pub(crate) leaf: NestedFieldRef,
+    /// Its dotted path (`s.id`), for errors.
+    pub(crate) name: String,
     /// What is read for it: the field when top-level, else its top-level ancestor
     /// pruned to the path down to it.
     pub(crate) read_field: NestedFieldRef,
@@ -39,14 +41,17 @@ pub(crate) fn key_path(table: &str, schema: &Schema, field_id: i32) -> Result<Ke
             message: format!("equality field id {field_id} is not in the table schema"),
         });
     }
-    let path: Vec<&str> = chain.iter().map(|f| f.name.as_str()).collect();
+    let name = chain
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join(".");
     if in_collection {
         return Err(Error::UnsupportedTable {
             table: table.to_string(),
             message: format!(
-                "equality field {} (id {field_id}) is inside a list or a map; eqdv supports \
-                 equality fields at the top level or nested in structs only",
-                path.join(".")
+                "equality field {name} (id {field_id}) is inside a list or a map; eqdv \
+                 supports equality fields at the top level or nested in structs only"
             ),
         });
     }
@@ -61,7 +66,11 @@ pub(crate) fn key_path(table: &str, schema: &Schema, field_id: i32) -> Result<Ke
         field.doc = parent.doc.clone();
         read_field = Arc::new(field);
     }
-    Ok(KeyPath { leaf, read_field })
+    Ok(KeyPath {
+        leaf,
+        name,
+        read_field,
+    })
 }
 
 /// Depth-first search for `id` under `ty`, pushing the fields on the way.
