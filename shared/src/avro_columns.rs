@@ -25,6 +25,9 @@ use iceberg::io::FileIO;
 use iceberg::spec::{NameMapping, NestedFieldRef};
 
 use crate::{Error, Result};
+use nested::ColumnBuilder;
+
+mod nested;
 
 /// The columns `fields` (by field id) of the Avro delete file at `path`, in batches of
 /// at most `batch_size` rows shaped as `schema` (the fields' Arrow types, in order).
@@ -64,10 +67,14 @@ fn decode_columns(
     let AvroSchema::Record(record) = reader.writer_schema() else {
         return Err(invalid("its Avro schema is not a record".into()));
     };
-    // Per column: the record field holding it.
+    // Per column: the record field holding it (and, for a nested key, the key's
+    // position in each record below it).
     let mut positions = Vec::with_capacity(fields.len());
+    let mut columns = Vec::with_capacity(fields.len());
     for (i, field) in fields.iter().enumerate() {
         let id = field.id;
+        let mapped =
+            name_mapping.and_then(|m| m.fields().iter().find(|m| m.field_id() == Some(id)));
         let by_id = record.fields.iter().position(|f| {
             f.custom_attributes
                 .get("field-id")
@@ -75,13 +82,9 @@ fn decode_columns(
                 == Some(i64::from(id))
         });
         let by_name = || {
-            let mapping = name_mapping?;
+            let mapped = mapped?;
             record.fields.iter().position(|f| {
-                !f.custom_attributes.contains_key("field-id")
-                    && mapping
-                        .fields()
-                        .iter()
-                        .any(|m| m.field_id() == Some(id) && m.names().contains(&f.name))
+                !f.custom_attributes.contains_key("field-id") && mapped.names().contains(&f.name)
             })
         };
         let Some(at) = by_id.or_else(by_name) else {
@@ -91,12 +94,15 @@ fn decode_columns(
             )));
         };
         let wanted = schema.field(i).data_type();
-        check_decimal(&record.fields[at].schema, wanted)
+        let (path, leaf_schema) = nested::locate(field, &record.fields[at].schema, mapped)
+            .map_err(|why| invalid(format!("field {} (id {id}): {why}", field.name)))?;
+        let leaf_type = columns_leaf_type(wanted, path.len());
+        check_decimal(leaf_schema, leaf_type)
             .map_err(|why| invalid(format!("field {} (id {id}) {why}", field.name)))?;
         positions.push(at);
+        columns.push(ColumnBuilder::new(wanted, path, batch_size));
     }
     let mut batches = Vec::new();
-    let mut columns = new_builders(schema, batch_size);
     let mut rows = 0usize;
     for value in reader {
         let value = value.map_err(|e| Error::file(path, "cannot decode an Avro record", e))?;
@@ -129,14 +135,7 @@ fn decode_columns(
 /// A decimal key's Avro field must hold values of the table's scale, at most its
 /// precision: other decimals would need rescaling, which is not an exact read.
 fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<(), String> {
-    let schema = match schema {
-        AvroSchema::Union(union) => union
-            .variants()
-            .iter()
-            .find(|v| !matches!(v, AvroSchema::Null))
-            .unwrap_or(schema),
-        other => other,
-    };
+    let schema = nested::non_null(schema);
     match (schema, wanted) {
         (AvroSchema::Decimal(d), DataType::Decimal128(precision, scale)) => {
             let fits = i64::from(*scale) == d.scale as i64 && d.precision <= *precision as usize;
@@ -156,18 +155,25 @@ fn check_decimal(schema: &AvroSchema, wanted: &DataType) -> std::result::Result<
     }
 }
 
-fn finish(path: &str, schema: &SchemaRef, columns: &mut [KeyBuilder]) -> Result<RecordBatch> {
-    let arrays: Vec<ArrayRef> = columns.iter_mut().map(KeyBuilder::finish).collect();
+fn finish(path: &str, schema: &SchemaRef, columns: &mut [ColumnBuilder]) -> Result<RecordBatch> {
+    let arrays: Vec<ArrayRef> = columns
+        .iter_mut()
+        .map(ColumnBuilder::finish)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|why| Error::file(path, why, "invalid delete file"))?;
     RecordBatch::try_new(schema.clone(), arrays)
         .map_err(|e| Error::file(path, "cannot assemble the delete file's columns", e))
 }
 
-fn new_builders(schema: &SchemaRef, capacity: usize) -> Vec<KeyBuilder> {
-    schema
-        .fields()
-        .iter()
-        .map(|f| KeyBuilder::new(f.data_type(), capacity))
-        .collect()
+/// The type under `depth` one-field structs of `data_type`.
+fn columns_leaf_type(data_type: &DataType, depth: usize) -> &DataType {
+    match data_type {
+        DataType::Struct(fields) if depth > 0 => match fields.first() {
+            Some(child) => columns_leaf_type(child.data_type(), depth - 1),
+            None => data_type,
+        },
+        other => other,
+    }
 }
 
 /// A column being decoded, in its table type.
@@ -324,272 +330,4 @@ fn unscaled(bytes: &[u8]) -> Option<i128> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::keys::KeyColumns;
-    use arrow_array::Array;
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::Int64Type;
-    use iceberg::spec::{NestedField, PrimitiveType, Schema, Type};
-
-    /// An Avro container of `rows` under `schema` (JSON), as Iceberg's writers lay it out.
-    fn container(schema: &str, rows: Vec<Vec<(&str, Value)>>) -> Vec<u8> {
-        let schema = AvroSchema::parse_str(schema).expect("schema");
-        let mut writer = apache_avro::Writer::new(&schema, Vec::new());
-        for row in rows {
-            let mut record = apache_avro::types::Record::new(&schema).expect("record");
-            for (name, value) in row {
-                record.put(name, value);
-            }
-            writer.append(record).expect("append");
-        }
-        writer.into_inner().expect("bytes")
-    }
-
-    fn decode_keys(
-        path: &str,
-        bytes: &[u8],
-        keys: &KeyColumns,
-        mapping: Option<&NameMapping>,
-        batch_size: usize,
-    ) -> Result<Vec<RecordBatch>> {
-        decode_columns(
-            path,
-            bytes,
-            (&keys.fields, &keys.arrow_schema),
-            mapping,
-            batch_size,
-        )
-    }
-
-    fn key_columns(types: &[(i32, &str, PrimitiveType)], ids: &[i32]) -> KeyColumns {
-        let schema = Schema::builder()
-            .with_fields(types.iter().map(|(id, name, t)| {
-                Arc::new(NestedField::optional(
-                    *id,
-                    *name,
-                    Type::Primitive(t.clone()),
-                ))
-            }))
-            .build()
-            .expect("schema");
-        KeyColumns::new("t", &schema, ids).expect("keys")
-    }
-
-    const SCHEMA: &str = r#"{"type": "record", "name": "r", "fields": [
-        {"name": "k", "type": "int", "field-id": 1},
-        {"name": "s", "type": ["null", "string"], "default": null, "field-id": 2}]}"#;
-
-    #[test]
-    fn keys_are_found_by_field_id_and_promoted_exactly() {
-        let bytes = container(
-            SCHEMA,
-            vec![
-                vec![
-                    ("k", Value::Int(7)),
-                    ("s", Value::Union(1, Box::new(Value::String("a".into())))),
-                ],
-                vec![
-                    ("k", Value::Int(-3)),
-                    ("s", Value::Union(0, Box::new(Value::Null))),
-                ],
-                vec![
-                    ("k", Value::Int(9)),
-                    ("s", Value::Union(1, Box::new(Value::String("c".into())))),
-                ],
-            ],
-        );
-        // The table promoted k to long, and lists s before k.
-        let keys = key_columns(
-            &[
-                (2, "s", PrimitiveType::String),
-                (1, "k", PrimitiveType::Long),
-            ],
-            &[2, 1],
-        );
-        let batches = decode_keys("f.avro", &bytes, &keys, None, 2).expect("decoded");
-        assert_eq!(
-            batches.iter().map(|b| b.num_rows()).collect::<Vec<_>>(),
-            vec![2, 1]
-        );
-        let longs: Vec<i64> = batches
-            .iter()
-            .flat_map(|b| b.column(1).as_primitive::<Int64Type>().values().to_vec())
-            .collect();
-        assert_eq!(longs, vec![7, -3, 9]);
-        let strings = batches[0].column(0).as_string::<i32>();
-        assert_eq!((strings.value(0), strings.is_null(1)), ("a", true));
-    }
-
-    #[test]
-    fn logical_types_read_as_the_table_types() {
-        let schema = r#"{"type": "record", "name": "r", "fields": [
-            {"name": "d", "type": {"type": "fixed", "name": "fixed_5", "size": 5,
-                "logicalType": "decimal", "precision": 10, "scale": 2}, "field-id": 1},
-            {"name": "u", "type": {"type": "fixed", "name": "uuid_fixed", "size": 16,
-                "logicalType": "uuid"}, "field-id": 2},
-            {"name": "t", "type": {"type": "long", "logicalType": "timestamp-micros",
-                "adjust-to-utc": true}, "field-id": 3},
-            {"name": "day", "type": {"type": "int", "logicalType": "date"}, "field-id": 4},
-            {"name": "b", "type": "bytes", "field-id": 5}]}"#;
-        let uuid = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
-        let bytes = container(
-            schema,
-            vec![vec![
-                (
-                    "d",
-                    Value::Decimal(vec![0xff, 0xff, 0xff, 0xff, 0x85].into()),
-                ),
-                ("u", Value::Uuid(uuid)),
-                ("t", Value::TimestampMicros(1_700_000_000_000_000)),
-                ("day", Value::Date(19_000)),
-                ("b", Value::Bytes(vec![1, 2, 3])),
-            ]],
-        );
-        let keys = key_columns(
-            &[
-                (
-                    1,
-                    "d",
-                    PrimitiveType::Decimal {
-                        precision: 18,
-                        scale: 2,
-                    },
-                ),
-                (2, "u", PrimitiveType::Uuid),
-                (3, "t", PrimitiveType::Timestamptz),
-                (4, "day", PrimitiveType::Date),
-                (5, "b", PrimitiveType::Binary),
-            ],
-            &[1, 2, 3, 4, 5],
-        );
-        let batches = decode_keys("f.avro", &bytes, &keys, None, 16).expect("decoded");
-        let batch = &batches[0];
-        assert_eq!(batch.schema(), keys.arrow_schema);
-        let decimal = batch
-            .column(0)
-            .as_primitive::<arrow_array::types::Decimal128Type>();
-        assert_eq!(decimal.value(0), -123);
-        assert_eq!(
-            batch.column(1).as_fixed_size_binary().value(0),
-            uuid.as_bytes()
-        );
-        // Another scale is not an exact read.
-        let rescaled = key_columns(
-            &[(
-                1,
-                "d",
-                PrimitiveType::Decimal {
-                    precision: 18,
-                    scale: 3,
-                },
-            )],
-            &[1],
-        );
-        let e = decode_keys("f.avro", &bytes, &rescaled, None, 16)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("decimal(10, 2) in the file"), "{e}");
-    }
-
-    #[test]
-    fn without_field_ids_keys_are_found_through_the_name_mapping() {
-        let schema = r#"{"type": "record", "name": "r", "fields": [
-            {"name": "key", "type": "long"}]}"#;
-        let bytes = container(schema, vec![vec![("key", Value::Long(5))]]);
-        let keys = key_columns(&[(1, "k", PrimitiveType::Long)], &[1]);
-        assert!(decode_keys("f.avro", &bytes, &keys, None, 16).is_err());
-        let mapping = NameMapping::new(vec![iceberg::spec::MappedField::new(
-            Some(1),
-            vec!["k".into(), "key".into()],
-            vec![],
-        )]);
-        let batches = decode_keys("f.avro", &bytes, &keys, Some(&mapping), 16).expect("mapped");
-        assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 5);
-    }
-
-    #[test]
-    fn position_delete_columns_read_by_their_reserved_ids() {
-        let schema = r#"{"type": "record", "name": "r", "fields": [
-            {"name": "file_path", "type": "string", "field-id": 2147483546},
-            {"name": "pos", "type": "long", "field-id": 2147483545}]}"#;
-        let bytes = container(
-            schema,
-            vec![
-                vec![
-                    ("file_path", Value::String("s3://b/d.parquet".into())),
-                    ("pos", Value::Long(4)),
-                ],
-                vec![
-                    ("file_path", Value::String("s3://b/d.parquet".into())),
-                    ("pos", Value::Long(9)),
-                ],
-            ],
-        );
-        let fields = vec![
-            Arc::new(NestedField::required(
-                2147483546,
-                "file_path",
-                Type::Primitive(PrimitiveType::String),
-            )),
-            Arc::new(NestedField::required(
-                2147483545,
-                "pos",
-                Type::Primitive(PrimitiveType::Long),
-            )),
-        ];
-        let schema = crate::parquet_io::target_schema(&fields).expect("schema");
-        let batches =
-            decode_columns("p.avro", &bytes, (&fields, &schema), None, 8192).expect("read");
-        assert_eq!(
-            batches[0].column(0).as_string::<i32>().value(1),
-            "s3://b/d.parquet"
-        );
-        assert_eq!(
-            batches[0]
-                .column(1)
-                .as_primitive::<Int64Type>()
-                .values()
-                .to_vec(),
-            vec![4, 9]
-        );
-    }
-
-    #[test]
-    fn a_key_that_would_not_read_exactly_is_refused_naming_file_and_field() {
-        let bytes = container(
-            SCHEMA,
-            vec![vec![
-                ("k", Value::Int(7)),
-                ("s", Value::Union(0, Box::new(Value::Null))),
-            ]],
-        );
-        // A string key stored as int, and a field id the file lacks.
-        let wrong_type = key_columns(&[(1, "k", PrimitiveType::String)], &[1]);
-        let e = decode_keys("f.avro", &bytes, &wrong_type, None, 16)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("f.avro") && e.contains("field k (id 1)"), "{e}");
-        let missing = key_columns(&[(3, "x", PrimitiveType::Long)], &[3]);
-        let e = decode_keys("f.avro", &bytes, &missing, None, 16)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("f.avro") && e.contains("lacks field id 3"),
-            "{e}"
-        );
-        let e = decode_keys("f.avro", b"not avro", &missing, None, 16)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("f.avro"), "{e}");
-    }
-
-    #[test]
-    fn unscaled_decimals_sign_extend() {
-        assert_eq!(unscaled(&[]), Some(0));
-        assert_eq!(unscaled(&[0x01, 0x00]), Some(256));
-        assert_eq!(unscaled(&[0xff]), Some(-1));
-        assert_eq!(unscaled(&[0xff, 0x00]), Some(-256));
-        assert_eq!(unscaled(&[0; 17]), None);
-    }
-}
+mod tests;

@@ -20,14 +20,27 @@ use iceberg::spec::{
 
 use crate::{Error, Result};
 
+mod nested;
+#[cfg(test)]
+mod tests;
+
+use nested::KeyPath;
+pub use nested::leaf;
+
 /// The equality key columns of one delete group, resolved against the table schema.
 pub struct KeyColumns {
     pub field_ids: Vec<i32>,
+    /// What each key column is read as: the equality field itself when it is top-level,
+    /// else its top-level ancestor pruned to the path down to it (see [`nested`]).
     pub fields: Vec<NestedFieldRef>,
+    /// The equality fields themselves.
+    pub leaves: Vec<NestedFieldRef>,
     /// Arrow schema the key columns are read into (field ids in the metadata).
     pub arrow_schema: ArrowSchemaRef,
     converter: RowConverter,
-    /// One converter per column, for per-column order-preserving encodings.
+    /// The Arrow type of each column's leaf (the column's own type when top-level).
+    leaf_types: Vec<DataType>,
+    /// One converter per column's leaf, for per-column order-preserving encodings.
     column_converters: Vec<RowConverter>,
 }
 
@@ -39,26 +52,10 @@ impl std::fmt::Debug for KeyColumns {
     }
 }
 
-/// Checks that a field can be an equality key and returns it.
-fn key_field(table: &str, schema: &Schema, field_id: i32) -> Result<NestedFieldRef> {
-    let field = schema
-        .field_by_id(field_id)
-        .ok_or_else(|| Error::UnsupportedTable {
-            table: table.to_string(),
-            message: format!("equality field id {field_id} is not in the table schema"),
-        })?
-        .clone();
-    // Only top-level columns are read as keys; a nested one would read as null.
-    if schema.as_struct().field_by_id(field_id).is_none() {
-        return Err(Error::UnsupportedTable {
-            table: table.to_string(),
-            message: format!(
-                "equality field {} (id {field_id}) is nested in a struct; eqdv supports \
-                 top-level equality fields only",
-                field.name
-            ),
-        });
-    }
+/// Checks that a field can be an equality key and returns where it sits.
+fn key_field(table: &str, schema: &Schema, field_id: i32) -> Result<KeyPath> {
+    let path = nested::key_path(table, schema, field_id)?;
+    let field = path.leaf.clone();
     let supported = matches!(
         field.field_type.as_ref(),
         Type::Primitive(
@@ -81,12 +78,12 @@ fn key_field(table: &str, schema: &Schema, field_id: i32) -> Result<NestedFieldR
     if !supported {
         return Err(Error::UnsupportedKeyType {
             table: table.to_string(),
-            field: field.name.clone(),
+            field: path.name.clone(),
             field_id,
             field_type: field.field_type.to_string(),
         });
     }
-    Ok(field)
+    Ok(path)
 }
 
 impl KeyColumns {
@@ -98,26 +95,38 @@ impl KeyColumns {
                 message: "an equality delete file has no equality field ids".into(),
             });
         }
-        let fields = equality_ids
+        let paths = equality_ids
             .iter()
             .map(|&id| key_field(table, schema, id))
             .collect::<Result<Vec<_>>>()?;
+        let fields: Vec<NestedFieldRef> = paths.iter().map(|p| p.read_field.clone()).collect();
+        let leaves = paths.into_iter().map(|p| p.leaf).collect();
         let arrow_schema = crate::parquet_io::target_schema(&fields)?;
-        let sort_fields: Vec<SortField> = arrow_schema
+        // The whole key in its read shape: a null struct and a null key under a present
+        // struct encode differently, as Java compares them.
+        let converter = RowConverter::new(
+            arrow_schema
+                .fields()
+                .iter()
+                .map(|f| SortField::new(f.data_type().clone()))
+                .collect(),
+        )?;
+        let leaf_types: Vec<DataType> = arrow_schema
             .fields()
             .iter()
-            .map(|f| SortField::new(f.data_type().clone()))
+            .map(|f| leaf_type(f.data_type()))
             .collect();
-        let converter = RowConverter::new(sort_fields.clone())?;
-        let column_converters = sort_fields
-            .into_iter()
-            .map(|f| RowConverter::new(vec![f]))
+        let column_converters = leaf_types
+            .iter()
+            .map(|t| RowConverter::new(vec![SortField::new(t.clone())]))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(Self {
             field_ids: equality_ids.to_vec(),
             fields,
+            leaves,
             arrow_schema,
             converter,
+            leaf_types,
             column_converters,
         })
     }
@@ -135,9 +144,20 @@ impl KeyColumns {
         Ok(self.converter.convert_columns(columns)?)
     }
 
-    /// Order-preserving encoding of one key column's values.
+    /// Whether some key column is nested in a struct (then the whole key is not its
+    /// leaves' values alone: see [`nested`]).
+    pub fn is_nested(&self) -> bool {
+        self.fields
+            .iter()
+            .zip(&self.field_ids)
+            .any(|(f, id)| f.id != *id)
+    }
+
+    /// Order-preserving encoding of one key column's values (of its leaf, null where
+    /// a struct above it is null: see [`leaf`]).
     pub fn encode_column(&self, index: usize, column: &ArrayRef) -> Result<Rows> {
-        Ok(self.column_converters[index].convert_columns(std::slice::from_ref(column))?)
+        let column = leaf(column)?;
+        Ok(self.column_converters[index].convert_columns(std::slice::from_ref(&column))?)
     }
 
     /// The values of key column `index` back from their order-preserving encodings
@@ -159,17 +179,24 @@ impl KeyColumns {
     /// Order-preserving encoding of a manifest bound for key column `index`, or `None`
     /// when the bound cannot be represented (then it must not be used for pruning).
     pub fn encode_bound(&self, index: usize, bound: &Datum) -> Option<OwnedRow> {
-        let data_type = self.arrow_schema.field(index).data_type();
-        let array = datum_to_array(bound, data_type)?;
+        let array = datum_to_array(bound, self.data_type(index))?;
         let rows = self.column_converters[index]
             .convert_columns(&[array])
             .ok()?;
         Some(rows.row(0).owned())
     }
 
-    /// The Arrow type of key column `index`.
+    /// The Arrow type of key column `index`'s leaf (the column's type when top-level).
     pub fn data_type(&self, index: usize) -> &DataType {
-        self.arrow_schema.field(index).data_type()
+        &self.leaf_types[index]
+    }
+}
+
+/// The type under a chain of one-field structs.
+fn leaf_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::Struct(fields) if fields.len() == 1 => leaf_type(fields[0].data_type()),
+        other => other.clone(),
     }
 }
 

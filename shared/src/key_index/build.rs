@@ -84,9 +84,9 @@ pub(super) async fn read_files(
                     .await?
                     .with_name_mapping(name_mapping);
                 let leaves: Vec<usize> = key_columns
-                    .fields
+                    .field_ids
                     .iter()
-                    .filter_map(|f| file.leaf_index(f.id))
+                    .filter_map(|&id| file.leaf_index(id))
                     .collect();
                 let all: Vec<usize> = (0..file.row_group_rows().len()).collect();
                 let bytes = file.projected_bytes(&leaves, &all);

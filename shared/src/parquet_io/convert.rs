@@ -11,13 +11,19 @@ use iceberg::spec::NestedFieldRef;
 
 use crate::Result;
 
-/// The Arrow schema eqdv reads `fields` into (field ids kept in the metadata).
+/// The Arrow schema eqdv reads `fields` into (field ids kept in the metadata). Each
+/// field converts on its own: two nested keys are read through the same top-level
+/// struct (pruned differently), which one Iceberg schema could not hold twice.
 pub fn target_schema(fields: &[NestedFieldRef]) -> Result<ArrowSchemaRef> {
-    let struct_type = iceberg::spec::StructType::new(fields.to_vec());
-    let schema = iceberg::spec::Schema::builder()
-        .with_fields(struct_type.fields().to_vec())
-        .build()?;
-    Ok(Arc::new(iceberg::arrow::schema_to_arrow_schema(&schema)?))
+    let mut arrow_fields = Vec::with_capacity(fields.len());
+    for field in fields {
+        let schema = iceberg::spec::Schema::builder()
+            .with_fields(vec![field.clone()])
+            .build()?;
+        let arrow = iceberg::arrow::schema_to_arrow_schema(&schema)?;
+        arrow_fields.extend(arrow.fields().iter().cloned());
+    }
+    Ok(Arc::new(arrow_schema::Schema::new(arrow_fields)))
 }
 
 /// True when values stored as `stored` convert to `wanted` without loss or change:

@@ -25,6 +25,9 @@
 mod convert;
 pub mod footer_cache;
 pub mod footer_hint;
+mod nested;
+#[cfg(test)]
+mod nested_tests;
 #[cfg(test)]
 mod positioned_tests;
 pub mod reader;
@@ -91,6 +94,8 @@ pub struct ParquetFile {
     id_source: FieldIdSource,
     /// Field ids the name mapping names (when ids come from it).
     mapped_ids: Vec<i32>,
+    /// The name mapping's top-level fields (when ids come from it), for nested ones.
+    mapping: Vec<iceberg::spec::MappedField>,
     /// See [`FileReader::footer_read_start`].
     footer_read_start: u64,
     footer_read: FooterRead,
@@ -296,6 +301,7 @@ impl ParquetFile {
                 FieldIdSource::Unresolvable
             },
             mapped_ids: Vec::new(),
+            mapping: Vec::new(),
             footer_read_start,
             footer_read,
             offset_index_read: FooterRead::default(),
@@ -418,16 +424,22 @@ impl ParquetFile {
             .collect()
     }
 
-    /// The Parquet leaf column index holding field `field_id`, if the file has it.
+    /// The Parquet leaf column index holding field `field_id` (top-level or nested in
+    /// structs), if the file has it.
     pub fn leaf_index(&self, field_id: i32) -> Option<usize> {
-        let top = self.top_level_index(field_id)?;
-        // Only top-level primitive columns are keys; their leaf index equals their
-        // position among leaves, which we find through the Parquet schema descriptor.
+        // Keys are primitive columns under structs only: their Parquet path is their
+        // Arrow names', which we find through the Parquet schema descriptor.
+        let names = self.names_of(field_id)?;
         let descr = self.metadata().file_metadata().schema_descr();
-        let name = self.builder.schema().field(top).name();
         (0..descr.num_columns()).find(|&i| {
-            let col = descr.column(i);
-            col.path().parts().len() == 1 && col.path().parts()[0] == *name
+            let column = descr.column(i);
+            let parts = column.path().parts();
+            parts.len() == names.len() && parts.iter().zip(&names).all(|(p, n)| p == n)
         })
+    }
+
+    /// Whether the file holds field `field_id` (top-level or nested in structs).
+    pub fn has_field(&self, field_id: i32) -> bool {
+        self.names_of(field_id).is_some()
     }
 }

@@ -2,8 +2,8 @@
 //! table's name mapping for files without ids, or a constant (the field's
 //! initial-default, or null) for a field the file lacks.
 
-use arrow_schema::Field;
-use iceberg::spec::{Literal, NameMapping, NestedField};
+use arrow_schema::{DataType, Field};
+use iceberg::spec::{Literal, MappedField, NameMapping, NestedField, Type};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
 use super::{ParquetFile, converts_exactly};
@@ -23,8 +23,9 @@ pub enum FieldIdSource {
 /// Where the values of one table field come from in one file.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FieldSource {
-    /// Top-level column `index` of the file's Arrow schema.
-    Column { index: usize },
+    /// Top-level column `index` of the file's Arrow schema; for a field nested in
+    /// structs, `path` is the child index at each struct below it, down to the field.
+    Column { index: usize, path: Vec<usize> },
     /// The file lacks the field: every row reads this value (the field's initial
     /// default), or null when `None`.
     Constant(Option<Literal>),
@@ -58,6 +59,7 @@ impl ParquetFile {
             .iter()
             .filter_map(|m| m.field_id())
             .collect();
+        self.mapping = mapping.fields().to_vec();
         self.id_source = FieldIdSource::NameMapping;
         self
     }
@@ -82,24 +84,71 @@ impl ParquetFile {
     /// a field the name mapping does not name, a required field the file lacks with no
     /// default, or a stored type that does not convert exactly to the table's type.
     pub fn source_of(&self, field: &NestedField) -> Result<FieldSource> {
+        // A nested key is named by its path and its own id.
+        let (name, id) = key_name(field);
         let refuse = |message: String| Error::FieldUnresolvable {
             path: self.path.clone(),
-            field: field.name.clone(),
-            field_id: field.id,
+            field: name.clone(),
+            field_id: id,
             message,
         };
         if let Some(index) = self.top_level_index(field.id) {
-            let stored = self.builder.schema().field(index).data_type();
+            let root = self.builder.schema().field(index);
+            // A key nested in structs: its ancestors, pruned to the path, down to it.
+            let (mut stored, mut wanted) = (root, field);
+            let mut path = Vec::new();
+            let mut mapped = self.mapping.iter().find(|m| m.field_id() == Some(field.id));
+            while let Type::Struct(pruned) = wanted.field_type.as_ref() {
+                let Some(child) = pruned.fields().first() else {
+                    break;
+                };
+                let DataType::Struct(children) = stored.data_type() else {
+                    return Err(refuse(format!(
+                        "the file stores {} as {}, not a struct",
+                        stored.name(),
+                        stored.data_type()
+                    )));
+                };
+                let at = children.iter().position(|c| match self.id_source {
+                    FieldIdSource::FileIds => field_id_of(c) == Some(child.id),
+                    _ => mapped.is_some_and(|m| {
+                        m.fields()
+                            .iter()
+                            .any(|n| n.field_id() == Some(child.id) && n.names().contains(c.name()))
+                    }),
+                });
+                let Some(at) = at else {
+                    // Java reads such a struct as null or not depending on which other
+                    // columns a reader asks for: no exact answer to match.
+                    return Err(refuse(format!(
+                        "the file has struct {} without its field {} (id {}), which Iceberg \
+                         readers read differently depending on the columns they project",
+                        stored.name(),
+                        child.name,
+                        child.id
+                    )));
+                };
+                mapped = mapped.and_then(|m| {
+                    m.fields()
+                        .iter()
+                        .find(|n| n.field_id() == Some(child.id))
+                        .map(|n| n.as_ref())
+                });
+                path.push(at);
+                stored = &children[at];
+                wanted = child.as_ref();
+            }
+            let stored = stored.data_type();
             // The type `target_schema` gives the field (the same conversion).
-            let wanted = iceberg::arrow::type_to_arrow_type(&field.field_type)?;
-            if !converts_exactly(stored, &wanted) {
+            let wanted_type = iceberg::arrow::type_to_arrow_type(&wanted.field_type)?;
+            if !converts_exactly(stored, &wanted_type) {
                 return Err(refuse(format!(
                     "the file stores it as {stored}, which eqdv cannot convert exactly to the \
                      table's type {}",
-                    field.field_type
+                    wanted.field_type
                 )));
             }
-            return Ok(FieldSource::Column { index });
+            return Ok(FieldSource::Column { index, path });
         }
         match self.id_source {
             FieldIdSource::Unresolvable => {
@@ -127,6 +176,68 @@ impl ParquetFile {
             None => Ok(FieldSource::Constant(None)),
         }
     }
+}
+
+impl ParquetFile {
+    /// The names from the file's top-level column down to the column holding field
+    /// `field_id` (at any depth of structs), by Parquet field id or the name mapping.
+    pub(super) fn names_of(&self, field_id: i32) -> Option<Vec<String>> {
+        let schema = self.builder.schema();
+        for (i, id) in self.ids.iter().enumerate() {
+            let field = schema.field(i);
+            let mapped = id.and_then(|id| self.mapping.iter().find(|m| m.field_id() == Some(id)));
+            let mut names = vec![field.name().clone()];
+            if *id == Some(field_id) || self.find_in(field, mapped, field_id, &mut names) {
+                return Some(names);
+            }
+        }
+        None
+    }
+
+    /// Whether `field_id` is under struct `field`, pushing the names on the way.
+    fn find_in(
+        &self,
+        field: &Field,
+        mapped: Option<&MappedField>,
+        field_id: i32,
+        names: &mut Vec<String>,
+    ) -> bool {
+        let DataType::Struct(children) = field.data_type() else {
+            return false;
+        };
+        for child in children {
+            let child_mapped = mapped.and_then(|m| {
+                m.fields()
+                    .iter()
+                    .find(|n| n.names().contains(child.name()))
+                    .map(|n| n.as_ref())
+            });
+            let id = match self.id_source {
+                FieldIdSource::FileIds => field_id_of(child),
+                _ => child_mapped.and_then(MappedField::field_id),
+            };
+            names.push(child.name().clone());
+            if id == Some(field_id) || self.find_in(child, child_mapped, field_id, names) {
+                return true;
+            }
+            names.pop();
+        }
+        false
+    }
+}
+
+/// The dotted path and id of the key `field` reads (itself, or the one field at the
+/// bottom of its chain of one-field structs).
+fn key_name(field: &NestedField) -> (String, i32) {
+    let (mut name, mut at) = (field.name.clone(), field);
+    while let Type::Struct(pruned) = at.field_type.as_ref() {
+        let Some(child) = pruned.fields().first() else {
+            break;
+        };
+        name = format!("{name}.{}", child.name);
+        at = child;
+    }
+    (name, at.id)
 }
 
 pub(super) fn field_id_of(field: &Field) -> Option<i32> {

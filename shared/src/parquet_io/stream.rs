@@ -134,8 +134,9 @@ impl ParquetFile {
         let mut projected: Vec<Projected> = Vec::with_capacity(fields.len());
         for (source, field) in sources.iter().zip(target.fields()) {
             projected.push(match source {
-                FieldSource::Column { index } => {
-                    Projected::Column(self.builder.schema().field(*index).name().clone())
+                FieldSource::Column { index, path } => {
+                    let (root, names) = self.path_names(*index, path);
+                    Projected::Column(root, names)
                 }
                 FieldSource::Constant(None) => Projected::Null,
                 FieldSource::Constant(Some(value)) => {
@@ -158,18 +159,32 @@ impl ParquetFile {
         }
 
         let path = self.path.clone();
-        // Whole top-level columns (a nested one with all its leaves); the Arrow schema's
-        // top-level fields are the Parquet schema's roots, in order.
-        let mut roots: Vec<usize> = sources
-            .iter()
-            .filter_map(|s| match s {
-                FieldSource::Column { index } => Some(*index),
-                FieldSource::Constant(_) => None,
-            })
-            .collect();
-        roots.sort_unstable();
-        roots.dedup();
-        let mask = ProjectionMask::roots(self.metadata().file_metadata().schema_descr(), roots);
+        // Whole top-level columns (a nested one with all its leaves; the Arrow schema's
+        // top-level fields are the Parquet schema's roots, in order), but of a struct
+        // holding a key only the key's leaf.
+        let descr = self.metadata().file_metadata().schema_descr();
+        let mut leaves: Vec<usize> = Vec::new();
+        for source in &sources {
+            let FieldSource::Column { index, path } = source else {
+                continue;
+            };
+            let (root, names) = self.path_names(*index, path);
+            for i in 0..descr.num_columns() {
+                let whole = path.is_empty() && descr.get_column_root_idx(i) == *index;
+                let column = descr.column(i);
+                let parts = column.path().parts();
+                let on_path = !path.is_empty()
+                    && parts.len() == names.len() + 1
+                    && parts[0] == root
+                    && parts[1..].iter().zip(&names).all(|(p, n)| p == n);
+                if whole || on_path {
+                    leaves.push(i);
+                }
+            }
+        }
+        leaves.sort_unstable();
+        leaves.dedup();
+        let mask = ProjectionMask::leaves(descr, leaves);
         let mut builder = self
             .builder
             .with_projection(mask)
@@ -238,8 +253,9 @@ fn usize_of(rows: u64) -> usize {
 
 /// What one output column of a read is made of.
 enum Projected {
-    /// The file's column of this name, cast to the table's type.
-    Column(String),
+    /// The file's column of this name, cast to the table's type; a field nested in
+    /// structs is under these names of each struct below it.
+    Column(String, Vec<String>),
     /// A one-element array repeated for every row (an initial default).
     Constant(ArrayRef),
     Null,
@@ -255,7 +271,10 @@ fn project(
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
     for (field, source) in target.fields().iter().zip(projected) {
         let column = match source {
-            Projected::Column(name) => match batch.column_by_name(name) {
+            Projected::Column(name, path) => match batch.column_by_name(name) {
+                Some(col) if !path.is_empty() => {
+                    super::nested::prune(col, field.data_type(), path)?
+                }
                 Some(col) if col.data_type() == field.data_type() => col.clone(),
                 Some(col) => strict_cast(col, field.data_type())?,
                 None => {

@@ -181,7 +181,12 @@ impl<'a> GroupWatch<'a> {
             return;
         }
         for (i, column) in columns.iter().enumerate() {
-            let Ok(encoded) = key_columns.encode_column(i, column) else {
+            // The leaf's values, null under a null struct too.
+            let Ok(column) = crate::keys::leaf(column) else {
+                self.checks_left = 0;
+                return;
+            };
+            let Ok(encoded) = key_columns.encode_column(i, &column) else {
                 self.checks_left = 0;
                 return;
             };

@@ -45,6 +45,8 @@ const TYPICAL_PAGE_ROWS: u64 = 20_000;
 /// The key columns a set of groups reads (their union), as read from each file.
 pub(super) struct KeyProjection {
     fields: Vec<NestedFieldRef>,
+    /// The equality field id each of `fields` is read for.
+    ids: Vec<i32>,
     /// The Arrow schema `fields` are read into, built once for every file.
     target: arrow_schema::SchemaRef,
     /// Field id to column index in the batches read with `fields`.
@@ -53,18 +55,23 @@ pub(super) struct KeyProjection {
 
 impl KeyProjection {
     pub(super) fn new(loaded: &[GroupKeys], group_ids: &[usize]) -> Result<Self> {
+        // By equality field id: two nested keys under one struct are two columns.
         let mut fields: Vec<NestedFieldRef> = Vec::new();
+        let mut ids: Vec<i32> = Vec::new();
         for &g in group_ids {
-            for field in &loaded[g].key_columns.fields {
-                if !fields.iter().any(|f| f.id == field.id) {
+            let key_columns = &loaded[g].key_columns;
+            for (field, &id) in key_columns.fields.iter().zip(&key_columns.field_ids) {
+                if !ids.contains(&id) {
+                    ids.push(id);
                     fields.push(field.clone());
                 }
             }
         }
-        let column_of = fields.iter().enumerate().map(|(i, f)| (f.id, i)).collect();
+        let column_of = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let target = crate::parquet_io::target_schema(&fields)?;
         Ok(Self {
             fields,
+            ids,
             target,
             column_of,
         })
@@ -117,7 +124,8 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
     let sources: HashMap<i32, FieldSource> = projection
         .fields
         .iter()
-        .map(|f| Ok((f.id, file.source_of(f)?)))
+        .zip(&projection.ids)
+        .map(|(f, &id)| Ok((id, file.source_of(f)?)))
         .collect::<Result<_>>()?;
     let total_groups = file.row_group_rows().len();
     let mut keep = vec![!options.row_group_pruning; total_groups];
@@ -187,9 +195,9 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
 
     // Read the union of the groups' key columns once.
     let leaves: Vec<usize> = projection
-        .fields
+        .ids
         .iter()
-        .filter_map(|f| file.leaf_index(f.id))
+        .filter_map(|&id| file.leaf_index(id))
         .collect();
     // Of the named rows, those in the row groups pruning kept.
     let rg_rows = file.row_group_rows();

@@ -284,8 +284,11 @@ pub(super) async fn load_group_keys(
     let schema = table.metadata.current_schema();
     refuse_dropped_fields(table, group)?;
     let key_columns = KeyColumns::new(&table.name.to_string(), schema, &group.equality_ids)?;
-    let single_long = key_columns.len() == 1 && *key_columns.data_type(0) == DataType::Int64;
-    let single_string = key_columns.len() == 1
+    // The one-column sets compare the leaf alone: a nested key is also its structs'
+    // nulls (see `keys::nested`), so it goes through the encoded rows.
+    let one_leaf = key_columns.len() == 1 && !key_columns.is_nested();
+    let single_long = one_leaf && *key_columns.data_type(0) == DataType::Int64;
+    let single_string = one_leaf
         && matches!(
             key_columns.data_type(0),
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
@@ -433,7 +436,9 @@ pub(super) async fn load_group_keys(
                         *max = (*max).max(seq);
                     }
                     for (i, array) in arrays.iter().enumerate() {
-                        let encoded = key_columns.encode_column(i, array)?;
+                        // Per column, the leaf's values (null under a null struct too).
+                        let array = crate::keys::leaf(array)?;
+                        let encoded = key_columns.encode_column(i, &array)?;
                         for (row_index, row) in encoded.iter().enumerate() {
                             if !mine[row_index] {
                                 continue;
@@ -639,7 +644,7 @@ async fn read_delete_file<'a>(
     .await?
     .with_name_mapping(name_mapping);
     for &id in &key_columns.field_ids {
-        if file.field_by_id(id).is_none() {
+        if !file.has_field(id) {
             return Err(Error::file(
                 delete.path(),
                 format!("equality delete file lacks equality field id {id}"),

@@ -474,7 +474,9 @@ impl ResolveMetrics {
 /// What one key of `group` costs in memory once loaded: a single `long` key column
 /// (read as a long, whatever it was written as) is stored compactly.
 fn bytes_per_key(schema: &iceberg::spec::Schema, group: &DeleteGroup) -> u64 {
+    // Top-level only: a nested key is stored as encoded rows (see `keys::nested`).
     let single_long = matches!(group.equality_ids.as_slice(), [id] if schema
+        .as_struct()
         .field_by_id(*id)
         .is_some_and(|f| *f.field_type == Type::Primitive(PrimitiveType::Long)));
     if single_long {

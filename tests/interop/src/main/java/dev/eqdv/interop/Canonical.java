@@ -125,10 +125,26 @@ public final class Canonical {
           out.append(DateTimeUtil.nanosFromTimestamp((LocalDateTime) value));
         }
         break;
+      case STRUCT:
+        appendStruct(out, type.asStructType(), (StructLike) value);
+        break;
       default:
         throw new IllegalArgumentException(
             "no canonical form for column '" + field.name() + "' of type " + type);
     }
+  }
+
+  /** A struct as the array of its fields' values, in order (nested keys' tables). */
+  static void appendStruct(StringBuilder out, Types.StructType type, StructLike value) {
+    out.append('[');
+    List<Types.NestedField> fields = type.fields();
+    for (int i = 0; i < fields.size(); i++) {
+      if (i > 0) {
+        out.append(',');
+      }
+      appendValue(out, fields.get(i), value.get(i, Object.class));
+    }
+    out.append(']');
   }
 
   /**

@@ -38,6 +38,12 @@ public final class Main {
           "      --case name-mapping|no-name-mapping|initial-default|promote-partition|",
           "             promote-partition-data-only|rename-key|promote-key|widen-decimal-key|",
           "             spec-evolution|drop-key  --seed N (1) --rows N (400)",
+          "  write-nested       create a new v3 table keyed on a field nested in a struct (s.id, or",
+          "                     k and s.region) with null structs and null keys, and commit",
+          "                     appends and equality deletes; prints JSON counts",
+          "      --keys s.id|k,s.region (s.id) --seed N (1) --commits N (8) --rows N (40)",
+          "      --delete-format parquet|avro (parquet) --struct-added-later (first two commits",
+          "                     without s: Java reads their s as null)",
           "  dump               the live rows of --branch (main) in canonical form, sorted",
           "      [--lineage]    each row ends with _row_id and _last_updated_sequence_number",
           "  check-dvs          loads every live DV of --branch (main) with Java's delete loader;",
@@ -120,6 +126,8 @@ public final class Main {
           return BenchRead.run(rest, out);
         case "serve":
           return Serve.run(rest, out);
+        case "write-nested":
+          return WriteNested.run(rest, out);
         default:
           throw new Args.UsageException("unknown command '" + command + "'");
       }
