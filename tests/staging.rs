@@ -264,7 +264,7 @@ async fn history(seed: u64, compactions: bool) -> Result<(), String> {
         // Then, on a target that compacts, a compaction and an expiry that keeps only
         // each branch's head: main's newest eqdv snapshot is expired (its table property
         // then says what main reflects) and so is all of staging's applied history.
-        if compactions && op % 4 == 0 {
+        if compactions && op.is_multiple_of(4) {
             for cmd in [
                 json!({"op": "compact", "seed": op + 1, "branch": "main"}),
                 json!({"op": "expire", "retain": 1}),
