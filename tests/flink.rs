@@ -15,7 +15,8 @@ use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::staging::{StagingOptions, StagingReport, apply_staging};
 use eqdv::table::LoadedTable;
 use eqdv_workload::support::flink::{FlinkWrite, write_flink};
-use eqdv_workload::support::java::JavaTable;
+use eqdv_workload::support::java::{JavaServer, JavaTable};
+use serde_json::json;
 
 const STAGING: &str = "staging";
 
@@ -25,7 +26,11 @@ const STAGING: &str = "staging";
 fn assert_flink_shape(w: &FlinkWrite, checkpoints: u64) {
     let report = w.summary();
     assert_eq!(w.report["format_version"], 3, "{report}");
-    assert_eq!(w.commits(), checkpoints, "one commit per checkpoint: {report}");
+    assert_eq!(
+        w.commits(),
+        checkpoints,
+        "one commit per checkpoint: {report}"
+    );
     let per_commit = w.report["per_commit"].as_array().expect("per_commit");
     for c in per_commit {
         assert!(c["equality_delete_files"].as_u64() > Some(0), "{report}");
@@ -33,6 +38,18 @@ fn assert_flink_shape(w: &FlinkWrite, checkpoints: u64) {
     }
     assert_eq!(w.position_delete_files(), 0, "{report}");
     assert!(!w.rows.is_empty(), "{report}");
+}
+
+/// Java's rows of `branch` (one `serve` JVM per test reads them all).
+fn java_rows(java: &mut JavaServer, branch: &str) -> Vec<String> {
+    java.dump_rows(branch, false)
+        .unwrap_or_else(|e| panic!("Java dump of {branch}: {e}"))
+}
+
+/// Java's DV loader over `branch`'s head (`check-dvs`).
+fn java_check_dvs(java: &mut JavaServer, branch: &str) -> serde_json::Value {
+    java.call(json!({"op": "check-dvs", "branch": branch}))
+        .unwrap_or_else(|e| panic!("Java check-dvs of {branch}: {e}"))
 }
 
 /// eqdv's reader's rows of `branch` (a second opinion on a table with equality deletes).
@@ -46,9 +63,18 @@ async fn eqdv_rows(catalog: &GlueCatalog, name: &TableName, branch: &str) -> Vec
 /// Java reads Flink's model before the conversion (and so does eqdv's reader); eqdv
 /// converts; Java reads the same rows after with no equality delete and loads every DV,
 /// and PyIceberg and DuckDB read them too.
-async fn convert_and_judge(t: &JavaTable, catalog: &GlueCatalog, w: &FlinkWrite) {
+async fn convert_and_judge(
+    java: &mut JavaServer,
+    t: &JavaTable,
+    catalog: &GlueCatalog,
+    w: &FlinkWrite,
+) {
     let name = t.name();
-    common::assert_same_rows("Iceberg Java (Flink's table)", &t.dump(), &w.rows);
+    common::assert_same_rows(
+        "Iceberg Java (Flink's table)",
+        &java_rows(java, "main"),
+        &w.rows,
+    );
     common::assert_same_rows(
         "eqdv's reader (Flink's table)",
         &eqdv_rows(catalog, &name, "main").await,
@@ -59,8 +85,15 @@ async fn convert_and_judge(t: &JavaTable, catalog: &GlueCatalog, w: &FlinkWrite)
         .unwrap_or_else(|e| panic!("eqdv convert on Flink's table {name}: {e}"));
     assert_eq!(r.outcome, Outcome::Converted, "{}", w.summary());
     assert!(r.dvs_written > 0, "{}", w.summary());
-    let check = t.assert_converted(&w.rows);
+    common::assert_same_rows(
+        "Iceberg Java (Flink's table, converted)",
+        &java_rows(java, "main"),
+        &w.rows,
+    );
+    let check = java_check_dvs(java, "main");
+    assert_eq!(check["equality_delete_files"], 0, "Java: {check}");
     assert!(check["dvs"].as_u64() > Some(0), "{check}");
+    common::judge_converted_glue(&name.to_string(), &w.rows);
     let duckdb = common::duckdb_read_glue(&name.to_string());
     common::assert_same_rows("DuckDB (Flink's table, converted)", &duckdb, &w.rows);
 }
@@ -68,12 +101,13 @@ async fn convert_and_judge(t: &JavaTable, catalog: &GlueCatalog, w: &FlinkWrite)
 async fn in_place(partition: &str, seed: u64, rounds: u32) {
     let t = JavaTable::new(&format!("flink_{partition}"));
     let catalog = t.catalog().await;
+    let mut java = JavaServer::start(&t);
     for round in 0..rounds {
         let create = (round == 0).then_some(partition);
         let w = write_flink(&t, seed + u64::from(round), 3, "main", create);
         assert_flink_shape(&w, 3);
         eprintln!("{partition}, round {round}: {}", w.summary());
-        convert_and_judge(&t, &catalog, &w).await;
+        convert_and_judge(&mut java, &t, &catalog, &w).await;
     }
 }
 
@@ -107,18 +141,14 @@ async fn apply(catalog: &GlueCatalog, name: &TableName) -> StagingReport {
 /// After an application of Flink's staging commits: main holds every one of them, Java
 /// reads on main what it reads on staging and what Flink's model says, with no equality
 /// delete on main; PyIceberg and DuckDB read the same on main.
-async fn apply_and_judge(t: &JavaTable, catalog: &GlueCatalog, w: &FlinkWrite) {
+async fn apply_and_judge(
+    java: &mut JavaServer,
+    t: &JavaTable,
+    catalog: &GlueCatalog,
+    w: &FlinkWrite,
+) {
     let name = t.name();
-    let staging = {
-        let mut rows: Vec<String> = t
-            .java("dump", &["--branch", STAGING])
-            .lines()
-            .map(str::to_string)
-            .collect();
-        rows.sort();
-        eqdv_judges::record_read("java");
-        rows
-    };
+    let staging = java_rows(java, STAGING);
     common::assert_same_rows("Iceberg Java (Flink's staging branch)", &staging, &w.rows);
     let report = apply(catalog, &name).await;
     assert_eq!(report.outcome, Outcome::Converted, "{report:?}");
@@ -142,9 +172,14 @@ async fn apply_and_judge(t: &JavaTable, catalog: &GlueCatalog, w: &FlinkWrite) {
         w.equality_delete_files(),
         "{report:?}"
     );
-    let main = t.dump();
+    common::assert_same_rows(
+        "Iceberg Java (staging after the application)",
+        &java_rows(java, STAGING),
+        &staging,
+    );
+    let main = java_rows(java, "main");
     common::assert_same_rows("Iceberg Java (main against staging)", &main, &staging);
-    let check = t.java_json("check-dvs", &["--branch", "main"]);
+    let check = java_check_dvs(java, "main");
     assert_eq!(check["equality_delete_files"], 0, "Java on main: {check}");
     common::judge_converted_glue(&name.to_string(), &w.rows);
     let duckdb = common::duckdb_read_glue(&name.to_string());
@@ -159,6 +194,7 @@ async fn flink_staging_commits_apply_to_main_and_every_reader_agrees() {
     let t = JavaTable::new("flink_staging");
     let catalog = t.catalog().await;
     let name = t.name();
+    let mut java = JavaServer::start(&t);
 
     let first = write_flink(&t, 61, 3, STAGING, Some("identity"));
     assert_flink_shape(&first, 3);
@@ -168,12 +204,12 @@ async fn flink_staging_commits_apply_to_main_and_every_reader_agrees() {
         loaded.metadata.snapshot_for_ref("main").is_none(),
         "Flink wrote to main"
     );
-    apply_and_judge(&t, &catalog, &first).await;
+    apply_and_judge(&mut java, &t, &catalog, &first).await;
 
     let second = write_flink(&t, 62, 2, STAGING, None);
     assert_flink_shape(&second, 2);
     eprintln!("staging, second run: {}", second.summary());
-    apply_and_judge(&t, &catalog, &second).await;
+    apply_and_judge(&mut java, &t, &catalog, &second).await;
 
     let again = apply(&catalog, &name).await;
     assert_eq!(again.outcome, Outcome::NothingToDo, "{again:?}");

@@ -75,7 +75,9 @@ pub fn write_flink(
     create: Option<&str>,
 ) -> FlinkWrite {
     let mut c = Command::new("java");
-    c.arg("-jar")
+    // A run is a few seconds of work: the client compiler alone and the serial collector
+    // halve its CPU time (the tests run beside each other on two cores).
+    c.args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-jar"])
         .arg(jar())
         .arg("write-flink")
         .args(["--warehouse", &t.warehouse])
