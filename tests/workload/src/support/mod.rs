@@ -10,6 +10,7 @@ use eqdv::table::{LoadedTable, TableFiles};
 use iceberg::spec::{ManifestList, TableMetadata};
 
 pub mod before_swap;
+pub mod flink;
 pub mod java;
 pub mod manifests;
 pub mod race;
