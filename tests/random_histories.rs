@@ -92,6 +92,11 @@ struct Totals {
     refusals: u64,
     /// Live equality delete files in Avro on the heads eqdv converted (not refused).
     avro_delete_files: u64,
+    /// Live ORC data files, and ORC equality delete files, on the heads eqdv converted.
+    orc_data_files: u64,
+    orc_delete_files: u64,
+    /// Live data files with a DV on the heads eqdv converted.
+    files_with_dvs: u64,
     failures: Vec<String>,
 }
 
@@ -225,6 +230,36 @@ async fn index_matches_a_full_scan(
     Ok(())
 }
 
+/// Files of a head about to be converted, by format.
+#[derive(Default)]
+struct Met {
+    avro_deletes: u64,
+    orc_deletes: u64,
+    orc_data: u64,
+    with_dvs: u64,
+}
+
+fn met_files(files: &TableFiles) -> Met {
+    use iceberg::spec::DataFileFormat::{Avro, Orc};
+    let deletes_in = |format| {
+        files
+            .equality_deletes
+            .iter()
+            .filter(|d| d.file.file_format() == format)
+            .count() as u64
+    };
+    Met {
+        avro_deletes: deletes_in(Avro),
+        orc_deletes: deletes_in(Orc),
+        orc_data: files
+            .data_files
+            .iter()
+            .filter(|d| d.file.file_format() == Orc)
+            .count() as u64,
+        with_dvs: files.dvs.len() as u64,
+    }
+}
+
 /// One eqdv conversion of `branch`, judged by Java. `Err` is a failure message.
 async fn convert_and_judge(
     server: &mut Server,
@@ -246,13 +281,9 @@ async fn convert_and_judge(
     // The key index must change nothing: the same positions with it as without, on the
     // head about to be converted (an index kept across the foreign commits since).
     index_agrees_with_scan(catalog, t, branch).await?;
-    let avro = match branch_files(catalog, t, branch).await? {
-        Some((_, files)) => files
-            .equality_deletes
-            .iter()
-            .filter(|d| d.file.file_format() == iceberg::spec::DataFileFormat::Avro)
-            .count() as u64,
-        None => 0,
+    let met = match branch_files(catalog, t, branch).await? {
+        Some((_, files)) => met_files(&files),
+        None => Met::default(),
     };
     let options = ConvertOptions {
         branch: branch.to_string(),
@@ -273,7 +304,10 @@ async fn convert_and_judge(
             let what = match report.outcome {
                 Outcome::Converted => {
                     totals.conversions += 1;
-                    totals.avro_delete_files += avro;
+                    totals.avro_delete_files += met.avro_deletes;
+                    totals.orc_data_files += met.orc_data;
+                    totals.orc_delete_files += met.orc_deletes;
+                    totals.files_with_dvs += met.with_dvs;
                     format!("converted, {} DVs", report.dvs_written)
                 }
                 Outcome::NothingToDo => {
@@ -321,9 +355,21 @@ async fn convert_and_judge(
     Ok(())
 }
 
-/// One seed's history; `delete_format` ("parquet" or "avro") the format Java writes its
-/// equality deletes in (by default Avro for one table in three).
-async fn history(seed: u64, ops: u64, delete_format: Option<&str>, totals: &mut Totals) {
+/// The file formats of a history's table.
+#[derive(Clone, Copy, Default)]
+struct Formats {
+    /// The format Java writes equality deletes in: "parquet", "avro" or "orc" (by default
+    /// the data files' format, but Avro for one table in three).
+    deletes: Option<&'static str>,
+    /// The format Java writes data files in: "parquet" (the default) or "orc".
+    data: Option<&'static str>,
+    /// Java also deletes rows by position (a DV, merged with the file's own) after an
+    /// operation one time in three: conversions meet files with DVs of Java's.
+    position_deletes: bool,
+}
+
+/// One seed's history of `ops` Java operations, eqdv converting in between.
+async fn history(seed: u64, ops: u64, formats: Formats, totals: &mut Totals) {
     let t = JavaTable::new(&format!("rand{seed}"));
     let mut server = Server::start(&t);
     let catalog = t.catalog().await;
@@ -339,7 +385,13 @@ async fn history(seed: u64, ops: u64, delete_format: Option<&str>, totals: &mut 
         eprintln!("FAILURE {msg}");
         totals.failures.push(msg);
     };
-    match server.call(json!({"op": "create", "seed": seed, "delete_format": delete_format})) {
+    let create = json!({
+        "op": "create",
+        "seed": seed,
+        "delete_format": formats.deletes,
+        "data_format": formats.data,
+    });
+    match server.call(create) {
         Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
         Err(e) => return fail(totals, &log, format!("java create: {e}")),
     }
@@ -353,6 +405,16 @@ async fn history(seed: u64, ops: u64, delete_format: Option<&str>, totals: &mut 
             Err(e) => {
                 totals.java_op_errors += 1;
                 log.push(format!("java random-op {op_seed} failed: {e}"));
+            }
+        }
+        if formats.position_deletes && rng.below(3) == 0 {
+            let cmd = json!({"op": "delete-by-position", "seed": op_seed, "branch": "main"});
+            match server.call(cmd) {
+                Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
+                Err(e) => {
+                    totals.java_op_errors += 1;
+                    log.push(format!("java delete-by-position {op_seed} failed: {e}"));
+                }
             }
         }
         // Every branch must still be readable after a Java operation (Java's DV loader).
@@ -400,7 +462,7 @@ async fn random_histories_java_agrees() {
     let mut totals = Totals::default();
     for seed in start..start + seeds {
         totals.seeds += 1;
-        history(seed, ops, None, &mut totals).await;
+        history(seed, ops, Formats::default(), &mut totals).await;
     }
     eprintln!(
         "random histories: {} seeds (from {start}), {} operations ({} refused by Java), {} \
@@ -427,7 +489,11 @@ async fn random_histories_with_avro_equality_deletes_java_agrees() {
     let mut totals = Totals::default();
     for seed in 501..504 {
         totals.seeds += 1;
-        history(seed, 8, Some("avro"), &mut totals).await;
+        let formats = Formats {
+            deletes: Some("avro"),
+            ..Formats::default()
+        };
+        history(seed, 8, formats, &mut totals).await;
     }
     totals.assert_no_failures();
     assert!(
@@ -435,5 +501,43 @@ async fn random_histories_with_avro_equality_deletes_java_agrees() {
         "no Avro equality delete converted: {} files met, {} conversions",
         totals.avro_delete_files,
         totals.conversions
+    );
+}
+
+/// Java writes its data files in ORC (`write.format.default=orc`), its equality deletes
+/// in ORC too (its writers' default for such a table) or in Avro, and deletes rows by
+/// position besides: eqdv converts the equality deletes of ORC data files, with and
+/// without Java's DVs on them, judged by Java as every history is (key index on and off
+/// agreeing, Java's rows unchanged, no equality delete left).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_histories_with_orc_data_files_java_agrees() {
+    let mut totals = Totals::default();
+    for seed in 601..605 {
+        totals.seeds += 1;
+        let formats = Formats {
+            data: Some("orc"),
+            position_deletes: true,
+            ..Formats::default()
+        };
+        history(seed, 8, formats, &mut totals).await;
+    }
+    eprintln!(
+        "ORC histories: {} conversions, {} refusals; met {} ORC data files, {} ORC and {} \
+         Avro equality delete files, {} DVs",
+        totals.conversions,
+        totals.refusals,
+        totals.orc_data_files,
+        totals.orc_delete_files,
+        totals.avro_delete_files,
+        totals.files_with_dvs
+    );
+    totals.assert_no_failures();
+    assert!(
+        totals.orc_data_files > 0 && totals.orc_delete_files > 0 && totals.files_with_dvs > 0,
+        "the histories met no ORC data file, ORC equality delete or DV: {} ORC data files, \
+         {} ORC delete files, {} DVs",
+        totals.orc_data_files,
+        totals.orc_delete_files,
+        totals.files_with_dvs
     );
 }

@@ -37,6 +37,7 @@
 mod avro_columns;
 pub mod catalog;
 pub mod cleanup;
+pub mod columns;
 pub mod commit;
 pub mod convert;
 pub mod current_dv;
@@ -48,6 +49,7 @@ pub mod key_index;
 pub mod keys;
 mod lru;
 pub mod manifest_decode;
+pub mod orc_io;
 pub mod parquet_io;
 pub mod plan;
 pub mod planner;

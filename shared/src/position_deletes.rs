@@ -116,6 +116,18 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
                     absorb(delete, &batch, &mut per_file)?;
                 }
             }
+            DataFileFormat::Orc => {
+                let file = crate::orc_io::OrcFile::open(
+                    &table.file_io,
+                    delete.path(),
+                    Some(delete.file.file_size_in_bytes()),
+                )
+                .await?;
+                let mut stream = Box::pin(file.read(&fields, 8192)?);
+                while let Some((_, batch)) = stream.try_next().await? {
+                    absorb(delete, &batch, &mut per_file)?;
+                }
+            }
             DataFileFormat::Avro => {
                 let schema = crate::parquet_io::target_schema(&fields)?;
                 let batches = crate::avro_columns::read_avro_columns(
@@ -134,8 +146,8 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
                 return Err(Error::UnsupportedTable {
                     table: table.name.to_string(),
                     message: format!(
-                        "position delete file {} is {other:?}; eqdv reads Parquet and Avro \
-                         position deletes",
+                        "position delete file {} is {other:?}; eqdv reads Parquet, Avro and \
+                         ORC position deletes",
                         delete.path(),
                     ),
                 });

@@ -4,7 +4,7 @@
 use iceberg::io::FileIO;
 use uuid::Uuid;
 
-use crate::Result;
+use crate::{Error, Result};
 
 /// A new, unique location under `<table>/metadata/`.
 pub fn new_metadata_file(table_location: &str, stem: &str, extension: &str) -> String {
@@ -50,6 +50,31 @@ pub async fn delete_files(file_io: &FileIO, paths: &[String]) {
 
 /// Removals [`delete_files`] has in flight at most.
 pub const DELETES_IN_FLIGHT: usize = 32;
+
+/// A reader of the data or delete file at `path`, and its size (`file_size` from its
+/// manifest entry, or asked of storage).
+pub async fn open_sized(
+    file_io: &FileIO,
+    path: &str,
+    file_size: Option<u64>,
+) -> Result<(u64, Box<dyn iceberg::io::FileRead>)> {
+    let input = file_io.new_input(path)?;
+    let size = match file_size {
+        Some(size) => size,
+        None => {
+            input
+                .metadata()
+                .await
+                .map_err(|e| Error::file(path, "cannot stat data file (missing?)", e))?
+                .size
+        }
+    };
+    let reader = input
+        .reader()
+        .await
+        .map_err(|e| Error::file(path, "cannot open data file (missing?)", e))?;
+    Ok((size, reader))
+}
 
 /// Reads a whole file, naming it in the error.
 pub async fn read_all(file_io: &FileIO, path: &str) -> Result<bytes::Bytes> {

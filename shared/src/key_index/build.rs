@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
-use iceberg::spec::NameMapping;
+use iceberg::spec::{DataFileFormat, NameMapping};
 use roaring::RoaringTreemap;
 
 use super::format::{CoveredFile, CoveredFiles, LeafMeta, RunMeta, write_json};
@@ -15,6 +15,7 @@ use super::hash::hash_keys;
 use super::leaf::{Entries, read_leaf, write_leaf};
 use crate::Result;
 use crate::keys::KeyColumns;
+use crate::orc_io::OrcFile;
 use crate::parquet_io::ParquetFile;
 use crate::table::LiveFile;
 
@@ -80,6 +81,16 @@ pub(super) async fn read_files(
             async move {
                 let path = data.path();
                 let size = data.file.file_size_in_bytes();
+                if data.file.file_format() == DataFileFormat::Orc {
+                    let file = OrcFile::open(file_io, path, Some(size))
+                        .await?
+                        .with_name_mapping(name_mapping);
+                    let fetched = file.fetched();
+                    let stream = file.read_as(&key_columns.fields, target, 8192)?;
+                    let (hashes, positions) = hash_stream(key_columns, stream).await?;
+                    let bytes = fetched.load(std::sync::atomic::Ordering::Relaxed);
+                    return Ok((data, hashes, positions, bytes));
+                }
                 let file = ParquetFile::open(file_io, path, Some(size))
                     .await?
                     .with_name_mapping(name_mapping);
@@ -90,14 +101,8 @@ pub(super) async fn read_files(
                     .collect();
                 let all: Vec<usize> = (0..file.row_group_rows().len()).collect();
                 let bytes = file.projected_bytes(&leaves, &all);
-                let mut stream = Box::pin(file.read_as(&key_columns.fields, target, None, 8192)?);
-                let mut hashes = Vec::new();
-                let mut positions = Vec::new();
-                while let Some((first, batch)) = stream.try_next().await? {
-                    let before = hashes.len();
-                    hash_keys(key_columns, batch.columns(), &mut hashes)?;
-                    positions.extend((0..(hashes.len() - before) as u64).map(|i| first + i));
-                }
+                let stream = file.read_as(&key_columns.fields, target, None, 8192)?;
+                let (hashes, positions) = hash_stream(key_columns, stream).await?;
                 Ok((data, hashes, positions, bytes))
             }
             .boxed()
@@ -117,6 +122,22 @@ pub(super) async fn read_files(
         run.push_file(data, &hashes, positions);
     }
     Ok((run, scan))
+}
+
+/// The key hash and position of every row of a file's `(first position, batch)` stream.
+async fn hash_stream(
+    key_columns: &KeyColumns,
+    stream: impl futures::Stream<Item = Result<(u64, arrow_array::RecordBatch)>>,
+) -> Result<(Vec<i64>, Vec<u64>)> {
+    let mut stream = Box::pin(stream);
+    let mut hashes = Vec::new();
+    let mut positions = Vec::new();
+    while let Some((first, batch)) = stream.try_next().await? {
+        let before = hashes.len();
+        hash_keys(key_columns, batch.columns(), &mut hashes)?;
+        positions.extend((0..(hashes.len() - before) as u64).map(|i| first + i));
+    }
+    Ok((hashes, positions))
 }
 
 /// Reads every entry of `runs` into one run, leaving out the data files `keep` refuses

@@ -1,8 +1,9 @@
 //! Reading Parquet files by Iceberg field id, the way every Iceberg reader does.
 //!
-//! This module is the one place that decides which column of a file holds a table field,
-//! and every read of a data or delete file goes through it, so eqdv's resolver and its
-//! own reader follow the same rules (what readers such as Iceberg Java do):
+//! Which column of a file holds a table field is decided in [`crate::columns`] (for
+//! Parquet and ORC alike), and every read of a Parquet data or delete file goes through
+//! this module, so eqdv's resolver and its own reader follow the same rules (what readers
+//! such as Iceberg Java do):
 //! - a file with Parquet field ids: columns are found by `PARQUET:field_id`, never by
 //!   name, so renamed columns resolve correctly;
 //! - a file without any field ids (imported by migrate / add_files, or written by a tool
@@ -17,21 +18,16 @@
 //!
 //! Positions are the row's ordinal in the file: row-group first row + offset.
 //!
-//! `source` decides where each field's values come from in a file, `convert` which
-//! stored types convert exactly to the table's, `stream` reads the batches and `reader`
-//! is the byte source under them all; this file opens files and answers questions about
-//! their footer.
+//! `stream` reads the batches and `reader` is the byte source under them all; this file
+//! opens files and answers questions about their footer.
 
-mod convert;
 pub mod footer_cache;
 pub mod footer_hint;
-mod nested;
 #[cfg(test)]
 mod nested_tests;
 #[cfg(test)]
 mod positioned_tests;
 pub mod reader;
-mod source;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -44,15 +40,15 @@ use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 
-pub use convert::{converts_exactly, target_schema};
+pub use crate::columns::{
+    FieldIdSource, FieldSource, FileColumns, converts_exactly, target_schema,
+};
 pub use footer_cache::FooterCache;
 pub use footer_hint::FooterHint;
-pub use source::{FieldIdSource, FieldSource};
 pub use stream::row_group_starts;
 
 use crate::{Error, Result};
 use reader::FileReader;
-use source::field_id_of;
 
 /// `metadata` with the file's offset index added (read through `reader`, most often
 /// from the footer's read), or as it was when the file has none or it cannot be read:
@@ -89,13 +85,8 @@ async fn with_offset_index(
 pub struct ParquetFile {
     path: String,
     builder: ParquetRecordBatchStreamBuilder<FileReader>,
-    /// Field id of each top-level column of the file's Arrow schema, as resolved.
-    ids: Vec<Option<i32>>,
-    id_source: FieldIdSource,
-    /// Field ids the name mapping names (when ids come from it).
-    mapped_ids: Vec<i32>,
-    /// The name mapping's top-level fields (when ids come from it), for nested ones.
-    mapping: Vec<iceberg::spec::MappedField>,
+    /// Which column holds which field.
+    columns: FileColumns,
     /// See [`FileReader::footer_read_start`].
     footer_read_start: u64,
     footer_read: FooterRead,
@@ -130,7 +121,7 @@ impl ParquetFile {
     /// [`reader`]). `file_size` comes from the manifest, which saves a
     /// HEAD request.
     pub async fn open(file_io: &FileIO, path: &str, file_size: Option<u64>) -> Result<Self> {
-        let (size, reader) = Self::input(file_io, path, file_size).await?;
+        let (size, reader) = crate::storage::open_sized(file_io, path, file_size).await?;
         Self::open_reader(path, FileReader::new(path, size, reader)).await
     }
 
@@ -151,7 +142,7 @@ impl ParquetFile {
         hint: &FooterHint,
         by_position: bool,
     ) -> Result<Self> {
-        let (size, reader) = Self::input(file_io, path, Some(size)).await?;
+        let (size, reader) = crate::storage::open_sized(file_io, path, Some(size)).await?;
         let file = if let Some(kept) = hint.cache().get(path, size) {
             // Nothing is read now; what the first open's footer read fetched is held.
             let (reader, read_start) = match kept.tail {
@@ -191,30 +182,6 @@ impl ParquetFile {
         let mut file = Self::assemble(path, reader, metadata, read_start, footer_read);
         file.offset_index_read = offset_index_read;
         Ok(file)
-    }
-
-    /// The file's size (`file_size`, or asked of storage) and a reader of it.
-    async fn input(
-        file_io: &FileIO,
-        path: &str,
-        file_size: Option<u64>,
-    ) -> Result<(u64, Box<dyn iceberg::io::FileRead>)> {
-        let input = file_io.new_input(path)?;
-        let size = match file_size {
-            Some(size) => size,
-            None => {
-                input
-                    .metadata()
-                    .await
-                    .map_err(|e| Error::file(path, "cannot stat data file (missing?)", e))?
-                    .size
-            }
-        };
-        let reader = input
-            .reader()
-            .await
-            .map_err(|e| Error::file(path, "cannot open data file (missing?)", e))?;
-        Ok((size, reader))
     }
 
     /// Opens `path` through `reader` (a [`FileReader`] of it) and reads its footer.
@@ -277,31 +244,18 @@ impl ParquetFile {
         footer_read: FooterRead,
     ) -> Self {
         let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
-        let ids: Vec<Option<i32>> = builder
-            .schema()
-            .fields()
+        let has_ids = builder
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .columns()
             .iter()
-            .map(|f| field_id_of(f))
-            .collect();
-        let has_ids = ids.iter().any(Option::is_some)
-            || builder
-                .metadata()
-                .file_metadata()
-                .schema_descr()
-                .columns()
-                .iter()
-                .any(|c| c.self_type().get_basic_info().has_id());
+            .any(|c| c.self_type().get_basic_info().has_id());
+        let columns = FileColumns::new(path, "Parquet", builder.schema().clone(), has_ids);
         Self {
             path: path.to_string(),
             builder,
-            ids,
-            id_source: if has_ids {
-                FieldIdSource::FileIds
-            } else {
-                FieldIdSource::Unresolvable
-            },
-            mapped_ids: Vec::new(),
-            mapping: Vec::new(),
+            columns,
             footer_read_start,
             footer_read,
             offset_index_read: FooterRead::default(),
@@ -429,7 +383,7 @@ impl ParquetFile {
     pub fn leaf_index(&self, field_id: i32) -> Option<usize> {
         // Keys are primitive columns under structs only: their Parquet path is their
         // Arrow names', which we find through the Parquet schema descriptor.
-        let names = self.names_of(field_id)?;
+        let names = self.columns.names_of(field_id)?;
         let descr = self.metadata().file_metadata().schema_descr();
         (0..descr.num_columns()).find(|&i| {
             let column = descr.column(i);
@@ -438,8 +392,35 @@ impl ParquetFile {
         })
     }
 
+    /// Resolves a file without field ids through the table's name mapping (as readers
+    /// do). Files with field ids ignore the mapping.
+    pub fn with_name_mapping(mut self, mapping: Option<&iceberg::spec::NameMapping>) -> Self {
+        self.columns = self.columns.with_name_mapping(mapping);
+        self
+    }
+
+    /// Which column holds which field.
+    pub fn columns(&self) -> &FileColumns {
+        &self.columns
+    }
+
+    /// How the file's columns were given field ids.
+    pub fn id_source(&self) -> FieldIdSource {
+        self.columns.id_source()
+    }
+
+    /// See [`FileColumns::field_by_id`].
+    pub fn field_by_id(&self, field_id: i32) -> Option<&arrow_schema::Field> {
+        self.columns.field_by_id(field_id)
+    }
+
+    /// See [`FileColumns::source_of`].
+    pub fn source_of(&self, field: &iceberg::spec::NestedField) -> Result<FieldSource> {
+        self.columns.source_of(field)
+    }
+
     /// Whether the file holds field `field_id` (top-level or nested in structs).
     pub fn has_field(&self, field_id: i32) -> bool {
-        self.names_of(field_id).is_some()
+        self.columns.names_of(field_id).is_some()
     }
 }

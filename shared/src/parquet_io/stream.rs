@@ -2,18 +2,16 @@
 //! fields the file lacks filled in, promoted types cast, each batch with the position of
 //! its first row.
 
-use std::sync::Arc;
-
-use arrow_array::{ArrayRef, RecordBatch, UInt32Array, new_null_array};
-use arrow_schema::{Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef as ArrowSchemaRef;
 use futures::{Stream, StreamExt};
 use iceberg::spec::NestedFieldRef;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use roaring::RoaringTreemap;
 
-use super::convert::strict_cast;
 use super::{FieldSource, ParquetFile, target_schema};
+use crate::columns::project;
 use crate::{Error, Result};
 
 impl ParquetFile {
@@ -127,36 +125,7 @@ impl ParquetFile {
         selection: Option<RowSelection>,
         batch_size: usize,
     ) -> Result<impl Stream<Item = Result<RecordBatch>> + Send> {
-        let sources = fields
-            .iter()
-            .map(|f| self.source_of(f))
-            .collect::<Result<Vec<_>>>()?;
-        let mut projected: Vec<Projected> = Vec::with_capacity(fields.len());
-        for (source, field) in sources.iter().zip(target.fields()) {
-            projected.push(match source {
-                FieldSource::Column { index, path } => {
-                    let (root, names) = self.path_names(*index, path);
-                    Projected::Column(root, names)
-                }
-                FieldSource::Constant(None) => Projected::Null,
-                FieldSource::Constant(Some(value)) => {
-                    let one = crate::keys::literal_to_array(value, field.data_type()).ok_or_else(
-                        || {
-                            Error::file(
-                                &self.path,
-                                format!(
-                                    "the initial-default of field {} cannot be read as {}",
-                                    field.name(),
-                                    field.data_type()
-                                ),
-                                "unsupported default",
-                            )
-                        },
-                    )?;
-                    Projected::Constant(one)
-                }
-            });
-        }
+        let (sources, projected) = self.columns.projection(fields, &target)?;
 
         let path = self.path.clone();
         // Whole top-level columns (a nested one with all its leaves; the Arrow schema's
@@ -168,7 +137,7 @@ impl ParquetFile {
             let FieldSource::Column { index, path } = source else {
                 continue;
             };
-            let (root, names) = self.path_names(*index, path);
+            let (root, names) = self.columns.path_names(*index, path);
             for i in 0..descr.num_columns() {
                 let whole = path.is_empty() && descr.get_column_root_idx(i) == *index;
                 let column = descr.column(i);
@@ -249,58 +218,4 @@ fn select_positions(rg_rows: &[u64], positions: &RoaringTreemap) -> (Vec<usize>,
 
 fn usize_of(rows: u64) -> usize {
     usize::try_from(rows).unwrap_or(usize::MAX)
-}
-
-/// What one output column of a read is made of.
-enum Projected {
-    /// The file's column of this name, cast to the table's type; a field nested in
-    /// structs is under these names of each struct below it.
-    Column(String, Vec<String>),
-    /// A one-element array repeated for every row (an initial default).
-    Constant(ArrayRef),
-    Null,
-}
-
-/// Builds a batch in `target`'s shape from `batch`.
-fn project(
-    batch: &RecordBatch,
-    target: &ArrowSchemaRef,
-    projected: &[Projected],
-) -> std::result::Result<RecordBatch, arrow_schema::ArrowError> {
-    let rows = batch.num_rows();
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
-    for (field, source) in target.fields().iter().zip(projected) {
-        let column = match source {
-            Projected::Column(name, path) => match batch.column_by_name(name) {
-                Some(col) if !path.is_empty() => {
-                    super::nested::prune(col, field.data_type(), path)?
-                }
-                Some(col) if col.data_type() == field.data_type() => col.clone(),
-                Some(col) => strict_cast(col, field.data_type())?,
-                None => {
-                    return Err(arrow_schema::ArrowError::SchemaError(format!(
-                        "column {name} missing from a decoded batch"
-                    )));
-                }
-            },
-            Projected::Constant(one) => {
-                let indices = UInt32Array::from(vec![0u32; rows]);
-                arrow_select::take::take(one.as_ref(), &indices, None)?
-            }
-            Projected::Null => new_null_array(field.data_type(), rows),
-        };
-        columns.push(column);
-    }
-    let schema = Arc::new(ArrowSchema::new(
-        target
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone().with_nullable(true))
-            .collect::<Vec<_>>(),
-    ));
-    RecordBatch::try_new_with_options(
-        schema,
-        columns,
-        &arrow_array::RecordBatchOptions::new().with_row_count(Some(rows)),
-    )
 }

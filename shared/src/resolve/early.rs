@@ -92,6 +92,11 @@ impl EarlyOpens {
     /// Each open holds one of the delete file reads' slots, so the reads in flight stay
     /// within the parallelism.
     fn open(&self, data: &LiveFile) {
+        // Only Parquet footers steer a scan (row groups pruned by statistics and
+        // bloom filters); files in other formats are read whole when scanned.
+        if data.file.file_format() != iceberg::spec::DataFileFormat::Parquet {
+            return;
+        }
         let mut state = self.state();
         if state.count >= self.limit || state.opens.contains_key(data.path()) {
             return;

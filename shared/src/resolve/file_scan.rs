@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use futures::TryStreamExt;
-use iceberg::spec::{NameMapping, NestedFieldRef};
+use iceberg::spec::{DataFileFormat, NameMapping, NestedFieldRef};
 use roaring::RoaringTreemap;
 
 use super::ResolveOptions;
@@ -18,6 +19,7 @@ use super::budget::ReadBudget;
 use super::early::{self, EarlyOpen};
 use super::key_set::{GroupKeys, KeySet};
 use super::prune::ColumnRanges;
+use crate::orc_io::OrcFile;
 use crate::parquet_io::{FieldSource, FooterHint, FooterRead, ParquetFile, row_group_starts};
 use crate::table::{LiveFile, LoadedTable};
 use crate::{Error, Result};
@@ -99,6 +101,9 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
         index_keys,
     } = work;
     let (data, group_ids, projection) = (&data, &group_ids[..], &*projection);
+    if data.file.file_format() == DataFileFormat::Orc {
+        return scan_orc(context, data, group_ids, projection, &index_keys).await;
+    }
     let by_position = named.as_ref().is_some_and(|rows| {
         rows.len().saturating_mul(2 * TYPICAL_PAGE_ROWS) <= data.file.record_count()
     });
@@ -278,23 +283,112 @@ pub(super) async fn scan_file(context: &ScanContext<'_>, work: ScanWork) -> Resu
             )?);
             while let Some((first, batch)) = stream.try_next().await? {
                 matches(&mut scan, &|i| first + i as u64, &batch)?;
-                for (&g, out) in index_keys.iter().zip(&mut hashes) {
-                    let key_columns = &loaded[g].key_columns;
-                    let columns: Vec<ArrayRef> = key_columns
-                        .field_ids
-                        .iter()
-                        .map(|id| batch.column(projection.column_of[id]).clone())
-                        .collect();
-                    crate::key_index::hash::hash_keys(key_columns, &columns, out)?;
-                }
+                hash_for_index(loaded, projection, &index_keys, &batch, &mut hashes)?;
             }
-            scan.index_keys = index_keys
-                .iter()
-                .zip(hashes)
-                .map(|(&g, hashes)| (loaded[g].group.equality_ids.clone(), hashes))
-                .collect();
+            scan.index_keys = index_hashes(loaded, &index_keys, hashes);
         }
     }
+    Ok(scan)
+}
+
+/// Adds the key hashes of `batch`'s rows to `hashes`, one list per group of
+/// `index_keys` (see [`ScanWork::index_keys`]).
+fn hash_for_index(
+    loaded: &[GroupKeys],
+    projection: &KeyProjection,
+    index_keys: &[usize],
+    batch: &RecordBatch,
+    hashes: &mut [Vec<i64>],
+) -> Result<()> {
+    for (&g, out) in index_keys.iter().zip(hashes) {
+        let key_columns = &loaded[g].key_columns;
+        let columns: Vec<ArrayRef> = key_columns
+            .field_ids
+            .iter()
+            .map(|id| batch.column(projection.column_of[id]).clone())
+            .collect();
+        crate::key_index::hash::hash_keys(key_columns, &columns, out)?;
+    }
+    Ok(())
+}
+
+/// The hashes of every row of a file read whole, by the field set of each group.
+fn index_hashes(
+    loaded: &[GroupKeys],
+    index_keys: &[usize],
+    hashes: Vec<Vec<i64>>,
+) -> Vec<(Vec<i32>, Vec<i64>)> {
+    index_keys
+        .iter()
+        .zip(hashes)
+        .map(|(&g, hashes)| (loaded[g].group.equality_ids.clone(), hashes))
+        .collect()
+}
+
+/// The scan of an ORC data file: read whole, every row matched (row positions named by
+/// a key index are among them). eqdv prunes by Parquet row-group statistics and bloom
+/// filters only: an ORC file's stripes are all read.
+async fn scan_orc(
+    context: &ScanContext<'_>,
+    data: &LiveFile,
+    group_ids: &[usize],
+    projection: &KeyProjection,
+    index_keys: &[usize],
+) -> Result<FileScan> {
+    let size = data.file.file_size_in_bytes();
+    let file = OrcFile::open(&context.table.file_io, data.path(), Some(size))
+        .await?
+        .with_name_mapping(context.name_mapping);
+    // The invariant of [`scan_file`]: every key column resolves faithfully, or the
+    // resolve fails naming the file and the field.
+    for field in &projection.fields {
+        file.columns().source_of(field)?;
+    }
+    let fetched = file.fetched();
+    let footer = FooterRead {
+        requests: 1,
+        bytes: fetched.load(Ordering::Relaxed),
+    };
+    let stripes = file.stripes();
+    let _held = context.budget.bytes(size).await?;
+    let mut scan = FileScan {
+        path: data.path().to_string(),
+        positions: RoaringTreemap::new(),
+        row_groups_read: stripes,
+        row_groups_pruned: 0,
+        row_groups_pruned_by_bloom: 0,
+        bloom_filters_read: 0,
+        read_chance_if_absent: None,
+        footer,
+        offset_index: FooterRead::default(),
+        by_pages: false,
+        holds_deleted_value: false,
+        rows_scanned: 0,
+        bytes_read: 0,
+        index_keys: Vec::new(),
+    };
+    let mut hashes: Vec<Vec<i64>> = index_keys.iter().map(|_| Vec::new()).collect();
+    let mut stream = Box::pin(file.read_as(
+        &projection.fields,
+        projection.target.clone(),
+        context.options.batch_size,
+    )?);
+    while let Some((first, batch)) = stream.try_next().await? {
+        scan.rows_scanned += batch.num_rows() as u64;
+        for &g in group_ids {
+            scan.holds_deleted_value |= match_batch(
+                &context.loaded[g],
+                data,
+                &batch,
+                &projection.column_of,
+                &|i| first + i as u64,
+                &mut scan.positions,
+            )?;
+        }
+        hash_for_index(context.loaded, projection, index_keys, &batch, &mut hashes)?;
+    }
+    scan.index_keys = index_hashes(context.loaded, index_keys, hashes);
+    scan.bytes_read = fetched.load(Ordering::Relaxed) - footer.bytes;
     Ok(scan)
 }
 

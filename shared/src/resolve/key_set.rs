@@ -626,11 +626,37 @@ async fn read_delete_file<'a>(
                 bytes: delete.file.file_size_in_bytes(),
             });
         }
+        DataFileFormat::Orc => {
+            let file = crate::orc_io::OrcFile::open(
+                &table.file_io,
+                delete.path(),
+                Some(delete.file.file_size_in_bytes()),
+            )
+            .await?
+            .with_name_mapping(name_mapping);
+            require_key_fields(delete, key_columns, |id| file.has_field(id))?;
+            let fetched = file.fetched();
+            let batches = file
+                .read_as(
+                    &key_columns.fields,
+                    key_columns.arrow_schema.clone(),
+                    options.batch_size,
+                )?
+                .map_ok(|(_, batch)| batch)
+                .try_collect()
+                .await?;
+            return Ok(LoadedDeleteFile {
+                delete,
+                batches,
+                bytes: fetched.load(std::sync::atomic::Ordering::Relaxed),
+            });
+        }
         other => {
             return Err(Error::file(
                 delete.path(),
                 format!(
-                    "equality delete files in {other:?} are not supported (Parquet and Avro are)"
+                    "equality delete files in {other:?} are not supported (Parquet, Avro and \
+                     ORC are)"
                 ),
                 "unsupported delete file",
             ));
@@ -643,15 +669,7 @@ async fn read_delete_file<'a>(
     )
     .await?
     .with_name_mapping(name_mapping);
-    for &id in &key_columns.field_ids {
-        if !file.has_field(id) {
-            return Err(Error::file(
-                delete.path(),
-                format!("equality delete file lacks equality field id {id}"),
-                "invalid delete file",
-            ));
-        }
-    }
+    require_key_fields(delete, key_columns, |id| file.has_field(id))?;
     let leaves: Vec<usize> = key_columns
         .field_ids
         .iter()
@@ -669,6 +687,22 @@ async fn read_delete_file<'a>(
         batches,
         bytes,
     })
+}
+
+/// An equality delete file must hold every one of its equality fields.
+fn require_key_fields(
+    delete: &LiveFile,
+    key_columns: &KeyColumns,
+    has_field: impl Fn(i32) -> bool,
+) -> Result<()> {
+    match key_columns.field_ids.iter().find(|&&id| !has_field(id)) {
+        Some(id) => Err(Error::file(
+            delete.path(),
+            format!("equality delete file lacks equality field id {id}"),
+            "invalid delete file",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// An equality field that the current schema dropped cannot be resolved: data files

@@ -46,6 +46,8 @@ import org.apache.iceberg.expressions.Expressions;
 import org.apache.iceberg.io.CloseableIterable;
 import org.apache.iceberg.io.DataWriter;
 import org.apache.iceberg.io.OutputFileFactory;
+import org.apache.iceberg.data.orc.GenericOrcReader;
+import org.apache.iceberg.orc.ORC;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.TypeUtil;
@@ -155,7 +157,9 @@ final class Serve {
     Map<String, Object> answer = new LinkedHashMap<>();
     switch (op) {
       case "create":
-        answer.put("desc", create(new Random(seedOf(cmd)), cmd.get("delete_format")));
+        answer.put(
+            "desc",
+            create(new Random(seedOf(cmd)), cmd.get("delete_format"), cmd.get("data_format")));
         return answer;
       case "random-op":
         incrementalExpiry = Boolean.TRUE.equals(cmd.get("incremental_expiry"));
@@ -231,11 +235,13 @@ final class Serve {
   // --- create -------------------------------------------------------------------------------
 
   /**
-   * Creates the table with a random spec and manifest merging; its equality deletes are
-   * written in {@code deleteFormat} ("parquet" or "avro", the table's
-   * write.delete.format.default), or, when null, in Avro for one table in three.
+   * Creates the table with a random spec and manifest merging; its data files are written in
+   * {@code dataFormat} ("parquet", the default, or "orc": the table's write.format.default)
+   * and its equality deletes in {@code deleteFormat} ("parquet", "avro" or "orc", the table's
+   * write.delete.format.default), or, when null, in the data files' format (as Iceberg's
+   * writers do by default) but in Avro for one table in three.
    */
-  String create(Random random, Object deleteFormat) {
+  String create(Random random, Object deleteFormat, Object dataFormat) {
     ref.ensureDatabase();
     Schema schema =
         new Schema(
@@ -255,13 +261,14 @@ final class Serve {
     boolean mergeOften = random.nextBoolean();
     Map<String, String> props = new HashMap<>();
     props.put(TableProperties.FORMAT_VERSION, "3");
-    props.put(TableProperties.DEFAULT_FILE_FORMAT, "parquet");
+    String data = dataFormat != null ? dataFormat.toString() : "parquet";
+    props.put(TableProperties.DEFAULT_FILE_FORMAT, data);
     if (mergeOften) {
       props.put(TableProperties.MANIFEST_MIN_MERGE_COUNT, "2");
       props.put(TableProperties.MANIFEST_TARGET_SIZE_BYTES, "16384");
     }
     String deletes =
-        deleteFormat != null ? deleteFormat.toString() : random.nextInt(3) == 0 ? "avro" : "parquet";
+        deleteFormat != null ? deleteFormat.toString() : random.nextInt(3) == 0 ? "avro" : data;
     props.put(TableProperties.DELETE_DEFAULT_FILE_FORMAT, deletes);
     ref.catalog
         .buildTable(ref.identifier(), schema)
@@ -270,6 +277,8 @@ final class Serve {
         .create();
     return "create "
         + spec.fields()
+        + ", data in "
+        + data
         + (mergeOften ? ", manifests merged from 2" : "")
         + ", deletes in "
         + deletes;
@@ -551,7 +560,7 @@ final class Serve {
       StructLike partition = spec.isUnpartitioned() ? null : old.partition();
       GenericFileWriterFactory factory =
           new GenericFileWriterFactory.Builder(table)
-              .dataFileFormat(FileFormat.PARQUET)
+              .dataFileFormat(dataFormat(table))
               .dataSchema(schema)
               .build();
       EncryptedOutputFile target = newFile(outputs(table), spec, partition);
@@ -559,11 +568,7 @@ final class Serve {
       long rows = 0;
       int columns = schema.columns().size();
       try (DataWriter<Record> w = writer;
-          CloseableIterable<Record> raw =
-              Parquet.read(table.io().newInputFile(old))
-                  .project(required)
-                  .createReaderFunc(fs -> GenericParquetReaders.buildReader(required, fs))
-                  .build();
+          CloseableIterable<Record> raw = readDataFile(table, old, required);
           CloseableIterable<Record> live = filter.filter(raw)) {
         for (Record r : live) {
           Record copy = GenericRecord.create(schema);
@@ -601,9 +606,29 @@ final class Serve {
 
   // --- files --------------------------------------------------------------------------------
 
+  /** The rows of data file {@code file} (Parquet or ORC) in schema {@code schema}. */
+  static CloseableIterable<Record> readDataFile(Table table, DataFile file, Schema schema) {
+    if (file.format() == FileFormat.ORC) {
+      return ORC.read(table.io().newInputFile(file))
+          .project(schema)
+          .createReaderFunc(fs -> GenericOrcReader.buildReader(schema, fs))
+          .build();
+    }
+    return Parquet.read(table.io().newInputFile(file))
+        .project(schema)
+        .createReaderFunc(fs -> GenericParquetReaders.buildReader(schema, fs))
+        .build();
+  }
+
+  /** The format the table's writers write data files in (Parquet unless set). */
+  static FileFormat dataFormat(Table table) {
+    return FileFormat.fromString(
+        table.properties().getOrDefault(TableProperties.DEFAULT_FILE_FORMAT, FileFormat.PARQUET.name()));
+  }
+
   static OutputFileFactory outputs(Table table) {
     return OutputFileFactory.builderFor(table, 1, System.nanoTime())
-        .format(FileFormat.PARQUET)
+        .format(dataFormat(table))
         .operationId(UUID.randomUUID().toString())
         .build();
   }
@@ -630,7 +655,7 @@ final class Serve {
     PartitionSpec spec = table.spec();
     GenericFileWriterFactory factory =
         new GenericFileWriterFactory.Builder(table)
-            .dataFileFormat(FileFormat.PARQUET)
+            .dataFileFormat(dataFormat(table))
             .dataSchema(schema)
             .build();
     OutputFileFactory files = outputs(table);

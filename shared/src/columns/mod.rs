@@ -1,18 +1,30 @@
-//! Which column of a file holds a table field: by Parquet field id, through the
+//! Which column of a data file holds a table field, whatever the file's format: by the
+//! field id the writer stored (Parquet's `field_id`, ORC's `iceberg.id`), through the
 //! table's name mapping for files without ids, or a constant (the field's
-//! initial-default, or null) for a field the file lacks.
+//! initial-default, or null) for a field the file lacks; and the stored types that
+//! convert exactly to the table's.
+//!
+//! A reader of a format decodes the file's schema into Arrow (each field's id, when the
+//! file has one, in the field's `PARQUET:field_id` metadata), and this module answers
+//! from that; `project` then turns each decoded batch into the table's types.
 
-use arrow_schema::{DataType, Field};
+mod convert;
+mod nested;
+mod project;
+
+use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef};
 use iceberg::spec::{Literal, MappedField, NameMapping, NestedField, Type};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
-use super::{ParquetFile, converts_exactly};
+pub use convert::{converts_exactly, target_schema};
+pub(crate) use project::project;
+
 use crate::{Error, Result};
 
 /// How a file's top-level columns were given Iceberg field ids.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FieldIdSource {
-    /// The file carries Parquet field ids (every Iceberg writer writes them).
+    /// The file carries field ids (every Iceberg writer writes them).
     FileIds,
     /// The file has none; ids come from the table's name mapping.
     NameMapping,
@@ -31,7 +43,47 @@ pub enum FieldSource {
     Constant(Option<Literal>),
 }
 
-impl ParquetFile {
+/// A file's top-level columns and the Iceberg field id of each, as resolved.
+#[derive(Clone, Debug)]
+pub struct FileColumns {
+    path: String,
+    /// The file's format, as errors name it ("Parquet", "ORC").
+    format: &'static str,
+    schema: ArrowSchemaRef,
+    /// Field id of each top-level column of `schema`.
+    ids: Vec<Option<i32>>,
+    id_source: FieldIdSource,
+    /// Field ids the name mapping names (when ids come from it).
+    mapped_ids: Vec<i32>,
+    /// The name mapping's top-level fields (when ids come from it), for nested ones.
+    mapping: Vec<MappedField>,
+}
+
+impl FileColumns {
+    /// The columns of the file at `path` whose schema decodes to `schema`; `has_ids`
+    /// when the file stores field ids (on any column, nested ones included).
+    pub fn new(path: &str, format: &'static str, schema: ArrowSchemaRef, has_ids: bool) -> Self {
+        let ids: Vec<Option<i32>> = schema.fields().iter().map(|f| field_id_of(f)).collect();
+        let has_ids = has_ids || ids.iter().any(Option::is_some);
+        Self {
+            path: path.to_string(),
+            format,
+            schema,
+            ids,
+            id_source: if has_ids {
+                FieldIdSource::FileIds
+            } else {
+                FieldIdSource::Unresolvable
+            },
+            mapped_ids: Vec::new(),
+            mapping: Vec::new(),
+        }
+    }
+
+    pub fn schema(&self) -> &ArrowSchemaRef {
+        &self.schema
+    }
+
     /// Resolves a file without field ids through the table's name mapping (as readers
     /// do). Files with field ids ignore the mapping.
     pub fn with_name_mapping(mut self, mapping: Option<&NameMapping>) -> Self {
@@ -42,8 +94,7 @@ impl ParquetFile {
             return self;
         }
         self.ids = self
-            .builder
-            .schema()
+            .schema
             .fields()
             .iter()
             .map(|f| {
@@ -68,15 +119,14 @@ impl ParquetFile {
         self.id_source
     }
 
-    pub(super) fn top_level_index(&self, field_id: i32) -> Option<usize> {
+    pub fn top_level_index(&self, field_id: i32) -> Option<usize> {
         self.ids.iter().position(|id| *id == Some(field_id))
     }
 
     /// The file's top-level Arrow field holding Iceberg field id `field_id` (by its
     /// Parquet field id, or through the name mapping).
     pub fn field_by_id(&self, field_id: i32) -> Option<&Field> {
-        self.top_level_index(field_id)
-            .map(|i| self.builder.schema().field(i))
+        self.top_level_index(field_id).map(|i| self.schema.field(i))
     }
 
     /// Where `field`'s values come from in this file, or an error naming the file and
@@ -93,7 +143,7 @@ impl ParquetFile {
             message,
         };
         if let Some(index) = self.top_level_index(field.id) {
-            let root = self.builder.schema().field(index);
+            let root = self.schema.field(index);
             // A key nested in structs: its ancestors, pruned to the path, down to it.
             let (mut stored, mut wanted) = (root, field);
             let mut path = Vec::new();
@@ -153,15 +203,17 @@ impl ParquetFile {
         match self.id_source {
             FieldIdSource::Unresolvable => {
                 return Err(refuse(format!(
-                    "the file has no Parquet field ids and the table has no {}, so its \
+                    "the file has no {} field ids and the table has no {}, so its \
                      columns cannot be matched to the table's fields",
+                    self.format,
                     iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING
                 )));
             }
             FieldIdSource::NameMapping if !self.mapped_ids.contains(&field.id) => {
                 return Err(refuse(format!(
-                    "the file has no Parquet field ids and the table's {} does not name \
+                    "the file has no {} field ids and the table's {} does not name \
                      this field",
+                    self.format,
                     iceberg::spec::DEFAULT_SCHEMA_NAME_MAPPING
                 )));
             }
@@ -178,11 +230,11 @@ impl ParquetFile {
     }
 }
 
-impl ParquetFile {
+impl FileColumns {
     /// The names from the file's top-level column down to the column holding field
-    /// `field_id` (at any depth of structs), by Parquet field id or the name mapping.
-    pub(super) fn names_of(&self, field_id: i32) -> Option<Vec<String>> {
-        let schema = self.builder.schema();
+    /// `field_id` (at any depth of structs), by field id or the name mapping.
+    pub fn names_of(&self, field_id: i32) -> Option<Vec<String>> {
+        let schema = &self.schema;
         for (i, id) in self.ids.iter().enumerate() {
             let field = schema.field(i);
             let mapped = id.and_then(|id| self.mapping.iter().find(|m| m.field_id() == Some(id)));
@@ -240,7 +292,8 @@ fn key_name(field: &NestedField) -> (String, i32) {
     (name, at.id)
 }
 
-pub(super) fn field_id_of(field: &Field) -> Option<i32> {
+/// The field id a decoded Arrow field carries, if any.
+pub fn field_id_of(field: &Field) -> Option<i32> {
     field
         .metadata()
         .get(PARQUET_FIELD_ID_META_KEY)

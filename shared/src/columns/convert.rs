@@ -64,7 +64,7 @@ fn unit_rank(unit: &arrow_schema::TimeUnit) -> u8 {
 }
 
 /// A cast that fails rather than turning a value it cannot convert into a null.
-pub(super) fn strict_cast(
+pub(crate) fn strict_cast(
     col: &ArrayRef,
     to: &DataType,
 ) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {

@@ -44,11 +44,11 @@ pub(super) fn prune(
     )?))
 }
 
-impl super::ParquetFile {
+impl super::FileColumns {
     /// The name of top-level column `index` and those of the children at `path` below
     /// it (see [`super::FieldSource::Column`]).
-    pub(super) fn path_names(&self, index: usize, path: &[usize]) -> (String, Vec<String>) {
-        let root = self.builder.schema().field(index);
+    pub fn path_names(&self, index: usize, path: &[usize]) -> (String, Vec<String>) {
+        let root = self.schema.field(index);
         let mut names = Vec::with_capacity(path.len());
         let mut field = root;
         for &at in path {
