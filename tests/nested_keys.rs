@@ -11,28 +11,11 @@
 
 use eqdv::catalog::GlueCatalog;
 use eqdv::convert::{ConvertOptions, Outcome, convert, dvs_to_write};
-use eqdv::key_index::{KeyIndexMode, KeyIndexOptions};
-use eqdv::resolve::{ResolveOptions, resolve};
+use eqdv::resolve::resolve;
 use eqdv::table::{LoadedTable, TableFiles};
 use eqdv_workload::support::java::JavaTable;
+use eqdv_workload::support::key_index;
 use serde_json::Value;
-
-fn index(on: bool) -> ResolveOptions {
-    ResolveOptions {
-        key_index: if on {
-            KeyIndexOptions {
-                leaf_entries: 64,
-                ..KeyIndexOptions::always()
-            }
-        } else {
-            KeyIndexOptions {
-                mode: KeyIndexMode::Off,
-                ..Default::default()
-            }
-        },
-        ..Default::default()
-    }
-}
 
 async fn head_files(catalog: &GlueCatalog, t: &JavaTable) -> (LoadedTable, TableFiles) {
     let table = LoadedTable::load(catalog, &t.name()).await.expect("load");
@@ -126,10 +109,10 @@ async fn converts_like_java_with(
         "{test}: delete files in the wrong format"
     );
     let groups = eqdv::plan::group_equality_deletes(&table, &files).expect("groups");
-    let off = resolve(&table, &files, &groups, &index(false))
+    let off = resolve(&table, &files, &groups, &key_index(false))
         .await
         .expect("resolve without the index");
-    let on = resolve(&table, &files, &groups, &index(true))
+    let on = resolve(&table, &files, &groups, &key_index(true))
         .await
         .expect("resolve with the index");
     let dvs_off = dvs_to_write(&table, &files, &off, 4).await.expect("dvs");
@@ -138,7 +121,7 @@ async fn converts_like_java_with(
     assert_eq!(dvs_off, dvs_on, "{test}: the key index changed the DVs");
 
     let options = ConvertOptions {
-        resolve: index(true),
+        resolve: key_index(true),
         ..Default::default()
     };
     let report = convert(&catalog, &t.name(), &options)

@@ -22,13 +22,12 @@
 
 mod common;
 
-use eqdv_workload::support::java;
+use eqdv_workload::support::{java, key_index};
 use std::time::Instant;
 
 use eqdv::catalog::{Catalog, GlueCatalog};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv::key_index::KeyIndexOptions;
-use eqdv::resolve::{ResolveOptions, resolve};
+use eqdv::resolve::resolve;
 use eqdv::table::{LoadedTable, TableFiles};
 use java::{JavaServer as Server, JavaTable};
 use serde_json::json;
@@ -97,6 +96,8 @@ struct Totals {
     orc_delete_files: u64,
     /// Live data files with a DV on the heads eqdv converted.
     files_with_dvs: u64,
+    /// Heads eqdv's reference reader read as Java does (see `reference_reader_agrees`).
+    reference_reads: u64,
     failures: Vec<String>,
 }
 
@@ -110,18 +111,6 @@ impl Totals {
             self.seeds,
             self.failures.join("\n\n")
         );
-    }
-}
-
-/// The key index on, built from the first data file on (every conversion keeps it, so
-/// that it lives through the foreign commits between them).
-fn indexed() -> ResolveOptions {
-    ResolveOptions {
-        key_index: KeyIndexOptions {
-            leaf_entries: 64,
-            ..KeyIndexOptions::always()
-        },
-        ..Default::default()
     }
 }
 
@@ -157,15 +146,8 @@ async fn index_agrees_with_scan(
     let Ok(groups) = eqdv::plan::group_equality_deletes(&table, &files) else {
         return Ok(());
     };
-    let scan_only = ResolveOptions {
-        key_index: KeyIndexOptions {
-            mode: eqdv::key_index::KeyIndexMode::Off,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let off = resolve(&table, &files, &groups, &scan_only).await;
-    let on = resolve(&table, &files, &groups, &indexed()).await;
+    let off = resolve(&table, &files, &groups, &key_index(false)).await;
+    let on = resolve(&table, &files, &groups, &key_index(true)).await;
     match (off, on) {
         (Ok(off), Ok(on)) => {
             // The same DVs to write; the index may skip only files whose named rows an
@@ -260,6 +242,38 @@ fn met_files(files: &TableFiles) -> Met {
     }
 }
 
+/// eqdv's reference reader (behind `eqdv rows`) reads on `branch` the rows Java reads,
+/// equality deletes applied (unless some are in Avro, which it does not read). `Err` is a
+/// failure message; `Ok(false)` when the reader could not be asked.
+async fn reference_reader_agrees(
+    server: &mut Server,
+    catalog: &GlueCatalog,
+    t: &JavaTable,
+    branch: &str,
+) -> Result<bool, String> {
+    let Some((table, files)) = branch_files(catalog, t, branch).await? else {
+        return Ok(false);
+    };
+    if met_files(&files).avro_deletes > 0 {
+        return Ok(false);
+    }
+    let mut ours = eqdv_workload::read::read_canonical(&table, branch)
+        .await
+        .map_err(|e| format!("eqdv's reader of {branch}: {e}"))?;
+    let mut java = server
+        .dump_rows(branch, false)
+        .map_err(|e| format!("java dump {branch}: {e}"))?;
+    ours.sort();
+    java.sort();
+    if ours != java {
+        return Err(format!(
+            "eqdv's reader and Java read {branch} differently: {}",
+            difference(&java, &ours)
+        ));
+    }
+    Ok(true)
+}
+
 /// One eqdv conversion of `branch`, judged by Java. `Err` is a failure message.
 async fn convert_and_judge(
     server: &mut Server,
@@ -287,7 +301,7 @@ async fn convert_and_judge(
     };
     let options = ConvertOptions {
         branch: branch.to_string(),
-        resolve: indexed(),
+        resolve: key_index(true),
         ..Default::default()
     };
     let result = convert(catalog, &t.name(), &options).await;
@@ -435,6 +449,12 @@ async fn history(seed: u64, ops: u64, formats: Formats, totals: &mut Totals) {
             } else {
                 "main"
             };
+            if formats.data.is_some() {
+                match reference_reader_agrees(&mut server, &catalog, &t, branch).await {
+                    Ok(read) => totals.reference_reads += u64::from(read),
+                    Err(why) => return fail(totals, &log, why),
+                }
+            }
             let outcome = convert_and_judge(
                 &mut server,
                 &catalog,
@@ -523,21 +543,26 @@ async fn random_histories_with_orc_data_files_java_agrees() {
     }
     eprintln!(
         "ORC histories: {} conversions, {} refusals; met {} ORC data files, {} ORC and {} \
-         Avro equality delete files, {} DVs",
+         Avro equality delete files, {} DVs; eqdv's reader agreed with Java on {} heads",
         totals.conversions,
         totals.refusals,
         totals.orc_data_files,
         totals.orc_delete_files,
         totals.avro_delete_files,
-        totals.files_with_dvs
+        totals.files_with_dvs,
+        totals.reference_reads
     );
     totals.assert_no_failures();
     assert!(
-        totals.orc_data_files > 0 && totals.orc_delete_files > 0 && totals.files_with_dvs > 0,
-        "the histories met no ORC data file, ORC equality delete or DV: {} ORC data files, \
-         {} ORC delete files, {} DVs",
+        totals.orc_data_files > 0
+            && totals.orc_delete_files > 0
+            && totals.files_with_dvs > 0
+            && totals.reference_reads > 0,
+        "the histories met no ORC data file, ORC equality delete or DV, or eqdv's reader read \
+         none: {} ORC data files, {} ORC delete files, {} DVs, {} reads",
         totals.orc_data_files,
         totals.orc_delete_files,
-        totals.files_with_dvs
+        totals.files_with_dvs,
+        totals.reference_reads
     );
 }

@@ -18,34 +18,16 @@ mod proxy;
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::convert::{ConvertOptions, Outcome};
-use eqdv::key_index::{KeyIndexMode, KeyIndexOptions};
-use eqdv::resolve::ResolveOptions;
 use eqdv::staging::{
     STAGING_BRANCH_PROPERTY, STAGING_SNAPSHOT_PROPERTY, StagingOptions, StagingReport,
     apply_staging,
 };
 use eqdv::table::LoadedTable;
 use eqdv_workload::support::java::{JavaServer, JavaTable};
+use eqdv_workload::support::key_index;
 use serde_json::json;
 
 const STAGING: &str = "staging";
-
-fn resolve_options(index: bool) -> ResolveOptions {
-    ResolveOptions {
-        key_index: if index {
-            KeyIndexOptions {
-                leaf_entries: 64,
-                ..KeyIndexOptions::always()
-            }
-        } else {
-            KeyIndexOptions {
-                mode: KeyIndexMode::Off,
-                ..Default::default()
-            }
-        },
-        ..Default::default()
-    }
-}
 
 fn staging_options() -> StagingOptions {
     StagingOptions::new(STAGING)
@@ -59,7 +41,7 @@ async fn apply_folding(
     per_commit: usize,
 ) -> eqdv::Result<StagingReport> {
     let options = ConvertOptions {
-        resolve: resolve_options(index),
+        resolve: key_index(index),
         dry_run,
         ..Default::default()
     };

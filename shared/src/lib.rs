@@ -44,6 +44,7 @@ pub mod current_dv;
 pub mod data_range;
 pub mod dv;
 pub mod error;
+pub mod file_rows;
 pub mod inspect;
 pub mod key_index;
 pub mod keys;

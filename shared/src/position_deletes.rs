@@ -8,7 +8,6 @@ use futures::TryStreamExt;
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 
-use crate::parquet_io::ParquetFile;
 use crate::table::{LiveFile, LoadedTable};
 use crate::{Error, Result};
 
@@ -103,28 +102,20 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
     for delete in deletes {
         let mut per_file: HashMap<String, RoaringTreemap> = HashMap::new();
         match delete.file.file_format() {
-            DataFileFormat::Parquet => {
-                let file = ParquetFile::open(
-                    &table.file_io,
-                    delete.path(),
-                    Some(delete.file.file_size_in_bytes()),
-                )
-                .await?;
+            DataFileFormat::Parquet | DataFileFormat::Orc => {
                 // Streamed: a v2 position delete file may be large.
-                let mut stream = Box::pin(file.read(&fields, None, 8192)?);
-                while let Some((_, batch)) = stream.try_next().await? {
-                    absorb(delete, &batch, &mut per_file)?;
-                }
-            }
-            DataFileFormat::Orc => {
-                let file = crate::orc_io::OrcFile::open(
+                let opened = crate::file_rows::read_rows(
                     &table.file_io,
                     delete.path(),
-                    Some(delete.file.file_size_in_bytes()),
+                    delete.file.file_size_in_bytes(),
+                    delete.file.file_format(),
+                    None,
+                    (&fields, crate::columns::target_schema(&fields)?),
+                    8192,
                 )
                 .await?;
-                let mut stream = Box::pin(file.read(&fields, 8192)?);
-                while let Some((_, batch)) = stream.try_next().await? {
+                let mut rows = opened.rows;
+                while let Some((_, batch)) = rows.try_next().await? {
                     absorb(delete, &batch, &mut per_file)?;
                 }
             }

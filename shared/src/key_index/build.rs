@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
-use iceberg::spec::{DataFileFormat, NameMapping};
+use iceberg::spec::NameMapping;
 use roaring::RoaringTreemap;
 
 use super::format::{CoveredFile, CoveredFiles, LeafMeta, RunMeta, write_json};
@@ -15,8 +15,6 @@ use super::hash::hash_keys;
 use super::leaf::{Entries, read_leaf, write_leaf};
 use crate::Result;
 use crate::keys::KeyColumns;
-use crate::orc_io::OrcFile;
-use crate::parquet_io::ParquetFile;
 use crate::table::LiveFile;
 
 /// Entries per leaf file by default: 1,048,576 entries are about 10-20 MB.
@@ -79,30 +77,18 @@ pub(super) async fn read_files(
         .map(|data| {
             let target = target.clone();
             async move {
-                let path = data.path();
-                let size = data.file.file_size_in_bytes();
-                if data.file.file_format() == DataFileFormat::Orc {
-                    let file = OrcFile::open(file_io, path, Some(size))
-                        .await?
-                        .with_name_mapping(name_mapping);
-                    let fetched = file.fetched();
-                    let stream = file.read_as(&key_columns.fields, target, 8192)?;
-                    let (hashes, positions) = hash_stream(key_columns, stream).await?;
-                    let bytes = fetched.load(std::sync::atomic::Ordering::Relaxed);
-                    return Ok((data, hashes, positions, bytes));
-                }
-                let file = ParquetFile::open(file_io, path, Some(size))
-                    .await?
-                    .with_name_mapping(name_mapping);
-                let leaves: Vec<usize> = key_columns
-                    .field_ids
-                    .iter()
-                    .filter_map(|&id| file.leaf_index(id))
-                    .collect();
-                let all: Vec<usize> = (0..file.row_group_rows().len()).collect();
-                let bytes = file.projected_bytes(&leaves, &all);
-                let stream = file.read_as(&key_columns.fields, target, None, 8192)?;
-                let (hashes, positions) = hash_stream(key_columns, stream).await?;
+                let opened = crate::file_rows::read_rows(
+                    file_io,
+                    data.path(),
+                    data.file.file_size_in_bytes(),
+                    data.file.file_format(),
+                    name_mapping,
+                    (&key_columns.fields, target),
+                    8192,
+                )
+                .await?;
+                let (hashes, positions) = hash_stream(key_columns, opened.rows).await?;
+                let bytes = opened.bytes.load(std::sync::atomic::Ordering::Relaxed);
                 Ok((data, hashes, positions, bytes))
             }
             .boxed()

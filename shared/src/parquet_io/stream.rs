@@ -25,7 +25,7 @@ impl ParquetFile {
         fields: &[NestedFieldRef],
         row_groups: Option<Vec<usize>>,
         batch_size: usize,
-    ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send> {
+    ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send + use<>> {
         let target = target_schema(fields)?;
         self.read_as(fields, target, row_groups, batch_size)
     }
@@ -38,7 +38,7 @@ impl ParquetFile {
         target: ArrowSchemaRef,
         row_groups: Option<Vec<usize>>,
         batch_size: usize,
-    ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send> {
+    ) -> Result<impl Stream<Item = Result<(u64, RecordBatch)>> + Send + use<>> {
         let rg_rows = self.row_group_rows();
         let selected: Vec<usize> = row_groups.unwrap_or_else(|| (0..rg_rows.len()).collect());
         let rg_start = row_group_starts(&rg_rows);
@@ -124,7 +124,7 @@ impl ParquetFile {
         row_groups: Vec<usize>,
         selection: Option<RowSelection>,
         batch_size: usize,
-    ) -> Result<impl Stream<Item = Result<RecordBatch>> + Send> {
+    ) -> Result<impl Stream<Item = Result<RecordBatch>> + Send + use<>> {
         let (sources, projected) = self.columns.projection(fields, &target)?;
 
         let path = self.path.clone();

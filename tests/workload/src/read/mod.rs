@@ -22,7 +22,7 @@ use futures::TryStreamExt;
 use iceberg::spec::{DataFileFormat, NestedFieldRef, PrimitiveType, Struct, TableMetadata, Type};
 use roaring::RoaringTreemap;
 
-use eqdv::parquet_io::{ParquetFile, target_schema};
+use eqdv::parquet_io::target_schema;
 use eqdv::table::{LiveFile, LoadedTable, TableFiles};
 use eqdv::{Error, Result};
 
@@ -90,24 +90,17 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
             })
             .collect();
 
-        if data_file.file.file_format() != DataFileFormat::Parquet {
-            return Err(Error::UnsupportedTable {
-                table: table.name.to_string(),
-                message: format!(
-                    "data file {} is {:?}; eqdv reads Parquet only",
-                    data_file.path(),
-                    data_file.file.file_format()
-                ),
-            });
-        }
-        let parquet = ParquetFile::open(
+        let mut stream = eqdv::file_rows::read_rows(
             &table.file_io,
             data_file.path(),
-            Some(data_file.file.file_size_in_bytes()),
+            data_file.file.file_size_in_bytes(),
+            data_file.file.file_format(),
+            name_mapping.as_deref(),
+            (&read_fields, target_schema(&read_fields)?),
+            BATCH_SIZE,
         )
         .await?
-        .with_name_mapping(name_mapping.as_deref());
-        let mut stream = Box::pin(parquet.read(&read_fields, None, BATCH_SIZE)?);
+        .rows;
         while let Some((first, batch)) = stream.try_next().await? {
             let rows = batch.num_rows();
             let mut keep: Vec<bool> = (0..rows)
@@ -229,11 +222,15 @@ async fn load_equality_deletes(
                 ));
             }
         };
-        if f.file.file_format() != DataFileFormat::Parquet {
+        if !matches!(
+            f.file.file_format(),
+            DataFileFormat::Parquet | DataFileFormat::Orc
+        ) {
             return Err(Error::UnsupportedTable {
                 table: table.name.to_string(),
                 message: format!(
-                    "equality delete file {} is {:?}; eqdv reads Parquet only",
+                    "equality delete file {} is {:?}; the reference reader reads Parquet and \
+                     ORC",
                     f.path(),
                     f.file.file_format()
                 ),
@@ -262,11 +259,17 @@ async fn load_equality_deletes(
             .iter()
             .map(|id| field_by_id(metadata, *id, &table.name.to_string()))
             .collect::<Result<Vec<_>>>()?;
-        let parquet =
-            ParquetFile::open(&table.file_io, f.path(), Some(f.file.file_size_in_bytes()))
-                .await?
-                .with_name_mapping(name_mapping.as_deref());
-        let mut stream = Box::pin(parquet.read(&fields, None, BATCH_SIZE)?);
+        let mut stream = eqdv::file_rows::read_rows(
+            &table.file_io,
+            f.path(),
+            f.file.file_size_in_bytes(),
+            f.file.file_format(),
+            name_mapping.as_deref(),
+            (&fields, target_schema(&fields)?),
+            BATCH_SIZE,
+        )
+        .await?
+        .rows;
         let mut keys = HashSet::new();
         while let Some((_, batch)) = stream.try_next().await? {
             keys.extend(row_keys(batch.columns(), batch.num_rows())?);

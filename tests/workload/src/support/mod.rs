@@ -17,6 +17,28 @@ pub mod race;
 pub mod services;
 pub mod state;
 
+/// Resolve options with the key index on from the first data file (leaves of 64
+/// entries, so that even small tables have several), or off: a conversion must write
+/// the same DVs either way.
+pub fn key_index(on: bool) -> eqdv::resolve::ResolveOptions {
+    use eqdv::key_index::{KeyIndexMode, KeyIndexOptions};
+    let key_index = if on {
+        KeyIndexOptions {
+            leaf_entries: 64,
+            ..KeyIndexOptions::always()
+        }
+    } else {
+        KeyIndexOptions {
+            mode: KeyIndexMode::Off,
+            ..Default::default()
+        }
+    };
+    eqdv::resolve::ResolveOptions {
+        key_index,
+        ..Default::default()
+    }
+}
+
 pub struct Warehouse {
     pub dir: tempfile::TempDir,
     pub catalog: SqliteCatalog,
