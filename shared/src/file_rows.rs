@@ -9,6 +9,7 @@ use futures::stream::BoxStream;
 use iceberg::io::FileIO;
 use iceberg::spec::{DataFileFormat, NameMapping, NestedFieldRef};
 
+use crate::columns::{FileColumns, key_name};
 use crate::orc_io::OrcFile;
 use crate::parquet_io::ParquetFile;
 use crate::{Error, Result};
@@ -19,6 +20,8 @@ pub type FileRows = BoxStream<'static, Result<(u64, RecordBatch)>>;
 /// A file's rows and the bytes its read fetches, once read.
 pub struct OpenRows {
     pub rows: FileRows,
+    /// Which of the file's columns holds which field.
+    pub columns: FileColumns,
     /// Bytes of the key columns' chunks (Parquet), or fetched so far (ORC: the count
     /// grows as `rows` is read).
     pub bytes: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -43,13 +46,15 @@ pub async fn read_rows(
             let file = ParquetFile::open(file_io, path, Some(size))
                 .await?
                 .with_name_mapping(name_mapping);
+            // A nested key is read through its struct: its leaf is the key's column.
             let leaves: Vec<usize> = fields
                 .iter()
-                .filter_map(|f| file.leaf_index(f.id))
+                .filter_map(|f| file.leaf_index(key_name(f).1))
                 .collect();
             let all: Vec<usize> = (0..file.row_group_rows().len()).collect();
             let bytes = file.projected_bytes(&leaves, &all);
             Ok(OpenRows {
+                columns: file.columns().clone(),
                 rows: file.read_as(fields, target, None, batch_size)?.boxed(),
                 bytes: std::sync::Arc::new(bytes.into()),
             })
@@ -60,6 +65,7 @@ pub async fn read_rows(
                 .with_name_mapping(name_mapping);
             let bytes = file.fetched();
             Ok(OpenRows {
+                columns: file.columns().clone(),
                 rows: file.read_as(fields, target, batch_size)?.boxed(),
                 bytes,
             })

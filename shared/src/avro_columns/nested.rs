@@ -62,12 +62,7 @@ pub(super) fn locate<'a>(
                 wanted.name, child.name, child.id
             ));
         };
-        mapped = mapped.and_then(|m| {
-            m.fields()
-                .iter()
-                .find(|n| n.field_id() == Some(child.id))
-                .map(|n| n.as_ref())
-        });
+        mapped = crate::columns::mapped_child(mapped, child.id);
         path.push(at);
         schema = &record.fields[at].schema;
         wanted = child;

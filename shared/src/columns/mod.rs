@@ -178,12 +178,7 @@ impl FileColumns {
                         child.id
                     )));
                 };
-                mapped = mapped.and_then(|m| {
-                    m.fields()
-                        .iter()
-                        .find(|n| n.field_id() == Some(child.id))
-                        .map(|n| n.as_ref())
-                });
+                mapped = mapped_child(mapped, child.id);
                 path.push(at);
                 stored = &children[at];
                 wanted = child.as_ref();
@@ -280,7 +275,7 @@ impl FileColumns {
 
 /// The dotted path and id of the key `field` reads (itself, or the one field at the
 /// bottom of its chain of one-field structs).
-fn key_name(field: &NestedField) -> (String, i32) {
+pub(crate) fn key_name(field: &NestedField) -> (String, i32) {
     let (mut name, mut at) = (field.name.clone(), field);
     while let Type::Struct(pruned) = at.field_type.as_ref() {
         let Some(child) = pruned.fields().first() else {
@@ -290,6 +285,16 @@ fn key_name(field: &NestedField) -> (String, i32) {
         at = child;
     }
     (name, at.id)
+}
+
+/// The entry under name-mapping entry `mapped` that maps field `id`.
+pub(crate) fn mapped_child(mapped: Option<&MappedField>, id: i32) -> Option<&MappedField> {
+    mapped.and_then(|m| {
+        m.fields()
+            .iter()
+            .find(|n| n.field_id() == Some(id))
+            .map(|n| n.as_ref())
+    })
 }
 
 /// The field id a decoded Arrow field carries, if any.

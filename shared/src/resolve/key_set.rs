@@ -22,7 +22,6 @@ use super::prune::DeletedValues;
 use super::string_keys::{StringKeys, StringKeysBuilder, for_each_string};
 use super::{ResolveMetrics, ResolveOptions};
 use crate::keys::KeyColumns;
-use crate::parquet_io::ParquetFile;
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable};
 use crate::{Error, Result};
@@ -610,7 +609,7 @@ async fn read_delete_file<'a>(
     // consumed: a group waiting for an earlier file must not starve the others).
     let _permit = budget.file().await?;
     match delete.file.file_format() {
-        DataFileFormat::Parquet => {}
+        DataFileFormat::Parquet | DataFileFormat::Orc => {}
         DataFileFormat::Avro => {
             let batches = crate::avro_columns::read_avro_columns(
                 &table.file_io,
@@ -626,31 +625,6 @@ async fn read_delete_file<'a>(
                 bytes: delete.file.file_size_in_bytes(),
             });
         }
-        DataFileFormat::Orc => {
-            let file = crate::orc_io::OrcFile::open(
-                &table.file_io,
-                delete.path(),
-                Some(delete.file.file_size_in_bytes()),
-            )
-            .await?
-            .with_name_mapping(name_mapping);
-            require_key_fields(delete, key_columns, |id| file.has_field(id))?;
-            let fetched = file.fetched();
-            let batches = file
-                .read_as(
-                    &key_columns.fields,
-                    key_columns.arrow_schema.clone(),
-                    options.batch_size,
-                )?
-                .map_ok(|(_, batch)| batch)
-                .try_collect()
-                .await?;
-            return Ok(LoadedDeleteFile {
-                delete,
-                batches,
-                bytes: fetched.load(std::sync::atomic::Ordering::Relaxed),
-            });
-        }
         other => {
             return Err(Error::file(
                 delete.path(),
@@ -662,26 +636,21 @@ async fn read_delete_file<'a>(
             ));
         }
     }
-    let file = ParquetFile::open(
+    let opened = crate::file_rows::read_rows(
         &table.file_io,
         delete.path(),
-        Some(delete.file.file_size_in_bytes()),
+        delete.file.file_size_in_bytes(),
+        delete.file.file_format(),
+        name_mapping,
+        (&key_columns.fields, key_columns.arrow_schema.clone()),
+        options.batch_size,
     )
-    .await?
-    .with_name_mapping(name_mapping);
-    require_key_fields(delete, key_columns, |id| file.has_field(id))?;
-    let leaves: Vec<usize> = key_columns
-        .field_ids
-        .iter()
-        .filter_map(|&id| file.leaf_index(id))
-        .collect();
-    let all_groups: Vec<usize> = (0..file.row_group_rows().len()).collect();
-    let bytes = file.projected_bytes(&leaves, &all_groups);
-    let batches = file
-        .read(&key_columns.fields, None, options.batch_size)?
-        .map_ok(|(_, batch)| batch)
-        .try_collect()
-        .await?;
+    .await?;
+    require_key_fields(delete, key_columns, |id| {
+        opened.columns.names_of(id).is_some()
+    })?;
+    let batches = opened.rows.map_ok(|(_, batch)| batch).try_collect().await?;
+    let bytes = opened.bytes.load(std::sync::atomic::Ordering::Relaxed);
     Ok(LoadedDeleteFile {
         delete,
         batches,
