@@ -4,8 +4,9 @@
 //! Iceberg writers store each field's id in the ORC type's `iceberg.id` attribute.
 //! orc-rust decodes the file but keeps no type attributes, so the footer's types are
 //! decoded here too, and checked before orc-rust walks them ([`tail`]); the tail is
-//! fetched once, the reader serving orc-rust's footer read from the bytes fetched for it. A DV names row positions whatever the data file's
-//! format: a row's position is its ordinal in the file, stripe after stripe.
+//! fetched once, the reader serving orc-rust's footer read from the bytes fetched for
+//! it. A DV names row positions whatever the data file's format: a row's position is
+//! its ordinal in the file, stripe after stripe.
 //!
 //! Timestamps are decoded at nanoseconds, as ORC stores them: a table's microsecond
 //! timestamp key in an ORC file is then refused as a type eqdv cannot convert exactly,
@@ -117,11 +118,6 @@ impl OrcFile {
     /// Which column holds which field.
     pub fn columns(&self) -> &FileColumns {
         &self.columns
-    }
-
-    /// Whether the file holds field `field_id` (top-level or nested in structs).
-    pub fn has_field(&self, field_id: i32) -> bool {
-        self.columns.names_of(field_id).is_some()
     }
 
     /// The file's stripes.
