@@ -8,14 +8,13 @@
 mod common;
 
 use eqdv_workload::support::{before_swap, java, manifests, race, state};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use java::JavaTable;
+use java::{JavaTable, assert_keys_unique, convert_beside_a_java_writer};
 use race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
 use serde_json::Value;
 use state::{TableState, expected_conversion};
@@ -272,39 +271,7 @@ async fn conversion_during_a_concurrent_java_writer() {
     t.write_cdc("5", "3", "800", "long", "identity");
     let catalog = t.catalog().await;
     // The writer appends and deletes for a few seconds while eqdv converts repeatedly.
-    let writer = t
-        .command(
-            "concurrent-writer",
-            &["--seconds", "12", "--seed", "9", "--rows", "20"],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the Java writer");
-    let (mut converted, mut conflicts, mut attempts) = (0, 0, 0);
-    let started = std::time::Instant::now();
-    while started.elapsed() < std::time::Duration::from_secs(11) {
-        let r = convert(&catalog, &t.name(), &ConvertOptions::default())
-            .await
-            .expect("a conversion racing a Java writer must end cleanly");
-        if r.outcome == Outcome::Converted {
-            converted += 1;
-        }
-        conflicts += r.conflicts;
-        attempts += r.commit_attempts;
-    }
-    let out = writer.wait_with_output().expect("Java writer");
-    assert!(
-        out.status.success(),
-        "Java writer failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stats: Value = serde_json::from_slice(&out.stdout).expect("writer JSON");
-    eprintln!(
-        "eqdv: {converted} conversions, {attempts} commit attempts, {conflicts} conflicts; Java writer: {stats}"
-    );
-    assert!(converted > 0, "no conversion landed while the writer ran");
-    assert_eq!(stats["failed_commits"], 0, "{stats}");
+    convert_beside_a_java_writer(&t, &catalog, 12).await;
 
     // Nothing lost: Java (which applies the remaining equality deletes) reads the same
     // rows before and after a final conversion, and every key is live at most once.
@@ -313,18 +280,7 @@ async fn conversion_during_a_concurrent_java_writer() {
         .await
         .expect("final conversion");
     assert_java_agrees(&t, &catalog, &before).await;
-    let mut keys: Vec<String> = before
-        .iter()
-        .map(|row| serde_json::from_str::<Vec<Value>>(row).expect("row")[0].to_string())
-        .collect();
-    let total = keys.len();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(
-        keys.len(),
-        total,
-        "a key is live twice: a deleted row came back"
-    );
+    assert_keys_unique(&before);
 }
 
 /// What a Java writer commits right before eqdv's first swap (a real race, forced).
@@ -374,6 +330,7 @@ fn java_commit(swap: Swap<'_, JavaCommit, GlueCatalog>) -> BoxFuture<'_, Then> {
                 warehouse: swap.state.warehouse.clone(),
                 database: swap.state.database.clone(),
                 table: swap.state.table.clone(),
+                rest: false,
             };
             let args: Vec<String> = match swap.state.action {
                 JavaFirst::Compact => {

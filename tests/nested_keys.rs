@@ -10,11 +10,10 @@
 //! and the interop jar (`tests/run`).
 
 use eqdv::catalog::GlueCatalog;
-use eqdv::convert::{ConvertOptions, Outcome, convert, dvs_to_write};
-use eqdv::resolve::resolve;
+use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
 use eqdv_workload::support::java::JavaTable;
-use eqdv_workload::support::key_index;
+use eqdv_workload::support::{assert_key_index_agrees, key_index};
 use serde_json::Value;
 
 async fn head_files(catalog: &GlueCatalog, t: &JavaTable) -> (LoadedTable, TableFiles) {
@@ -108,17 +107,7 @@ async fn converts_like_java_with(
         avro, expected_avro,
         "{test}: delete files in the wrong format"
     );
-    let groups = eqdv::plan::group_equality_deletes(&table, &files).expect("groups");
-    let off = resolve(&table, &files, &groups, &key_index(false))
-        .await
-        .expect("resolve without the index");
-    let on = resolve(&table, &files, &groups, &key_index(true))
-        .await
-        .expect("resolve with the index");
-    let dvs_off = dvs_to_write(&table, &files, &off, 4).await.expect("dvs");
-    let dvs_on = dvs_to_write(&table, &files, &on, 4).await.expect("dvs");
-    assert!(!dvs_off.is_empty(), "{test}: nothing to delete");
-    assert_eq!(dvs_off, dvs_on, "{test}: the key index changed the DVs");
+    assert_key_index_agrees(&table, &files, test).await;
 
     let options = ConvertOptions {
         resolve: key_index(true),

@@ -1,6 +1,7 @@
 //! Making a prepared snapshot the table's current state: write the new metadata.json
 //! (unless it was written with the manifests, [`publish_written`]), then swap the
-//! catalog pointer with compare-and-swap.
+//! catalog pointer with compare-and-swap; or, for a catalog that takes changes (the
+//! Iceberg REST protocol), send the changes with the requirements that guard them.
 //!
 //! Never swaps a pointer it did not read: the swap is guarded by the pointer (and the
 //! catalog's version token) the base was loaded from. On a conflict the caller decides
@@ -37,6 +38,9 @@ pub async fn publish(
     base: &LoadedTable,
     prepared: &PreparedSnapshot,
 ) -> Result<Published> {
+    if catalog.commits_changes() {
+        return commit_changes(catalog, base, prepared).await;
+    }
     let next = next_metadata_location(base, &prepared.metadata)?;
     let new_location = next.to_string();
     if let Err(e) = prepared.metadata.write_to(&base.file_io, &next).await {
@@ -59,8 +63,9 @@ pub async fn publish(
     swapped
 }
 
-/// Swaps the pointer from `base`'s to the metadata file `written` wrote, as
-/// [`publish`] does after writing it, but deleting nothing: on an error other than
+/// Commits `written` on top of `base`, as [`publish`] does after writing its metadata
+/// file (a pointer swap to the file `written` wrote, or the changes for a catalog that
+/// takes changes), but deleting nothing: on an error other than
 /// [`Error::CommitStateUnknown`] the commit is proven absent and the caller removes
 /// `written.prepared.written_files` (the metadata file among them).
 pub async fn publish_written(
@@ -68,13 +73,24 @@ pub async fn publish_written(
     base: &LoadedTable,
     written: &WrittenSnapshot,
 ) -> Result<Published> {
-    swap(
-        catalog,
-        base,
-        &written.metadata_location,
-        written.prepared.snapshot_id,
-    )
-    .await
+    match (&written.metadata_location, catalog.commits_changes()) {
+        (None, true) => commit_changes(catalog, base, &written.prepared).await,
+        (Some(location), false) => {
+            swap(catalog, base, location, written.prepared.snapshot_id).await
+        }
+        // The snapshot was built for the other kind of catalog: a caller's mistake,
+        // caught before anything is sent.
+        (location, _) => Err(Error::InvalidInput(format!(
+            "table {}: a snapshot built {} a metadata file cannot be committed to catalog {}",
+            base.name,
+            if location.is_some() {
+                "with"
+            } else {
+                "without"
+            },
+            catalog.name()
+        ))),
+    }
 }
 
 /// Where the metadata file of the commit after `base`, holding `metadata`, goes: the
@@ -106,23 +122,56 @@ async fn swap(
 
     let swapped = catalog
         .swap_pointer(&base.name, &base.pointer, new_location)
+        .await
+        .map(|()| new_location.to_string());
+    settle(catalog, base, swapped, new_location, snapshot_id).await
+}
+
+/// Sends `prepared`'s changes to a catalog that takes changes, reading the table back
+/// after a failed commit, as [`swap`] does. Deletes nothing.
+async fn commit_changes(
+    catalog: &dyn Catalog,
+    base: &LoadedTable,
+    prepared: &PreparedSnapshot,
+) -> Result<Published> {
+    crate::test_hooks::pause_point(crate::test_hooks::BEFORE_SWAP).await;
+
+    let committed = catalog
+        .commit_changes(&base.name, &base.metadata, &prepared.updates)
         .await;
-    let Err(error) = swapped else {
-        return Ok(Published {
-            metadata_location: new_location.to_string(),
-        });
+    // The catalog names the metadata file; none is ours to find in the pointer, so
+    // the read-back looks for the snapshot.
+    settle(catalog, base, committed, "", prepared.snapshot_id).await
+}
+
+/// The commit's outcome from the catalog's answer: its new metadata location, or, after
+/// an error, what reading the table back proves (see [`commit_outcome`]).
+async fn settle(
+    catalog: &dyn Catalog,
+    base: &LoadedTable,
+    answer: Result<String>,
+    new_location: &str,
+    snapshot_id: i64,
+) -> Result<Published> {
+    let error = match answer {
+        Ok(metadata_location) => return Ok(Published { metadata_location }),
+        Err(error) => error,
     };
     match commit_outcome(catalog, base, new_location, Some(snapshot_id), &error).await {
-        CommitOutcome::Landed => {
+        CommitOutcome::Landed { current } => {
+            // Ours when we wrote it; else the metadata that holds our snapshot.
+            let metadata_location = if new_location.is_empty() {
+                current
+            } else {
+                new_location.to_string()
+            };
             tracing::info!(
                 table = %base.name,
-                metadata_location = %new_location,
+                metadata_location = %metadata_location,
                 error = %error,
                 "the commit landed although the catalog reported an error"
             );
-            Ok(Published {
-                metadata_location: new_location.to_string(),
-            })
+            Ok(Published { metadata_location })
         }
         CommitOutcome::Absent => Err(absent(error)),
         // Still unknown: keep every file, a later cleanup decides.
@@ -155,7 +204,8 @@ pub fn absent(error: Error) -> Error {
 #[derive(Debug)]
 pub enum CommitOutcome {
     /// Our metadata is (or was) the table's current metadata: the commit is done.
-    Landed,
+    /// `current` is the metadata location the table's pointer names now.
+    Landed { current: String },
     /// Our commit is not in the table: the attempt's files may be deleted.
     Absent,
     /// The read-back failed: nothing may be deleted (the payload is why).
@@ -196,7 +246,9 @@ pub async fn commit_outcome(
         Err(e) => return CommitOutcome::Unknown(e),
     };
     if pointer.metadata_location == new_location {
-        return CommitOutcome::Landed;
+        return CommitOutcome::Landed {
+            current: pointer.metadata_location,
+        };
     }
     if pointer.metadata_location == base.pointer.metadata_location {
         // Nothing was committed since our base: not ours, not anyone's.
@@ -219,7 +271,9 @@ pub async fn commit_outcome(
         .any(|entry| normalize_location(&entry.metadata_file) == ours);
     let has_snapshot = snapshot_id.is_some_and(|id| current.snapshot_by_id(id).is_some());
     if in_log || has_snapshot {
-        CommitOutcome::Landed
+        CommitOutcome::Landed {
+            current: pointer.metadata_location,
+        }
     } else {
         CommitOutcome::Absent
     }

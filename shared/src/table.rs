@@ -194,7 +194,7 @@ impl LoadedTable {
     /// Loads the pointer and then the metadata file it names.
     pub async fn load(catalog: &dyn Catalog, name: &TableName) -> Result<Self> {
         let pointer = catalog.load_pointer(name).await?;
-        let file_io = catalog.file_io().clone();
+        let file_io = catalog.table_file_io(name, &HashMap::new());
         let metadata = TableMetadata::read_from(&file_io, &pointer.metadata_location)
             .await
             .map_err(|e| {
@@ -204,7 +204,7 @@ impl LoadedTable {
                     e,
                 )
             })?;
-        let file_io = catalog.table_file_io(metadata.properties());
+        let file_io = catalog.table_file_io(name, metadata.properties());
         Ok(Self {
             name: name.clone(),
             pointer,

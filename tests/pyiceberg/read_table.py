@@ -577,14 +577,13 @@ def check_dvs(table: Any, files: SnapshotFiles) -> int:
 
 
 def open_catalog(args: argparse.Namespace) -> Any:
-    """The SQLite catalog of a warehouse directory, or Glue + S3 from the AWS_* environment
-    (the test services: AWS_ENDPOINT_URL_GLUE, AWS_ENDPOINT_URL_S3, credentials, region)."""
+    """The SQLite catalog of a warehouse directory, or Glue (or the REST catalog at
+    EQDV_REST_URI) + S3 from the AWS_* environment (the test services:
+    AWS_ENDPOINT_URL_GLUE, AWS_ENDPOINT_URL_S3, credentials, region)."""
     if args.catalog == "sqlite":
         if not args.warehouse:
             raise Failure(EXIT_ERROR, "--warehouse DIR is required with --catalog sqlite")
         return SqlCatalog("eqdv", uri=f"sqlite:///{args.warehouse}/catalog.db", warehouse=f"file://{args.warehouse}")
-    from pyiceberg.catalog.glue import GlueCatalog
-
     env = os.environ
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
     props = {
@@ -592,6 +591,24 @@ def open_catalog(args: argparse.Namespace) -> Any:
         "s3.region": region,
         "s3.force-virtual-addressing": "false",
     }
+    if args.catalog == "rest":
+        # The Iceberg REST catalog at EQDV_REST_URI, through PyIceberg's REST client; the
+        # table files on S3 from the AWS_* environment.
+        from pyiceberg.catalog.rest import RestCatalog
+
+        if not env.get("EQDV_REST_URI"):
+            raise Failure(EXIT_ERROR, "--catalog rest needs EQDV_REST_URI")
+        rest = {"uri": env["EQDV_REST_URI"], "s3.region": region, "s3.force-virtual-addressing": "false"}
+        for key, var in [
+            ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
+            ("s3.access-key-id", "AWS_ACCESS_KEY_ID"),
+            ("s3.secret-access-key", "AWS_SECRET_ACCESS_KEY"),
+        ]:
+            if env.get(var):
+                rest[key] = env[var]
+        return RestCatalog("rest", **rest)
+    from pyiceberg.catalog.glue import GlueCatalog
+
     for key, var in [
         ("glue.endpoint", "AWS_ENDPOINT_URL_GLUE"),
         ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
@@ -657,7 +674,7 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Read an eqdv test table with PyIceberg; print canonical rows as JSON.")
-    parser.add_argument("--catalog", choices=["sqlite", "glue"], default="sqlite")
+    parser.add_argument("--catalog", choices=["sqlite", "glue", "rest"], default="sqlite")
     parser.add_argument("--warehouse", help="sqlite: the directory holding catalog.db and the tables")
     parser.add_argument("--table", required=True, help="NAMESPACE.TABLE")
     parser.add_argument("--branch", default="main")

@@ -22,6 +22,7 @@ MINIO_PORT=9000
 MINIO_CONSOLE_PORT=9001
 GLUE_PORT=5000
 LOCALSTACK_PORT=4566
+REST_PORT=8181
 MINIO_ROOT_USER="eqdvminio"
 MINIO_ROOT_PASSWORD="eqdvminio-secret"
 BUCKET="warehouse"
@@ -44,11 +45,16 @@ venv_services="$EQDV_CACHE/venv-services"
 venv_localstack="$EQDV_CACHE/venv-localstack"
 services_requirements="$services_dir/requirements.txt"
 localstack_requirements="$services_dir/requirements-localstack.txt"
+# The Iceberg REST catalog server: Iceberg Java's REST fixture, its classpath resolved by
+# Maven from rest-catalog/pom.xml once (and again when the pom changes).
+rest_pom="$services_dir/rest-catalog/pom.xml"
+rest_classpath="$EQDV_CACHE/rest-catalog.classpath"
+rest_db="$state_dir/rest-catalog.db"  # wiped on every `up`
 env_file="$services_dir/env"
 lock_file="$state_dir/lock"
 
 # Services in start order; `down` stops them in reverse.
-SERVICES=(minio glue localstack)
+SERVICES=(minio glue localstack rest)
 
 say() {
     echo "==> services: $*"
@@ -66,6 +72,7 @@ marker() {
     minio) echo "minio-$MINIO_VERSION" ;;
     glue) echo "glue_emulator.py" ;;
     localstack) echo "localstack.runtime.main" ;;
+    rest) echo "org.apache.iceberg.rest.RESTCatalogServer" ;;
     esac
 }
 

@@ -5,7 +5,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, SqliteCatalog, TableName};
+use eqdv::catalog::{
+    Catalog, GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig, SqliteCatalog, TableName,
+};
 
 /// Which catalog holds the tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -14,16 +16,19 @@ pub enum CatalogKind {
     Sqlite,
     /// The AWS Glue Data Catalog, with table data on S3.
     Glue,
+    /// An Iceberg REST catalog (Polaris, Nessie, Lakekeeper, Unity, Gravitino, ...).
+    Rest,
 }
 
 /// Which catalog.
 #[derive(Args, Clone)]
 pub struct CatalogArgs {
-    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`) or `glue`.
+    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`), `glue` or `rest`.
     #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
     catalog: CatalogKind,
     /// sqlite: the warehouse directory (catalog and table data). glue: where new tables
-    /// go, as s3://bucket/prefix (existing tables keep their own location).
+    /// go, as s3://bucket/prefix (existing tables keep their own location). rest: the
+    /// warehouse to ask the catalog's configuration for (optional).
     #[arg(long, value_name = "DIR|S3_URI", env = "EQDV_WAREHOUSE")]
     warehouse: Option<String>,
     /// glue: the catalog's AWS account id, when it is not the caller's.
@@ -42,6 +47,30 @@ pub struct CatalogArgs {
     /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit).
     #[arg(long, env = "EQDV_GLUE_SKIP_ARCHIVE", default_value_t = true, action = clap::ArgAction::Set)]
     glue_skip_archive: bool,
+    /// rest: the catalog's base URI (before /v1/...).
+    #[arg(long, value_name = "URI", env = "EQDV_REST_URI")]
+    rest_uri: Option<String>,
+    /// rest: OAuth2 client credentials, CLIENT_ID:CLIENT_SECRET, exchanged for a token.
+    #[arg(
+        long,
+        value_name = "ID:SECRET",
+        env = "EQDV_REST_CREDENTIAL",
+        hide_env_values = true,
+        conflicts_with = "rest_token"
+    )]
+    rest_credential: Option<String>,
+    /// rest: a bearer token, sent as is.
+    #[arg(long, env = "EQDV_REST_TOKEN", hide_env_values = true)]
+    rest_token: Option<String>,
+    /// rest: the OAuth2 token endpoint (default: the catalog's v1/oauth/tokens).
+    #[arg(long, env = "EQDV_REST_OAUTH2_SERVER_URI")]
+    rest_oauth2_server_uri: Option<String>,
+    /// rest: the OAuth2 scope (default: catalog).
+    #[arg(long, env = "EQDV_REST_SCOPE")]
+    rest_scope: Option<String>,
+    /// rest: ask for credentials vended for each table's files, and use them.
+    #[arg(long, env = "EQDV_REST_VENDED_CREDENTIALS", default_value_t = true, action = clap::ArgAction::Set)]
+    rest_vended_credentials: bool,
 }
 
 impl CatalogArgs {
@@ -67,6 +96,31 @@ impl CatalogArgs {
                     ..Default::default()
                 };
                 Ok(Box::new(GlueCatalog::connect(config).await?))
+            }
+            CatalogKind::Rest => {
+                let uri = self
+                    .rest_uri
+                    .clone()
+                    .context("--rest-uri URI is required with the rest catalog")?;
+                let auth = match (&self.rest_token, &self.rest_credential) {
+                    (Some(token), _) => RestAuth::Token(token.clone()),
+                    (None, Some(credential)) => RestAuth::client_credentials(
+                        credential,
+                        self.rest_oauth2_server_uri.clone(),
+                        self.rest_scope.clone(),
+                    ),
+                    (None, None) => RestAuth::None,
+                };
+                let config = RestConfig {
+                    uri,
+                    warehouse: self.warehouse.clone(),
+                    auth,
+                    vended_credentials: Some(self.rest_vended_credentials),
+                    region: self.region.clone(),
+                    s3_endpoint: self.s3_endpoint.clone(),
+                    ..Default::default()
+                };
+                Ok(Box::new(RestCatalog::connect(config).await?))
             }
         }
     }

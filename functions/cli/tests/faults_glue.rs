@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;
 
-use common::{assert_exit, eqdv_command, eqdv_json, json};
+use common::{assert_exit, eqdv_command, eqdv_json, json, path_set};
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::cleanup::normalize_location;
 use eqdv::table::{LoadedTable, TableFiles};
@@ -56,15 +56,6 @@ async fn connect(warehouse: Option<String>) -> GlueCatalog {
 fn eqdv(name: &TableName, command: &str, extra: &[&str]) -> Output {
     let table_args = ["--catalog", "glue", "--table", &name.to_string()].map(String::from);
     eqdv_json(command, &table_args, extra)
-}
-
-fn path_set(value: &serde_json::Value) -> BTreeSet<String> {
-    value
-        .as_array()
-        .unwrap_or_else(|| panic!("not a JSON array of paths: {value}"))
-        .iter()
-        .map(|p| normalize_location(p.as_str().expect("path")))
-        .collect()
 }
 
 async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {

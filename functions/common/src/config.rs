@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use eqdv::catalog::Catalog;
 use eqdv::catalog::SqliteCatalog;
 use eqdv::catalog::TableName;
-use eqdv::catalog::{GlueCatalog, GlueConfig};
+use eqdv::catalog::{GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig};
 use eqdv::convert::MAX_RANGES;
 use eqdv::plan::{PlanOptions, QUEUE_GROUPS};
 use eqdv::planner::{Allowlist, PlannerConfig};
@@ -24,6 +24,8 @@ pub enum CatalogConfig {
     Glue(GlueConfig),
     /// A SQLite catalog warehouse on disk (local runs and tests).
     Sqlite { warehouse: String },
+    /// An Iceberg REST catalog.
+    Rest(RestConfig),
 }
 
 impl CatalogConfig {
@@ -33,6 +35,7 @@ impl CatalogConfig {
             CatalogConfig::Sqlite { warehouse } => Box::new(SqliteCatalog::open_warehouse(
                 std::path::Path::new(warehouse),
             )?),
+            CatalogConfig::Rest(config) => Box::new(RestCatalog::connect(config.clone()).await?),
         })
     }
 }
@@ -86,6 +89,13 @@ pub const ENV_REGION: &str = "EQDV_REGION";
 pub const ENV_GLUE_ENDPOINT: &str = "EQDV_GLUE_ENDPOINT";
 pub const ENV_S3_ENDPOINT: &str = "EQDV_S3_ENDPOINT";
 pub const ENV_GLUE_SKIP_ARCHIVE: &str = "EQDV_GLUE_SKIP_ARCHIVE";
+pub const ENV_REST_URI: &str = "EQDV_REST_URI";
+/// `CLIENT_ID:CLIENT_SECRET` for OAuth2 client credentials.
+pub const ENV_REST_CREDENTIAL: &str = "EQDV_REST_CREDENTIAL";
+pub const ENV_REST_TOKEN: &str = "EQDV_REST_TOKEN";
+pub const ENV_REST_OAUTH2_SERVER_URI: &str = "EQDV_REST_OAUTH2_SERVER_URI";
+pub const ENV_REST_SCOPE: &str = "EQDV_REST_SCOPE";
+pub const ENV_REST_VENDED_CREDENTIALS: &str = "EQDV_REST_VENDED_CREDENTIALS";
 pub const ENV_ALLOWED_DATABASES: &str = "EQDV_ALLOWED_DATABASES";
 pub const ENV_ALLOWED_TABLES: &str = "EQDV_ALLOWED_TABLES";
 pub const ENV_BRANCH: &str = "EQDV_BRANCH";
@@ -168,10 +178,40 @@ impl FunctionConfig {
                     )
                 })?,
             },
+            Some("rest") => {
+                let uri = get(ENV_REST_URI)
+                    .ok_or_else(|| bad(ENV_REST_URI, "required with EQDV_CATALOG=rest"))?;
+                let auth = match (get(ENV_REST_TOKEN), get(ENV_REST_CREDENTIAL)) {
+                    (Some(_), Some(_)) => {
+                        return Err(bad(
+                            ENV_REST_TOKEN,
+                            format!("set either it or {ENV_REST_CREDENTIAL}, not both"),
+                        ));
+                    }
+                    (Some(token), None) => RestAuth::Token(token),
+                    (None, Some(credential)) => RestAuth::client_credentials(
+                        &credential,
+                        get(ENV_REST_OAUTH2_SERVER_URI),
+                        get(ENV_REST_SCOPE),
+                    ),
+                    (None, None) => RestAuth::None,
+                };
+                CatalogConfig::Rest(RestConfig {
+                    uri,
+                    warehouse: get(ENV_WAREHOUSE),
+                    auth,
+                    vended_credentials: get(ENV_REST_VENDED_CREDENTIALS)
+                        .map(|v| parse_bool(ENV_REST_VENDED_CREDENTIALS, &v))
+                        .transpose()?,
+                    region: get(ENV_REGION),
+                    s3_endpoint: get(ENV_S3_ENDPOINT),
+                    ..Default::default()
+                })
+            }
             Some(other) => {
                 return Err(bad(
                     ENV_CATALOG,
-                    format!("expected glue or sqlite, got {other:?}"),
+                    format!("expected glue, rest or sqlite, got {other:?}"),
                 ));
             }
         };

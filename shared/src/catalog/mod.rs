@@ -6,13 +6,18 @@
 //! writers safe. Creating and listing tables serve the workload generator and sweeps.
 
 mod glue;
+mod rest;
 mod sqlite;
+mod storage;
 
 use std::fmt;
 
 use async_trait::async_trait;
 pub use glue::{GlueCatalog, GlueConfig};
+use iceberg::TableUpdate;
 use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
+pub use rest::{RestAuth, RestCatalog, RestConfig};
 use serde::{Deserialize, Serialize};
 pub use sqlite::SqliteCatalog;
 
@@ -76,9 +81,11 @@ pub trait Catalog: Send + Sync + fmt::Debug {
     fn file_io(&self) -> &FileIO;
 
     /// Storage for one table, given its properties (which may override storage settings,
-    /// such as `s3.*`). The catalog's storage by default.
+    /// such as `s3.*`) and what the catalog said of it when it was last loaded (a REST
+    /// catalog's vended credentials). The catalog's storage by default.
     fn table_file_io(
         &self,
+        _table: &TableName,
         _table_properties: &std::collections::HashMap<String, String>,
     ) -> FileIO {
         self.file_io().clone()
@@ -102,6 +109,29 @@ pub trait Catalog: Send + Sync + fmt::Debug {
         expected: &TablePointer,
         new_metadata_location: &str,
     ) -> Result<()>;
+
+    /// Whether a commit is a set of changes the catalog applies and writes the metadata
+    /// file of (the Iceberg REST protocol, [`Self::commit_changes`]) rather than a swap
+    /// of the pointer to a metadata file eqdv wrote ([`Self::swap_pointer`]).
+    fn commits_changes(&self) -> bool {
+        false
+    }
+
+    /// Commits `updates` (what iceberg-rust's metadata builder recorded while making the
+    /// new metadata from `base`) if the table is still the one `base` describes, and
+    /// returns the new metadata location. Errors as [`Self::swap_pointer`]'s:
+    /// [`Error::CommitConflict`] only when the commit certainly was not applied.
+    async fn commit_changes(
+        &self,
+        table: &TableName,
+        _base: &TableMetadata,
+        _updates: &[TableUpdate],
+    ) -> Result<String> {
+        Err(Error::InvalidInput(format!(
+            "catalog {}: commits swap the pointer of table {table}, not changes",
+            self.name()
+        )))
+    }
 
     /// Registers a new table whose metadata file was already written.
     async fn create_table(&self, table: &TableName, metadata_location: &str) -> Result<()>;

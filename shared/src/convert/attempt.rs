@@ -264,7 +264,13 @@ impl Attempt<'_> {
             }
             changes.set_properties = current;
             // The metadata file goes out with the manifests: one round of uploads.
-            let build = build_and_write_snapshot(&table, &options.branch, &files, &changes);
+            let build = build_and_write_snapshot(
+                &table,
+                &options.branch,
+                &files,
+                &changes,
+                !catalog.commits_changes(),
+            );
             let written = match puffin_to_upload.take() {
                 None => build.await?,
                 Some(puffin) => {

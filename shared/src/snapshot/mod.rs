@@ -108,15 +108,19 @@ pub struct PreparedSnapshot {
     /// [`build_and_write_snapshot`] wrote it (to delete if it never lands).
     pub written_files: Vec<String>,
     pub summary: HashMap<String, String>,
+    /// What the metadata builder changed from the base (the snapshot, its branch, the
+    /// properties): a commit to a catalog that takes changes sends them.
+    pub updates: Vec<iceberg::TableUpdate>,
 }
 
-/// A prepared snapshot whose metadata file is written too: all that is left is the
-/// pointer swap ([`crate::commit::publish_written`]). Its `written_files` include the
-/// metadata file.
+/// A prepared snapshot whose files are all written: all that is left is the commit
+/// ([`crate::commit::publish_written`]). For a catalog that takes a pointer swap its
+/// metadata file is written too (`metadata_location`, among `written_files`); a catalog
+/// that takes changes writes its own.
 #[derive(Clone, Debug)]
 pub struct WrittenSnapshot {
     pub prepared: PreparedSnapshot,
-    pub metadata_location: String,
+    pub metadata_location: Option<String>,
 }
 
 /// Builds a snapshot of `changes` on top of `base` (the branch head that `base` was read from).
@@ -129,24 +133,19 @@ pub async fn build_snapshot(
     Ok(build(table, branch, base, changes, false).await?.0)
 }
 
-/// [`build_snapshot`], and the new metadata file written in the same round trip as the
-/// manifests and the manifest list: nothing references it until the pointer is
-/// swapped, so writing it before the others have landed is as safe as after, and the
-/// commit waits for one round of uploads instead of two.
+/// [`build_snapshot`], and (when `write_metadata`: the catalog takes a pointer swap)
+/// the new metadata file written in the same round trip as the manifests and the
+/// manifest list: nothing references it until the pointer is swapped, so writing it
+/// before the others have landed is as safe as after, and the commit waits for one
+/// round of uploads instead of two.
 pub async fn build_and_write_snapshot(
     table: &LoadedTable,
     branch: &str,
     base: &TableFiles,
     changes: &SnapshotChanges,
+    write_metadata: bool,
 ) -> Result<WrittenSnapshot> {
-    let (prepared, metadata_location) = build(table, branch, base, changes, true).await?;
-    let Some(metadata_location) = metadata_location else {
-        // build writes the metadata file when asked to; this is not reached.
-        return Err(Error::InvalidInput(format!(
-            "the new metadata file of table {} was not written",
-            table.name
-        )));
-    };
+    let (prepared, metadata_location) = build(table, branch, base, changes, write_metadata).await?;
     Ok(WrittenSnapshot {
         prepared,
         metadata_location,
@@ -468,7 +467,8 @@ async fn build_inner(
     if !properties.is_empty() {
         builder = builder.set_properties(properties)?;
     }
-    let new_metadata = builder.build()?.metadata;
+    let built = builder.build()?;
+    let (new_metadata, updates) = (built.metadata, built.changes);
     let metadata_location = if write_metadata {
         let next = crate::commit::next_metadata_location(table, &new_metadata)?;
         let location = next.to_string();
@@ -488,6 +488,7 @@ async fn build_inner(
         sequence_number,
         written_files: std::mem::take(written),
         summary,
+        updates,
     };
     Ok((prepared, metadata_location))
 }

@@ -280,7 +280,13 @@ async fn commit(
     }
 
     options.check_deadline(&table.name, "committing")?;
-    let build = build_and_write_snapshot(table, branches.target, files, &snapshot_changes);
+    let build = build_and_write_snapshot(
+        table,
+        branches.target,
+        files,
+        &snapshot_changes,
+        !catalog.commits_changes(),
+    );
     // Both run to the end, so nothing is in flight when files are removed (a failed
     // build removes its own).
     let (written, uploaded) = match puffin {

@@ -62,6 +62,14 @@ pub fn judge_converted_glue(table: &str, expected: &[String]) -> PyIcebergView {
     view
 }
 
+/// PyIceberg's verdict on a converted table of the REST catalog at `EQDV_REST_URI`, as
+/// [`judge_converted_glue`]'s.
+pub fn judge_converted_rest(table: &str, expected: &[String]) -> PyIcebergView {
+    let view = pyiceberg_read_rest(table);
+    judge_view(&view, &format!("PyIceberg (REST {table})"), expected);
+    view
+}
+
 fn judge_view(view: &PyIcebergView, judge: &str, expected: &[String]) {
     assert_eq!(
         view.equality_delete_files, 0,

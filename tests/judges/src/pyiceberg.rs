@@ -166,6 +166,23 @@ pub fn try_pyiceberg_read_glue(table: &str) -> Result<PyIcebergView, ReadTableEr
     Ok(view)
 }
 
+/// Reads the head of `main` of a table (`NS.TABLE`) of the Iceberg REST catalog at
+/// `EQDV_REST_URI` with PyIceberg's REST client, its files on S3 (the test services'
+/// AWS_* environment).
+///
+/// # Panics
+/// When read_table.py fails.
+pub fn pyiceberg_read_rest(table: &str) -> PyIcebergView {
+    let stdout = run_script(
+        &read_table_script(),
+        &["--catalog", "rest", "--table", table].map(OsStr::new),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let view = parse_json(&stdout, "read_table.py --catalog rest");
+    crate::record_read("pyiceberg");
+    view
+}
+
 /// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).
 ///
 /// # Panics

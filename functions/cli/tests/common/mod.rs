@@ -67,3 +67,13 @@ pub fn model_rows(warehouse: &std::path::Path, table: &str) -> Vec<String> {
 pub fn assert_converted(warehouse: &std::path::Path, table: &str) {
     eqdv_judges::judge_converted_local(warehouse, table, &model_rows(warehouse, table));
 }
+
+/// A JSON array of paths (e.g. `eqdv cleanup`'s `deleted`), normalized, as a set.
+pub fn path_set(value: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not a JSON array of paths: {value}"))
+        .iter()
+        .map(|p| eqdv::cleanup::normalize_location(p.as_str().expect("path")))
+        .collect()
+}

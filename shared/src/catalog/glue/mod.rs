@@ -18,14 +18,13 @@ use async_trait::async_trait;
 use aws_sdk_glue::Client;
 use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
-use iceberg::io::{FileIO, FileIOBuilder};
-use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
+use iceberg::io::FileIO;
 
+use super::storage::{S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 use failure::Failure;
 
-mod credentials;
 mod failure;
 
 const METADATA_LOCATION: &str = "metadata_location";
@@ -77,10 +76,6 @@ impl std::fmt::Debug for GlueCatalog {
     }
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 impl GlueCatalog {
     /// Builds the catalog from `config` and the standard AWS configuration.
     pub async fn connect(config: GlueConfig) -> Result<Self> {
@@ -95,28 +90,17 @@ impl GlueCatalog {
         }
         let client = Client::from_conf(glue.build());
 
-        let mut props: HashMap<String, String> = HashMap::new();
         let region = config
             .region
             .clone()
             .or_else(|| sdk.region().map(|r| r.to_string()));
-        if let Some(region) = region {
-            props.insert(iceberg::io::S3_REGION.into(), region);
+        let props = S3Settings {
+            region,
+            endpoint: config.s3_endpoint.clone(),
+            path_style: config.s3_path_style,
+            extra: config.file_io_properties.clone(),
         }
-        let s3_endpoint = config
-            .s3_endpoint
-            .clone()
-            .or_else(|| env("AWS_ENDPOINT_URL_S3"))
-            .or_else(|| env("AWS_ENDPOINT_URL"));
-        let path_style = config.s3_path_style.unwrap_or(s3_endpoint.is_some());
-        if let Some(endpoint) = s3_endpoint {
-            props.insert(iceberg::io::S3_ENDPOINT.into(), endpoint);
-        }
-        props.insert(
-            iceberg::io::S3_PATH_STYLE_ACCESS.into(),
-            path_style.to_string(),
-        );
-        props.extend(config.file_io_properties.clone());
+        .properties();
         let file_io = build_file_io(&props);
         let name = match &config.catalog_id {
             Some(id) => format!("glue:{id}"),
@@ -256,19 +240,6 @@ impl GlueCatalog {
     }
 }
 
-/// A FileIO that resolves `s3://` and `file://` locations. Unless `props` configure
-/// credentials of their own, its S3 requests share the process's credentials (see
-/// `credentials`) instead of loading them for each request.
-fn build_file_io(props: &HashMap<String, String>) -> FileIO {
-    let mut storage = OpenDalResolvingStorageFactory::new();
-    if let Some(loader) = credentials::shared_default_loader(props.keys()) {
-        storage = storage.with_s3_credential_loader(loader);
-    }
-    FileIOBuilder::new(Arc::new(storage))
-        .with_props(props.iter())
-        .build()
-}
-
 /// A table definition identical to `glue`'s but for `parameters`.
 fn table_input_from(
     glue: &Table,
@@ -301,18 +272,18 @@ impl Catalog for GlueCatalog {
         &self.file_io
     }
 
-    fn table_file_io(&self, table_properties: &HashMap<String, String>) -> FileIO {
+    fn table_file_io(
+        &self,
+        _table: &TableName,
+        table_properties: &HashMap<String, String>,
+    ) -> FileIO {
         // The table's own s3.* properties (e.g. server-side encryption) win.
-        let overrides: Vec<(&String, &String)> = table_properties
-            .iter()
-            .filter(|(k, _)| k.starts_with("s3."))
-            .collect();
-        if overrides.is_empty() {
-            return self.file_io.clone();
-        }
-        let mut props = self.io_properties.as_ref().clone();
-        props.extend(overrides.into_iter().map(|(k, v)| (k.clone(), v.clone())));
-        build_file_io(&props)
+        table_file_io(
+            &self.file_io,
+            &self.io_properties,
+            table_properties,
+            &HashMap::new(),
+        )
     }
 
     fn default_table_location(&self, table: &TableName) -> String {

@@ -170,7 +170,7 @@ pub(super) async fn commit_metadata(
         .await
     {
         match eqdv::commit::commit_outcome(catalog, table, &next, None, &e).await {
-            eqdv::commit::CommitOutcome::Landed => {}
+            eqdv::commit::CommitOutcome::Landed { .. } => {}
             eqdv::commit::CommitOutcome::Absent => {
                 delete_files(&table.file_io, &[next]).await;
                 return Err(eqdv::commit::absent(e));

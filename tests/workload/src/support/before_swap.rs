@@ -1,6 +1,7 @@
-//! A catalog that runs a test's hook right before each pointer swap (and, if asked,
-//! before each pointer read), and hands every other call to the real catalog: how the
-//! tests force a race, count swaps or inject a fault at the one moment that matters.
+//! A catalog that runs a test's hook right before each pointer swap, or each commit of
+//! changes to a catalog that takes changes (and, if asked, before each pointer read),
+//! and hands every other call to the real catalog: how the tests force a race, count
+//! swaps or inject a fault at the one moment that matters.
 
 use std::fmt;
 use std::future::Future;
@@ -8,7 +9,9 @@ use std::pin::Pin;
 
 use async_trait::async_trait;
 use eqdv::catalog::{Catalog, TableName, TablePointer};
+use iceberg::TableUpdate;
 use iceberg::io::FileIO;
+use iceberg::spec::TableMetadata;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -20,7 +23,9 @@ pub enum Then {
     Answer(eqdv::Result<()>),
 }
 
-/// What a swap hook is given: the test's state, the inner catalog and the swap's arguments.
+/// What a swap hook is given: the test's state, the inner catalog and the swap's
+/// arguments (for a commit of changes, the pointer the base was loaded from is not
+/// known here: `expected` is empty, and so is `new_metadata_location`).
 pub struct Swap<'a, S, C> {
     pub state: &'a S,
     pub inner: &'a C,
@@ -113,6 +118,36 @@ impl<C: Catalog, S: fmt::Debug + Send + Sync> Catalog for BeforeSwap<C, S> {
                     .await
             }
             Then::Answer(answer) => answer,
+        }
+    }
+    fn commits_changes(&self) -> bool {
+        self.inner.commits_changes()
+    }
+    async fn commit_changes(
+        &self,
+        table: &TableName,
+        base: &TableMetadata,
+        updates: &[TableUpdate],
+    ) -> eqdv::Result<String> {
+        let unknown = TablePointer {
+            metadata_location: String::new(),
+            version: None,
+        };
+        let swap = Swap {
+            state: &self.state,
+            inner: &self.inner,
+            table,
+            expected: &unknown,
+            new_metadata_location: "",
+        };
+        match (self.before_swap)(swap).await {
+            Then::Swap => self.inner.commit_changes(table, base, updates).await,
+            Then::Answer(Err(e)) => Err(e),
+            // A commit of changes answers with the catalog's new metadata location,
+            // which a hook cannot make up.
+            Then::Answer(Ok(())) => Err(eqdv::Error::InvalidInput(format!(
+                "a test hook answered the commit of {table} without a metadata location"
+            ))),
         }
     }
     async fn create_table(&self, table: &TableName, location: &str) -> eqdv::Result<()> {

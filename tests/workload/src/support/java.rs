@@ -5,7 +5,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use eqdv::catalog::{GlueCatalog, GlueConfig, TableName};
+use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
+use eqdv::convert::{ConvertOptions, Outcome, convert};
 use serde_json::{Value, json};
 
 use super::services;
@@ -21,12 +22,14 @@ pub fn jar() -> PathBuf {
     }
 }
 
-/// One test table: a unique warehouse prefix, database and name.
+/// One test table: a unique warehouse prefix, database and name, in the test services'
+/// Glue catalog or (`rest`) their Iceberg REST catalog.
 #[derive(Clone)]
 pub struct JavaTable {
     pub warehouse: String,
     pub database: String,
     pub table: String,
+    pub rest: bool,
 }
 
 impl JavaTable {
@@ -36,6 +39,16 @@ impl JavaTable {
             warehouse: services::unique_warehouse(&unique),
             database: format!("java_{unique}"),
             table: "cdc".into(),
+            rest: false,
+        }
+    }
+
+    /// A table of the test services' Iceberg REST catalog (`EQDV_REST_URI`), which
+    /// places its files itself (under s3://warehouse/rest).
+    pub fn new_rest(test: &str) -> Self {
+        Self {
+            rest: true,
+            ..Self::new(test)
         }
     }
 
@@ -52,6 +65,9 @@ impl JavaTable {
             .args(["--database", &self.database])
             .args(["--table", &self.table])
             .args(extra);
+        if self.rest {
+            c.env("EQDV_INTEROP_CATALOG", "rest");
+        }
         c
     }
 
@@ -134,6 +150,7 @@ impl JavaTable {
             warehouse: warehouse.to_string(),
             database: name.namespace.clone(),
             table: name.name.clone(),
+            rest: false,
         }
     }
 
@@ -145,7 +162,11 @@ impl JavaTable {
         eqdv_judges::assert_same_rows("Iceberg Java", &self.dump(), expected);
         let check = self.java_json("check-dvs", &[]);
         assert_eq!(check["equality_delete_files"], 0, "Java: {check}");
-        eqdv_judges::judge_converted_glue(&self.name().to_string(), expected);
+        if self.rest {
+            eqdv_judges::judge_converted_rest(&self.name().to_string(), expected);
+        } else {
+            eqdv_judges::judge_converted_glue(&self.name().to_string(), expected);
+        }
         check
     }
 
@@ -161,6 +182,15 @@ impl JavaTable {
         );
     }
 
+    /// The table's catalog as eqdv connects to it.
+    pub async fn eqdv_catalog(&self) -> Box<dyn Catalog> {
+        if self.rest {
+            Box::new(services::rest_catalog().await)
+        } else {
+            Box::new(self.catalog().await)
+        }
+    }
+
     pub async fn catalog(&self) -> GlueCatalog {
         GlueCatalog::connect(GlueConfig {
             warehouse: Some(self.warehouse.clone()),
@@ -169,6 +199,92 @@ impl JavaTable {
         .await
         .expect("glue catalog")
     }
+}
+
+/// What [`convert_beside_a_java_writer`] saw.
+#[derive(Debug)]
+pub struct BesideAWriter {
+    /// Conversions that landed while the writer ran.
+    pub converted: u32,
+    pub conflicts: u32,
+    pub commit_attempts: u32,
+    /// The writer's report.
+    pub writer: Value,
+}
+
+/// Converts `t` again and again while Java's `concurrent-writer` commits appends and
+/// equality deletes to it for `seconds`. Every conversion must end cleanly, at least
+/// one must land, and the writer must succeed with no failed commit.
+pub async fn convert_beside_a_java_writer(
+    t: &JavaTable,
+    catalog: &dyn Catalog,
+    seconds: u64,
+) -> BesideAWriter {
+    let writer = t
+        .command(
+            "concurrent-writer",
+            &[
+                "--seconds",
+                &seconds.to_string(),
+                "--seed",
+                "9",
+                "--rows",
+                "20",
+            ],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the Java writer");
+    let (mut converted, mut conflicts, mut commit_attempts) = (0, 0, 0);
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(seconds.saturating_sub(1)) {
+        let r = convert(catalog, &t.name(), &ConvertOptions::default())
+            .await
+            .expect("a conversion racing a Java writer must end cleanly");
+        if r.outcome == Outcome::Converted {
+            converted += 1;
+        }
+        conflicts += r.conflicts;
+        commit_attempts += r.commit_attempts;
+    }
+    let out = writer.wait_with_output().expect("Java writer");
+    assert!(
+        out.status.success(),
+        "Java writer failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stats: Value = serde_json::from_slice(&out.stdout).expect("writer JSON");
+    let run = BesideAWriter {
+        converted,
+        conflicts,
+        commit_attempts,
+        writer: stats,
+    };
+    eprintln!("{run:?}");
+    assert!(
+        run.converted > 0,
+        "no conversion landed while the writer ran"
+    );
+    assert_eq!(run.writer["failed_commits"], 0, "{run:?}");
+    run
+}
+
+/// Every key (a canonical row's first column) is live at most once in `rows`: a row
+/// deleted by an equality delete did not come back beside its update.
+pub fn assert_keys_unique(rows: &[String]) {
+    let mut keys: Vec<String> = rows
+        .iter()
+        .map(|row| serde_json::from_str::<Vec<Value>>(row).expect("row")[0].to_string())
+        .collect();
+    let total = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(
+        keys.len(),
+        total,
+        "a key is live twice: a deleted row came back"
+    );
 }
 
 /// One `serve` JVM on one table: one JSON command per line in, one answer per line out

@@ -17,6 +17,29 @@ pub mod race;
 pub mod services;
 pub mod state;
 
+/// Resolves `files` (the head of `table`) with the key index on and off and asserts
+/// that both would write the same, non-empty DVs; returns how many.
+pub async fn assert_key_index_agrees(
+    table: &eqdv::table::LoadedTable,
+    files: &eqdv::table::TableFiles,
+    what: &str,
+) -> usize {
+    use eqdv::convert::dvs_to_write;
+    use eqdv::resolve::resolve;
+    let groups = eqdv::plan::group_equality_deletes(table, files).expect("groups");
+    let off = resolve(table, files, &groups, &key_index(false))
+        .await
+        .expect("resolve without the index");
+    let on = resolve(table, files, &groups, &key_index(true))
+        .await
+        .expect("resolve with the index");
+    let dvs_off = dvs_to_write(table, files, &off, 4).await.expect("dvs");
+    let dvs_on = dvs_to_write(table, files, &on, 4).await.expect("dvs");
+    assert!(!dvs_off.is_empty(), "{what}: nothing to delete");
+    assert_eq!(dvs_off, dvs_on, "{what}: the key index changed the DVs");
+    dvs_off.len()
+}
+
 /// Resolve options with the key index on from the first data file (leaves of 64
 /// entries, so that even small tables have several), or off: a conversion must write
 /// the same DVs either way.
@@ -248,17 +271,17 @@ pub async fn commit_metadata_change(
         .as_ref()
         .clone()
         .into_builder(Some(t.pointer.metadata_location.clone()));
-    let metadata = change(builder)
+    let built = change(builder)
         .expect("metadata change")
         .build()
-        .expect("metadata")
-        .metadata;
+        .expect("metadata");
     let prepared = eqdv::snapshot::PreparedSnapshot {
-        metadata,
+        metadata: built.metadata,
         snapshot_id: head.snapshot_id(),
         sequence_number: head.sequence_number(),
         written_files: Vec::new(),
         summary: Default::default(),
+        updates: built.changes,
     };
     eqdv::commit::publish(catalog, &t, &prepared)
         .await

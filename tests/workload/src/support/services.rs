@@ -36,6 +36,38 @@ pub fn unique_warehouse(unique: &str) -> String {
     format!("{}/{unique}", require_services().trim_end_matches('/'))
 }
 
+/// The Iceberg REST catalog URI of the services (`EQDV_REST_URI`).
+pub fn rest_uri() -> String {
+    require_services();
+    match std::env::var("EQDV_REST_URI") {
+        Ok(uri) if !uri.is_empty() => uri,
+        _ => panic!(
+            "EQDV_REST_URI is not set: start the test services with `tests/services/up` and \
+             `source tests/services/env` (tests/run does both)"
+        ),
+    }
+}
+
+/// eqdv's client of the services' Iceberg REST catalog, its tables' files on MinIO.
+pub async fn rest_catalog() -> eqdv::catalog::RestCatalog {
+    rest_catalog_at(&rest_uri(), eqdv::catalog::RestAuth::None).await
+}
+
+/// eqdv's client of the Iceberg REST catalog at `uri` (the services' own, or a fault
+/// proxy in front of it), authenticating with `auth`.
+pub async fn rest_catalog_at(
+    uri: &str,
+    auth: eqdv::catalog::RestAuth,
+) -> eqdv::catalog::RestCatalog {
+    eqdv::catalog::RestCatalog::connect(eqdv::catalog::RestConfig {
+        uri: uri.to_string(),
+        auth,
+        ..Default::default()
+    })
+    .await
+    .expect("REST catalog")
+}
+
 /// The workload the Glue/S3 tests generate: small, identity-partitioned, a two-column key.
 pub fn glue_spec(seed: u64) -> crate::generate::WorkloadSpec {
     use crate::generate::{KeyType, PartitionKind, WorkloadSpec};

@@ -4,6 +4,8 @@ import java.util.HashMap;
 import java.util.Map;
 import org.apache.iceberg.CatalogProperties;
 import org.apache.iceberg.aws.glue.GlueCatalog;
+import org.apache.iceberg.catalog.Catalog;
+import org.apache.iceberg.rest.RESTCatalog;
 
 /**
  * The Glue catalog with S3FileIO, configured only from the AWS SDK's standard environment
@@ -48,9 +50,26 @@ final class Catalogs {
     return props;
   }
 
-  static GlueCatalog open(String warehouse) {
+  /**
+   * The catalog of the test services: Glue, or the Iceberg REST catalog at {@code
+   * EQDV_REST_URI} when {@code EQDV_INTEROP_CATALOG=rest} (the REST server decides where a new
+   * table goes; {@code warehouse} only names the client's warehouse).
+   */
+  static Catalog open(String warehouse) {
+    Map<String, String> env = System.getenv();
+    if ("rest".equals(nonEmpty(env.get("EQDV_INTEROP_CATALOG")))) {
+      String uri = nonEmpty(env.get("EQDV_REST_URI"));
+      if (uri == null) {
+        throw new IllegalArgumentException("EQDV_INTEROP_CATALOG=rest needs EQDV_REST_URI");
+      }
+      Map<String, String> props = properties(warehouse, env);
+      props.put(CatalogProperties.URI, uri);
+      RESTCatalog catalog = new RESTCatalog();
+      catalog.initialize(CATALOG_NAME, props);
+      return catalog;
+    }
     GlueCatalog catalog = new GlueCatalog();
-    catalog.initialize(CATALOG_NAME, properties(warehouse, System.getenv()));
+    catalog.initialize(CATALOG_NAME, properties(warehouse, env));
     return catalog;
   }
 

@@ -1,0 +1,322 @@
+//! The Iceberg REST catalog: tables that Apache Iceberg Java wrote through Iceberg
+//! Java's own REST server (tests/services: its REST fixture over a JdbcCatalog, files
+//! on MinIO), converted by eqdv through the same server and judged by Java's reader
+//! and PyIceberg's REST client. Also a Java writer and a second converter racing eqdv,
+//! and the server's answers a real deployment meets and a test cannot make it give on
+//! demand (a 500 or a lost answer after the commit applied, a 503 or a 409 before it,
+//! throttling, refused credentials), injected by a proxy in front of it.
+//!
+//! Needs the test services and the interop jar (`tests/run` provides both).
+
+mod common;
+#[path = "common/fault_proxy.rs"]
+mod fault_proxy;
+
+use eqdv::catalog::{Catalog, RestAuth, TableName};
+use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::table::{LoadedTable, TableFiles};
+use eqdv_workload::support::java::{JavaTable, assert_keys_unique, convert_beside_a_java_writer};
+use eqdv_workload::support::race::{assert_lost_the_race, overtaken_by};
+use eqdv_workload::support::services::{rest_catalog, rest_catalog_at, rest_uri};
+use eqdv_workload::support::state::{TableState, expected_conversion};
+use eqdv_workload::support::{assert_key_index_agrees, key_index};
+use fault_proxy::{Fault, Proxy};
+
+async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {
+    LoadedTable::load(catalog, name).await.expect("load")
+}
+
+async fn live_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
+    let t = load(catalog, name).await;
+    let head = t.head("main").expect("head");
+    TableFiles::read(&t, head.as_ref()).await.expect("files")
+}
+
+/// A CDC table Java wrote through the REST catalog, with equality deletes to convert.
+fn java_table(test: &str, seed: &str, key: &str, partition: &str) -> JavaTable {
+    let t = JavaTable::new_rest(test);
+    t.write_cdc(seed, "3", "600", key, partition);
+    t
+}
+
+/// After a conversion: Java and PyIceberg (each through the REST catalog) read
+/// `expected` and accept every DV, no equality delete is live, Java loads as many DVs as
+/// the table lists, and eqdv's reader agrees.
+async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: &[String]) {
+    let check = t.assert_converted(expected);
+    let files = live_files(catalog, &t.name()).await;
+    assert_eq!(
+        check["dvs"].as_u64(),
+        Some(files.dvs.len() as u64),
+        "{check}"
+    );
+    let rows = eqdv_workload::read::read_canonical(&load(catalog, &t.name()).await, "main")
+        .await
+        .expect("eqdv's reader");
+    common::assert_same_rows("eqdv's reader", &rows, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_tables_convert_through_the_rest_catalog_and_java_agrees() {
+    for (key, partition) in [("long", "identity"), ("string", "bucket:3")] {
+        let t = java_table(&format!("rest_{key}"), "21", key, partition);
+        let before = t.dump();
+        let catalog = rest_catalog().await;
+        let name = t.name();
+
+        // The key index on and off find the same rows.
+        let table = load(&catalog, &name).await;
+        assert_key_index_agrees(&table, &live_files(&catalog, &name).await, key).await;
+
+        // Converted once, through the REST commit (with the key index on, the commit
+        // also sets the index's table property): one new snapshot on the old head, every
+        // new object referenced (eqdv wrote no metadata file of its own), nothing deleted.
+        let state = TableState::read(&catalog, &name).await;
+        let conversion = expected_conversion(&catalog, &name, &state.rows).await;
+        let options = ConvertOptions {
+            resolve: key_index(true),
+            ..Default::default()
+        };
+        let report = convert(&catalog, &name, &options)
+            .await
+            .expect("convert through the REST catalog");
+        assert_eq!(report.outcome, Outcome::Converted, "{key}: {report:?}");
+        let after = TableState::read(&catalog, &name).await;
+        state.assert_converted_once(&after, &conversion);
+        assert_eq!(
+            report.metadata_location.as_deref(),
+            Some(after.pointer.metadata_location.as_str()),
+            "the report names the metadata file the catalog wrote"
+        );
+        let properties = load(&catalog, &name).await.metadata.properties().clone();
+        assert!(
+            properties.keys().any(|k| k.starts_with("eqdv.key-index")),
+            "{key}: the key index's property did not land: {properties:?}"
+        );
+        assert_java_agrees(&t, &catalog, &before).await;
+
+        let again = convert(&catalog, &name, &options).await.expect("again");
+        assert_eq!(again.outcome, Outcome::NothingToDo, "{key}: {again:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversion_during_a_concurrent_java_writer_through_rest() {
+    let t = java_table("rest_concurrent", "5", "long", "identity");
+    let catalog = rest_catalog().await;
+    convert_beside_a_java_writer(&t, &catalog, 10).await;
+
+    let before = t.dump();
+    convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("final conversion");
+    assert_java_agrees(&t, &catalog, &before).await;
+    assert_keys_unique(&before);
+}
+
+/// Two converters with their own REST clients plan on the same head; B converts the
+/// whole table while A waits right before its commit. The catalog refuses A's commit
+/// (409: the ref moved), A plans again on B's snapshot and has nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_converter_overtaken_before_its_rest_commit_plans_again() {
+    let t = java_table("rest_overtaken", "4", "string", "none");
+    let before = t.dump();
+    let direct = rest_catalog().await;
+    let state = TableState::read(&direct, &t.name()).await;
+    let conversion = expected_conversion(&direct, &t.name(), &state.rows).await;
+    let a = overtaken_by(rest_catalog().await, rest_catalog().await);
+    let ra = convert(&a, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("converter A");
+    let rb = a.state.report();
+    assert_lost_the_race(&ra, &rb);
+    let after = TableState::read(&direct, &t.name()).await;
+    state.assert_converted_once(&after, &conversion);
+    assert_java_agrees(&t, &direct, &before).await;
+}
+
+/// eqdv's client of the services' REST catalog through a fault proxy.
+async fn proxied() -> (Proxy, eqdv::catalog::RestCatalog) {
+    let proxy = Proxy::start(&rest_uri());
+    let catalog = rest_catalog_at(&proxy.url(), RestAuth::None).await;
+    (proxy, catalog)
+}
+
+/// The commit POST of `name` (the table's own path; loads are GETs).
+fn commit_path(name: &TableName) -> String {
+    format!("/namespaces/{}/tables/{}", name.namespace, name.name)
+}
+
+/// A commit the server applied but whose answer was a 500, or was lost: the outcome is
+/// unknown, eqdv reads the table back, finds its snapshot and reports the conversion
+/// done, deleting nothing the table references; the table is converted exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_applied_but_answered_with_an_error_is_read_back_as_landed() {
+    for (test, fault) in [
+        ("rest_500", Fault::ForwardThenStatus(500)),
+        ("rest_lost", Fault::DropAfterForward),
+    ] {
+        let t = java_table(test, "6", "long", "none");
+        let before = t.dump();
+        let direct = rest_catalog().await;
+        let state = TableState::read(&direct, &t.name()).await;
+        let conversion = expected_conversion(&direct, &t.name(), &state.rows).await;
+        let (proxy, catalog) = proxied().await;
+        proxy.inject("POST", &commit_path(&t.name()), fault, 1);
+        let report = convert(&catalog, &t.name(), &ConvertOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{test}: {e}"));
+        assert_eq!(proxy.injected().len(), 1, "{test}: the fault was not met");
+        assert_eq!(
+            proxy.injected()[0].upstream_status,
+            Some(200),
+            "{test}: the server did not apply the commit"
+        );
+        assert_eq!(report.outcome, Outcome::Converted, "{test}: {report:?}");
+        assert_eq!(report.commit_attempts, 1, "{test}: {report:?}");
+        let after = TableState::read(&direct, &t.name()).await;
+        state.assert_converted_once(&after, &conversion);
+        assert_java_agrees(&t, &direct, &before).await;
+    }
+}
+
+/// A commit refused before the server applied it: a 409 is a conflict, and so is a 503
+/// once the read-back proves the commit absent; eqdv reloads and commits again. A
+/// catalog that refuses every commit fails the conversion with an error naming the
+/// catalog and the table, leaving the table as it was and no file behind; a rerun
+/// converts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_refused_before_it_applied_changes_nothing() {
+    let direct = rest_catalog().await;
+    for (test, status) in [("rest_409", 409), ("rest_503", 503)] {
+        let t = java_table(test, "7", "long", "none");
+        let before = t.dump();
+        let state = TableState::read(&direct, &t.name()).await;
+        let conversion = expected_conversion(&direct, &t.name(), &state.rows).await;
+        let (proxy, catalog) = proxied().await;
+        proxy.inject("POST", &commit_path(&t.name()), Fault::Status(status), 1);
+        let report = convert(&catalog, &t.name(), &ConvertOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{test}: a refused commit is retried: {e}"));
+        assert_eq!(report.outcome, Outcome::Converted, "{test}: {report:?}");
+        assert_eq!(
+            (report.conflicts, report.commit_attempts),
+            (1, 2),
+            "{test}: {report:?}"
+        );
+        // The refused attempt's files are gone: every new object is referenced.
+        let after = TableState::read(&direct, &t.name()).await;
+        state.assert_converted_once(&after, &conversion);
+        assert_java_agrees(&t, &direct, &before).await;
+    }
+
+    let t = java_table("rest_503_always", "8", "long", "none");
+    let before = t.dump();
+    let state = TableState::read(&direct, &t.name()).await;
+    let (proxy, catalog) = proxied().await;
+    proxy.inject("POST", &commit_path(&t.name()), Fault::Status(503), 100);
+    let options = ConvertOptions {
+        commit_retries: Some(2),
+        ..Default::default()
+    };
+    let err = convert(&catalog, &t.name(), &options)
+        .await
+        .expect_err("a catalog that refuses every commit fails the conversion");
+    assert_eq!(proxy.injected().len(), 3, "one commit and two retries");
+    assert!(err.retryable(), "a 503 is worth a later retry: {err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("rest http://") && text.contains(&t.name().to_string()),
+        "the error names the catalog and the table: {text}"
+    );
+    let unchanged = TableState::read(&direct, &t.name()).await;
+    assert_eq!(unchanged.pointer, state.pointer, "the table moved");
+    assert_eq!(
+        unchanged.objects, state.objects,
+        "the attempts left files behind"
+    );
+    t.assert_unconverted(&before);
+    let report = convert(&direct, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("a rerun converts");
+    assert_eq!(report.outcome, Outcome::Converted);
+    assert_java_agrees(&t, &direct, &before).await;
+}
+
+/// Reads the server throttles (429) or fails (503) are retried; refused credentials
+/// (401) end the conversion at once with one line naming the catalog and the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_reads_are_retried_and_refused_credentials_are_said_in_one_line() {
+    let t = java_table("rest_throttled", "9", "long", "none");
+    let before = t.dump();
+    let direct = rest_catalog().await;
+    let (proxy, catalog) = proxied().await;
+    let table_path = commit_path(&t.name());
+    proxy.inject("GET", &table_path, Fault::Status(429), 2);
+    proxy.inject("GET", &table_path, Fault::Status(503), 1);
+    let report = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("throttled loads are retried");
+    assert_eq!(report.outcome, Outcome::Converted, "{report:?}");
+    assert_eq!(proxy.injected().len(), 3);
+    assert_java_agrees(&t, &direct, &before).await;
+
+    let (proxy, catalog) = proxied().await;
+    proxy.inject("GET", &table_path, Fault::Status(401), 10);
+    let err = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect_err("refused credentials fail the conversion");
+    assert!(
+        !err.retryable(),
+        "refused credentials are not retried: {err}"
+    );
+    assert_eq!(proxy.injected().len(), 1, "a 401 was retried");
+    let text = err.to_string();
+    assert!(!text.contains('\n'), "not one line: {text}");
+    assert!(
+        text.contains("rest http://")
+            && text.contains(&t.name().to_string())
+            && text.contains("401"),
+        "the error names the catalog, the table and the answer: {text}"
+    );
+}
+
+/// OAuth2 client credentials: eqdv exchanges them at the catalog's token endpoint and
+/// sends the token it got with every request; the conversion goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth2_client_credentials_are_exchanged_for_a_bearer_token() {
+    let t = java_table("rest_oauth", "10", "long", "none");
+    let before = t.dump();
+    let proxy = Proxy::start(&rest_uri());
+    // Counts the requests that carry the fixture's token for client `eqdv-test`
+    // (a zero delay changes nothing else).
+    proxy.inject_request(
+        "GET",
+        "authorization: bearer client-credentials-token:sub=eqdv-test",
+        Fault::Delay(std::time::Duration::ZERO),
+        usize::MAX,
+    );
+    let catalog = rest_catalog_at(
+        &proxy.url(),
+        RestAuth::client_credentials("eqdv-test:secret", None, None),
+    )
+    .await;
+    let report = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("convert with OAuth2 client credentials");
+    assert_eq!(report.outcome, Outcome::Converted, "{report:?}");
+    let log = proxy.log();
+    let tokens = log
+        .iter()
+        .filter(|l| l.method == "POST" && l.path.ends_with("/v1/oauth/tokens"))
+        .count();
+    assert_eq!(tokens, 1, "one token exchange: {log:?}");
+    let gets = log.iter().filter(|l| l.method == "GET").count();
+    assert!(gets > 0);
+    assert_eq!(
+        proxy.matched(),
+        gets,
+        "every GET carries the token: {log:?}"
+    );
+    assert_java_agrees(&t, &rest_catalog().await, &before).await;
+}
