@@ -630,6 +630,66 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
 /// converted by the planner in the same invocation and nothing is queued; a conversion
 /// that cannot finish (here: no time left before the deadline's margin) commits nothing
 /// and queues the shard instead.
+/// A REST catalog emits no table-change event: its deployment runs the planner on the
+/// scheduled sweep. The planner, on EQDV_CATALOG=rest, lists the allowed namespace
+/// through the REST catalog and queues the table's shards; the converter commits each
+/// through the catalog; Java, reading through the same catalog, judges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
+    let t = JavaTable::new_rest("lambda_rest");
+    write_cdc(&t, "24");
+    let before = t.dump();
+    let catalog = services::rest_catalog().await;
+    let name = t.name();
+    assert!(live_equality_deletes(&catalog, &name).await > 0);
+
+    let queues = Queues::create(&services::unique_name("e2e-rest")).await;
+    let mut env = function_env(&t, &queues);
+    env.retain(|(k, _)| !matches!(*k, "EQDV_CATALOG" | "EQDV_WAREHOUSE"));
+    env.push(("EQDV_CATALOG", "rest".into()));
+    env.push(("EQDV_REST_URI", services::rest_uri()));
+    let planner = Function::start("eqdv-planner", &env, 60);
+    let converter = Function::start("eqdv-converter", &env, 120);
+
+    let sweep = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let planned = planner.invoke(&sweep).await;
+    assert_eq!(
+        planned["tables"][name.to_string()]["outcome"],
+        "planned",
+        "{planned}\n{}",
+        planner.logs()
+    );
+    let shards = planned["shards"].as_array().expect("shards").clone();
+    assert!(!shards.is_empty(), "{planned}");
+    let messages = queues.receive_all(&queues.shards, shards.len()).await;
+    assert_eq!(messages.len(), shards.len(), "messages in the shard queue");
+    let arn = "arn:aws:sqs:us-east-1:000000000000:shards.fifo";
+    for m in &messages {
+        let response = converter.invoke(&sqs_event(arn, &[m])).await;
+        assert_eq!(
+            response["batchItemFailures"],
+            json!([]),
+            "{response}\n{}",
+            converter.logs()
+        );
+        queues.delete(&queues.shards, m).await;
+    }
+
+    t.assert_converted(&before);
+    let (_, summary) = head_snapshot(&catalog, &name).await;
+    assert_eq!(
+        summary.get("eqdv.source").map(String::as_str),
+        Some("eqdv-converter (AWS Lambda)")
+    );
+    // The next sweep finds nothing to do.
+    let again = planner.invoke(&sweep).await;
+    assert_eq!(
+        again["tables"][name.to_string()]["outcome"],
+        "nothing-to-do",
+        "{again}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_of_one_small_shard_is_converted_by_the_planner() {
     let t = JavaTable::new("lambda_in_planner");

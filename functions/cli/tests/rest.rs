@@ -60,6 +60,42 @@ async fn eqdv_convert_with_the_rest_catalog_converts_a_java_table() {
     // Nothing left: exit 3, as for every catalog.
     let out = eqdv(&t.name(), "convert", &[]);
     assert_exit(&out, 3, "nothing left to convert");
+
+    // `eqdv backfill` of the namespace converts a second table Java wrote there, split
+    // into data ranges in this process (one commit of all its ranges).
+    let second = JavaTable {
+        table: "orders".into(),
+        ..t.clone()
+    };
+    second.write_cdc("14", "3", "600", "string", "bucket:3");
+    let second_before = second.dump();
+    let out = eqdv_command()
+        .args(["backfill", "--json", "--catalog", "rest", "--rest-uri"])
+        .arg(rest_uri())
+        .args(["--database", &t.database])
+        .env("EQDV_SPLIT_ABOVE_MB", "0")
+        .env("EQDV_MAX_RANGES", "3")
+        .env_remove(eqdv::test_hooks::PAUSE_AT_ENV)
+        .output()
+        .expect("run eqdv backfill");
+    assert_exit(&out, 0, "eqdv backfill --catalog rest");
+    let done = json(&out);
+    let conversions = done["conversions"].as_array().expect("conversions");
+    // One shard per bucket, each split into its ranges; the first table has nothing
+    // left to convert.
+    assert!(!conversions.is_empty(), "{done}");
+    for c in conversions {
+        assert_eq!(c["outcome"], "converted", "{done}");
+        assert_eq!(c["ranges"], 3, "{done}");
+        assert!(
+            c["metadata_location"]
+                .as_str()
+                .is_some_and(|m| m.contains("/orders/metadata/")),
+            "only the second table: {done}"
+        );
+    }
+    second.assert_converted(&second_before);
+    t.assert_converted(&before);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

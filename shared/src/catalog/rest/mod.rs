@@ -17,6 +17,7 @@
 //! the commit's updates, and its `TableUpdate`/`TableRequirement` types are the wire
 //! form.
 
+mod answers;
 mod changes;
 mod http;
 
@@ -29,12 +30,15 @@ use iceberg::TableUpdate;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 use reqwest::{Method, StatusCode};
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 pub use http::RestAuth;
 use http::{Client, Failure, Request};
+
+use answers::{
+    CommitAnswer, ConfigAnswer, LoadTableAnswer, NamespacesPage, TablesPage, is_storage_setting,
+};
 
 use super::storage::{S3Settings, build_file_io, env, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
@@ -59,63 +63,6 @@ pub struct RestConfig {
     pub s3_path_style: Option<bool>,
     /// Extra FileIO properties (`s3.*`); the catalog's and the table's own win.
     pub file_io_properties: HashMap<String, String>,
-}
-
-/// The catalog's answer to `GET v1/config`.
-#[derive(Deserialize, Default)]
-struct ConfigAnswer {
-    #[serde(default)]
-    defaults: HashMap<String, String>,
-    #[serde(default)]
-    overrides: HashMap<String, String>,
-}
-
-/// A table as `LoadTable` answers it; the metadata itself is read from its file, as for
-/// every catalog.
-#[derive(Deserialize)]
-struct LoadTableAnswer {
-    #[serde(rename = "metadata-location")]
-    metadata_location: Option<String>,
-    #[serde(default)]
-    config: HashMap<String, String>,
-    #[serde(default, rename = "storage-credentials")]
-    storage_credentials: Vec<StorageCredential>,
-}
-
-#[derive(Deserialize)]
-struct StorageCredential {
-    #[serde(default)]
-    prefix: String,
-    #[serde(default)]
-    config: HashMap<String, String>,
-}
-
-#[derive(Deserialize)]
-struct CommitAnswer {
-    #[serde(rename = "metadata-location")]
-    metadata_location: String,
-}
-
-#[derive(Deserialize)]
-struct NamespacesPage {
-    #[serde(default)]
-    namespaces: Vec<Vec<String>>,
-    #[serde(default, rename = "next-page-token")]
-    next_page_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct TablesPage {
-    #[serde(default)]
-    identifiers: Vec<Identifier>,
-    #[serde(default, rename = "next-page-token")]
-    next_page_token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Identifier {
-    namespace: Vec<String>,
-    name: String,
 }
 
 /// An Iceberg REST catalog client with the storage its tables live on.
@@ -396,7 +343,7 @@ impl Catalog for RestCatalog {
 
     async fn load_pointer(&self, table: &TableName) -> Result<TablePointer> {
         let answer = self.load_table(table).await?;
-        let metadata_location = answer.metadata_location.ok_or_else(|| {
+        let metadata_location = answer.metadata_location.clone().ok_or_else(|| {
             Error::UnsupportedTable {
                 table: table.to_string(),
                 message: format!(
@@ -405,21 +352,7 @@ impl Catalog for RestCatalog {
                 ),
             }
         })?;
-        // Storage settings for the table's files: the table's config, then the
-        // credentials vended for the prefix that holds its metadata.
-        let mut storage: HashMap<String, String> = answer
-            .config
-            .into_iter()
-            .filter(|(k, _)| is_storage_setting(k))
-            .collect();
-        if let Some(credential) = answer
-            .storage_credentials
-            .into_iter()
-            .filter(|c| metadata_location.starts_with(&c.prefix))
-            .max_by_key(|c| c.prefix.len())
-        {
-            storage.extend(credential.config);
-        }
+        let storage = answer.storage_settings(&metadata_location);
         if let Ok(mut m) = self.table_storage.lock() {
             m.insert(table.clone(), storage);
         }
@@ -540,11 +473,6 @@ impl Catalog for RestCatalog {
         tables.sort();
         Ok(tables)
     }
-}
-
-/// A catalog or table setting that configures storage (FileIO properties).
-fn is_storage_setting(key: &str) -> bool {
-    key.starts_with("s3.") || key.starts_with("client.")
 }
 
 /// Percent-encodes one path segment or query value.
