@@ -282,12 +282,16 @@ async fn throttled_reads_are_retried_and_refused_credentials_are_said_in_one_lin
 }
 
 /// OAuth2 client credentials: eqdv exchanges them at the catalog's token endpoint and
-/// sends the token it got with every request; the conversion goes through.
+/// sends the token it got with every request, fetching a new one when a request is
+/// refused with 401; the conversion goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauth2_client_credentials_are_exchanged_for_a_bearer_token() {
     let t = java_table("rest_oauth", "10", "long", "none");
     let before = t.dump();
     let proxy = Proxy::start(&rest_uri());
+    // The first load of the table is refused as if the token had been revoked: eqdv
+    // fetches a new one and loads again.
+    proxy.inject("GET", &commit_path(&t.name()), Fault::Status(401), 1);
     // Counts the requests that carry the fixture's token for client `eqdv-test`
     // (a zero delay changes nothing else).
     proxy.inject_request(
@@ -310,7 +314,7 @@ async fn oauth2_client_credentials_are_exchanged_for_a_bearer_token() {
         .iter()
         .filter(|l| l.method == "POST" && l.path.ends_with("/v1/oauth/tokens"))
         .count();
-    assert_eq!(tokens, 1, "one token exchange: {log:?}");
+    assert_eq!(tokens, 2, "a token, and another after the 401: {log:?}");
     let gets = log.iter().filter(|l| l.method == "GET").count();
     assert!(gets > 0);
     assert_eq!(

@@ -245,7 +245,28 @@ impl Client {
     }
 
     /// Sends `request` once: the body of a 2xx answer, or why there was none.
+    ///
+    /// With OAuth2 client credentials, a 401 (a token expired or revoked before its
+    /// time) fetches a new token and sends the request once more: a request refused
+    /// for its credentials was not applied.
     pub(super) async fn send_once(
+        &self,
+        request: &Request<'_>,
+    ) -> std::result::Result<Vec<u8>, Failure> {
+        let answer = self.send_with_token(request).await;
+        match &answer {
+            Err(Failure::Status { status, .. })
+                if *status == StatusCode::UNAUTHORIZED
+                    && matches!(self.auth, RestAuth::ClientCredentials { .. }) =>
+            {
+                *self.token.lock().await = None;
+                self.send_with_token(request).await
+            }
+            _ => answer,
+        }
+    }
+
+    async fn send_with_token(
         &self,
         request: &Request<'_>,
     ) -> std::result::Result<Vec<u8>, Failure> {
@@ -276,15 +297,7 @@ impl Client {
                 .header("content-type", "application/json")
                 .body(body.clone());
         }
-        let answer = send(builder).await;
-        if let Err(Failure::Status { status, .. }) = &answer
-            && *status == StatusCode::UNAUTHORIZED
-            && matches!(self.auth, RestAuth::ClientCredentials { .. })
-        {
-            // An expired or revoked token: the next request fetches a new one.
-            *self.token.lock().await = None;
-        }
-        answer
+        send(builder).await
     }
 
     /// Sends an idempotent request, retrying transient failures with backoff.
