@@ -15,7 +15,9 @@ mod fault_proxy;
 use eqdv::catalog::{Catalog, RestAuth, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv_workload::support::java::{JavaTable, assert_keys_unique, convert_beside_a_java_writer};
+use eqdv_workload::support::java::{
+    JavaServer, JavaTable, assert_keys_unique, convert_beside_a_java_writer,
+};
 use eqdv_workload::support::race::{assert_lost_the_race, overtaken_by};
 use eqdv_workload::support::services::{rest_catalog, rest_catalog_at, rest_uri};
 use eqdv_workload::support::state::{TableState, expected_conversion};
@@ -323,4 +325,49 @@ async fn oauth2_client_credentials_are_exchanged_for_a_bearer_token() {
         "every GET carries the token: {log:?}"
     );
     assert_java_agrees(&t, &rest_catalog().await, &before).await;
+}
+
+/// The staging mode through the REST catalog: Java's writers commit to a staging
+/// branch, eqdv applies it to main in commits of two staging snapshots each (each a
+/// REST commit of a snapshot on main, asserting the staging branch where it was), and
+/// Java reads on main what it reads on staging, with no equality delete live on main.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staging_branch_is_applied_to_main_through_rest() {
+    use eqdv::staging::{StagingOptions, apply_staging};
+    let t = JavaTable::new_rest("rest_staging");
+    let mut server = JavaServer::start(&t);
+    server
+        .call(serde_json::json!({"op": "create", "seed": 631}))
+        .expect("create");
+    for seed in 63_100..63_105 {
+        server
+            .call(serde_json::json!({"op": "stage-op", "seed": seed, "branch": "staging"}))
+            .expect("stage-op");
+    }
+    let catalog = rest_catalog().await;
+    let staging = StagingOptions {
+        snapshots_per_commit: 2,
+        ..StagingOptions::new("staging")
+    };
+    let options = ConvertOptions {
+        resolve: key_index(true),
+        ..Default::default()
+    };
+    let report = apply_staging(&catalog, &t.name(), &staging, &options)
+        .await
+        .expect("apply the staging branch through REST");
+    assert_eq!(report.outcome, Outcome::Converted, "{report:?}");
+    assert_eq!(report.lag.snapshots, 0, "{report:?}");
+    assert!(report.applied.len() >= 2, "{report:?}");
+    let on_staging = server.dump_rows("staging", false).expect("dump staging");
+    let on_main = server.dump_rows("main", false).expect("dump main");
+    common::assert_same_rows("Iceberg Java (main against staging)", &on_main, &on_staging);
+    let check = server
+        .call(serde_json::json!({"op": "check-dvs", "branch": "main"}))
+        .expect("check-dvs");
+    assert_eq!(check["equality_delete_files"], 0, "{check}");
+    let again = apply_staging(&catalog, &t.name(), &staging, &options)
+        .await
+        .expect("again");
+    assert_eq!(again.outcome, Outcome::NothingToDo, "{again:?}");
 }
