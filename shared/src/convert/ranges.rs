@@ -294,7 +294,9 @@ pub async fn commit_ranges(
     let table = match LoadedTable::load(catalog, name).await {
         Ok(table) => table,
         Err(e) => {
-            discard_ranges(catalog.file_io(), results).await;
+            // The storage the table was last loaded with (a REST catalog's vended
+            // credentials), or the catalog's.
+            discard_ranges(&catalog.table_file_io(name, &Default::default()), results).await;
             return Err(e);
         }
     };

@@ -218,7 +218,8 @@ pub async fn run_range_task(
     let storing = std::time::Instant::now();
     let stored = serde_json::to_vec(&result)
         .map_err(|e| Error::InvalidInput(format!("{range} of split {}: {e}", job.id)))?;
-    let file_io = catalog.file_io();
+    // The table's storage (a REST catalog's credentials vended for its files).
+    let file_io = &table.file_io;
     let written = async {
         file_io
             .new_output(&result_location)?
