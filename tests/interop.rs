@@ -331,6 +331,7 @@ fn java_commit(swap: Swap<'_, JavaCommit, GlueCatalog>) -> BoxFuture<'_, Then> {
                 database: swap.state.database.clone(),
                 table: swap.state.table.clone(),
                 rest: false,
+                s3tables: None,
             };
             let args: Vec<String> = match swap.state.action {
                 JavaFirst::Compact => {

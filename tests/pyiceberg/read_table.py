@@ -81,6 +81,7 @@ import sys
 import uuid
 import zlib
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -576,10 +577,48 @@ def check_dvs(table: Any, files: SnapshotFiles) -> int:
 # ---------------------------------------------------------------------------------
 
 
+class TableBucket:
+    """An Amazon S3 Tables table bucket (EQDV_S3TABLES_BUCKET_ARN) as a read-only catalog
+    of one-level namespaces. PyIceberg 0.12 has no S3 Tables catalog of its own (its Glue
+    catalog reaches S3 Tables only through a Glue federation the test services lack), so
+    S3 Tables' GetTableMetadataLocation, through boto3 (API at AWS_ENDPOINT_URL_S3TABLES
+    when set), names the table's current metadata file, and PyIceberg opens the table
+    from there with its own S3 FileIO."""
+
+    def __init__(self, env: Mapping[str, str], region: str, io: dict[str, str]) -> None:
+        import boto3
+
+        self.arn = env.get("EQDV_S3TABLES_BUCKET_ARN", "")
+        if not self.arn:
+            raise Failure(EXIT_ERROR, "--catalog s3tables needs EQDV_S3TABLES_BUCKET_ARN (the table bucket's ARN)")
+        self.client = boto3.client(
+            "s3tables", region_name=region, endpoint_url=env.get("AWS_ENDPOINT_URL_S3TABLES") or None
+        )
+        self.io = io
+
+    def load_table(self, identifier: str) -> Any:
+        from pyiceberg.table import StaticTable
+
+        parts = identifier.split(".")
+        if len(parts) != 2:
+            raise Failure(EXIT_ERROR, f"--table {identifier}: S3 Tables names a table NAMESPACE.TABLE (one level)")
+        try:
+            pointer = self.client.get_table_metadata_location(
+                tableBucketARN=self.arn, namespace=parts[0], name=parts[1]
+            )
+        except self.client.exceptions.NotFoundException as e:
+            raise NoSuchTableError(f"{identifier} is not in table bucket {self.arn}") from e
+        if not pointer.get("metadataLocation"):
+            # Created in S3 Tables, never committed by an Iceberg writer: no table yet.
+            raise NoSuchTableError(f"{identifier} in table bucket {self.arn} has no metadata yet")
+        return StaticTable.from_metadata(pointer["metadataLocation"], properties=self.io)
+
+
 def open_catalog(args: argparse.Namespace) -> Any:
     """The SQLite catalog of a warehouse directory, or Glue (or the REST catalog at
-    EQDV_REST_URI) + S3 from the AWS_* environment (the test services:
-    AWS_ENDPOINT_URL_GLUE, AWS_ENDPOINT_URL_S3, credentials, region)."""
+    EQDV_REST_URI, or the S3 Tables table bucket EQDV_S3TABLES_BUCKET_ARN) + S3 from the
+    AWS_* environment (the test services: AWS_ENDPOINT_URL_GLUE, AWS_ENDPOINT_URL_S3,
+    credentials, region)."""
     if args.catalog == "sqlite":
         if not args.warehouse:
             raise Failure(EXIT_ERROR, "--warehouse DIR is required with --catalog sqlite")
@@ -607,6 +646,17 @@ def open_catalog(args: argparse.Namespace) -> Any:
             if env.get(var):
                 rest[key] = env[var]
         return RestCatalog("rest", **rest)
+    if args.catalog == "s3tables":
+        io = {"s3.region": region, "s3.force-virtual-addressing": "false"}
+        for key, var in [
+            ("s3.endpoint", "AWS_ENDPOINT_URL_S3"),
+            ("s3.access-key-id", "AWS_ACCESS_KEY_ID"),
+            ("s3.secret-access-key", "AWS_SECRET_ACCESS_KEY"),
+            ("s3.session-token", "AWS_SESSION_TOKEN"),
+        ]:
+            if env.get(var):
+                io[key] = env[var]
+        return TableBucket(env, region, io)
     from pyiceberg.catalog.glue import GlueCatalog
 
     for key, var in [
@@ -674,7 +724,7 @@ def read(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Read an eqdv test table with PyIceberg; print canonical rows as JSON.")
-    parser.add_argument("--catalog", choices=["sqlite", "glue", "rest"], default="sqlite")
+    parser.add_argument("--catalog", choices=["sqlite", "glue", "rest", "s3tables"], default="sqlite")
     parser.add_argument("--warehouse", help="sqlite: the directory holding catalog.db and the tables")
     parser.add_argument("--table", required=True, help="NAMESPACE.TABLE")
     parser.add_argument("--branch", default="main")

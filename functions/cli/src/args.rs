@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::Args;
 use eqdv::catalog::{
-    Catalog, GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig, SqliteCatalog, TableName,
+    Catalog, GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig, S3TablesCatalog,
+    S3TablesConfig, SqliteCatalog, TableName,
 };
 
 /// Which catalog holds the tables.
@@ -18,12 +19,15 @@ pub enum CatalogKind {
     Glue,
     /// An Iceberg REST catalog (Polaris, Nessie, Lakekeeper, Unity, Gravitino, ...).
     Rest,
+    /// An Amazon S3 Tables table bucket.
+    S3tables,
 }
 
 /// Which catalog.
 #[derive(Args, Clone)]
 pub struct CatalogArgs {
-    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`), `glue` or `rest`.
+    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`), `glue`, `rest` or
+    /// `s3tables`.
     #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
     catalog: CatalogKind,
     /// sqlite: the warehouse directory (catalog and table data). glue: where new tables
@@ -34,14 +38,15 @@ pub struct CatalogArgs {
     /// glue: the catalog's AWS account id, when it is not the caller's.
     #[arg(long, env = "EQDV_GLUE_CATALOG_ID")]
     glue_catalog_id: Option<String>,
-    /// glue: the AWS region (default: the standard AWS configuration).
+    /// glue, s3tables: the AWS region (default: the standard AWS configuration; for
+    /// s3tables, the table bucket's).
     #[arg(long, env = "EQDV_REGION")]
     region: Option<String>,
     /// glue: the Glue endpoint (default: AWS_ENDPOINT_URL_GLUE or AWS's).
     #[arg(long, env = "EQDV_GLUE_ENDPOINT")]
     glue_endpoint: Option<String>,
-    /// glue: the S3 endpoint (default: AWS_ENDPOINT_URL_S3 or AWS's); path-style
-    /// addressing is used when an endpoint is set.
+    /// glue, rest, s3tables: the S3 endpoint (default: AWS_ENDPOINT_URL_S3 or AWS's);
+    /// path-style addressing is used when an endpoint is set.
     #[arg(long, env = "EQDV_S3_ENDPOINT")]
     s3_endpoint: Option<String>,
     /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit).
@@ -71,6 +76,12 @@ pub struct CatalogArgs {
     /// rest: ask for credentials vended for each table's files, and use them.
     #[arg(long, env = "EQDV_REST_VENDED_CREDENTIALS", default_value_t = true, action = clap::ArgAction::Set)]
     rest_vended_credentials: bool,
+    /// s3tables: the table bucket, arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME.
+    #[arg(long, value_name = "ARN", env = "EQDV_S3TABLES_BUCKET_ARN")]
+    s3tables_bucket_arn: Option<String>,
+    /// s3tables: the S3 Tables endpoint (default: AWS_ENDPOINT_URL_S3TABLES or AWS's).
+    #[arg(long, value_name = "URL", env = "EQDV_S3TABLES_ENDPOINT")]
+    s3tables_endpoint: Option<String>,
 }
 
 impl CatalogArgs {
@@ -121,6 +132,20 @@ impl CatalogArgs {
                     ..Default::default()
                 };
                 Ok(Box::new(RestCatalog::connect(config).await?))
+            }
+            CatalogKind::S3tables => {
+                let table_bucket_arn = self
+                    .s3tables_bucket_arn
+                    .clone()
+                    .context("--s3tables-bucket-arn ARN is required with the s3tables catalog")?;
+                let config = S3TablesConfig {
+                    table_bucket_arn,
+                    region: self.region.clone(),
+                    endpoint: self.s3tables_endpoint.clone(),
+                    s3_endpoint: self.s3_endpoint.clone(),
+                    ..Default::default()
+                };
+                Ok(Box::new(S3TablesCatalog::connect(config).await?))
             }
         }
     }

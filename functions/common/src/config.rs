@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use eqdv::catalog::Catalog;
 use eqdv::catalog::SqliteCatalog;
 use eqdv::catalog::TableName;
-use eqdv::catalog::{GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig};
+use eqdv::catalog::{
+    GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig, S3TablesCatalog, S3TablesConfig,
+};
 use eqdv::convert::MAX_RANGES;
 use eqdv::plan::{PlanOptions, QUEUE_GROUPS};
 use eqdv::planner::{Allowlist, PlannerConfig};
@@ -26,6 +28,8 @@ pub enum CatalogConfig {
     Sqlite { warehouse: String },
     /// An Iceberg REST catalog.
     Rest(RestConfig),
+    /// An Amazon S3 Tables table bucket.
+    S3Tables(S3TablesConfig),
 }
 
 impl CatalogConfig {
@@ -36,6 +40,9 @@ impl CatalogConfig {
                 std::path::Path::new(warehouse),
             )?),
             CatalogConfig::Rest(config) => Box::new(RestCatalog::connect(config.clone()).await?),
+            CatalogConfig::S3Tables(config) => {
+                Box::new(S3TablesCatalog::connect(config.clone()).await?)
+            }
         })
     }
 }
@@ -96,6 +103,9 @@ pub const ENV_REST_TOKEN: &str = "EQDV_REST_TOKEN";
 pub const ENV_REST_OAUTH2_SERVER_URI: &str = "EQDV_REST_OAUTH2_SERVER_URI";
 pub const ENV_REST_SCOPE: &str = "EQDV_REST_SCOPE";
 pub const ENV_REST_VENDED_CREDENTIALS: &str = "EQDV_REST_VENDED_CREDENTIALS";
+/// The table bucket of `EQDV_CATALOG=s3tables`.
+pub const ENV_S3TABLES_BUCKET_ARN: &str = "EQDV_S3TABLES_BUCKET_ARN";
+pub const ENV_S3TABLES_ENDPOINT: &str = "EQDV_S3TABLES_ENDPOINT";
 pub const ENV_ALLOWED_DATABASES: &str = "EQDV_ALLOWED_DATABASES";
 pub const ENV_ALLOWED_TABLES: &str = "EQDV_ALLOWED_TABLES";
 pub const ENV_BRANCH: &str = "EQDV_BRANCH";
@@ -208,10 +218,22 @@ impl FunctionConfig {
                     ..Default::default()
                 })
             }
+            Some("s3tables") => CatalogConfig::S3Tables(S3TablesConfig {
+                table_bucket_arn: get(ENV_S3TABLES_BUCKET_ARN).ok_or_else(|| {
+                    bad(
+                        ENV_S3TABLES_BUCKET_ARN,
+                        "required with EQDV_CATALOG=s3tables",
+                    )
+                })?,
+                region: get(ENV_REGION),
+                endpoint: get(ENV_S3TABLES_ENDPOINT),
+                s3_endpoint: get(ENV_S3_ENDPOINT),
+                ..Default::default()
+            }),
             Some(other) => {
                 return Err(bad(
                     ENV_CATALOG,
-                    format!("expected glue, rest or sqlite, got {other:?}"),
+                    format!("expected glue, rest, s3tables or sqlite, got {other:?}"),
                 ));
             }
         };
@@ -675,5 +697,9 @@ mod tests {
         }
         let err = config(&[(ENV_CATALOG, "sqlite")]).unwrap_err().to_string();
         assert!(err.contains(ENV_WAREHOUSE), "{err}");
+        let err = config(&[(ENV_CATALOG, "s3tables")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(ENV_S3TABLES_BUCKET_ARN), "{err}");
     }
 }

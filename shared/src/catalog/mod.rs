@@ -5,8 +5,10 @@
 //! against a pointer that moved since it was read; that is what keeps concurrent
 //! writers safe. Creating and listing tables serve the workload generator and sweeps.
 
+mod aws_failure;
 mod glue;
 mod rest;
+mod s3tables;
 mod sqlite;
 mod storage;
 
@@ -18,6 +20,7 @@ use iceberg::TableUpdate;
 use iceberg::io::FileIO;
 use iceberg::spec::TableMetadata;
 pub use rest::{RestAuth, RestCatalog, RestConfig};
+pub use s3tables::{S3TablesCatalog, S3TablesConfig};
 use serde::{Deserialize, Serialize};
 pub use sqlite::SqliteCatalog;
 

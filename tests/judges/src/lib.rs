@@ -4,8 +4,9 @@
 //! eqdv's writer and eqdv's own reader (a position off by one, a partition rule read the
 //! same wrong way twice) cannot pass. The judges:
 //! - PyIceberg (`tests/pyiceberg/read_table.py`, [`pyiceberg`]): reads the live rows of a
-//!   local (SQLite) or Glue table, refuses live equality deletes, and checks every DV
-//!   byte by byte (decoding the bitmaps with pyroaring) before reading;
+//!   local (SQLite), Glue, REST-catalog or S3 Tables table, refuses live equality
+//!   deletes, and checks every DV byte by byte (decoding the bitmaps with pyroaring)
+//!   before reading;
 //! - DuckDB's iceberg extension (`tests/pyiceberg/duckdb_read.py`): reads equality
 //!   deletes and DVs alike, and refuses (exit status 3) the tables DuckDB 1.5.5 is known
 //!   to misread;
@@ -67,6 +68,19 @@ pub fn judge_converted_glue(table: &str, expected: &[String]) -> PyIcebergView {
 pub fn judge_converted_rest(table: &str, expected: &[String]) -> PyIcebergView {
     let view = pyiceberg_read_rest(table);
     judge_view(&view, &format!("PyIceberg (REST {table})"), expected);
+    view
+}
+
+/// PyIceberg's verdict on a converted table (`NAMESPACE.TABLE`) of the S3 Tables table
+/// bucket `bucket_arn` (through the emulator at `endpoint`), as [`judge_converted_glue`]'s.
+pub fn judge_converted_s3tables(
+    table: &str,
+    bucket_arn: &str,
+    endpoint: &str,
+    expected: &[String],
+) -> PyIcebergView {
+    let view = pyiceberg_read_s3tables(table, bucket_arn, endpoint);
+    judge_view(&view, &format!("PyIceberg (S3 Tables {table})"), expected);
     view
 }
 

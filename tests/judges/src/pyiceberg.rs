@@ -183,6 +183,33 @@ pub fn pyiceberg_read_rest(table: &str) -> PyIcebergView {
     view
 }
 
+/// Reads the head of `main` of a table (`NAMESPACE.TABLE`) of the Amazon S3 Tables table
+/// bucket `bucket_arn` with PyIceberg (read_table.py `--catalog s3tables`: the table's
+/// metadata location from S3 Tables' API at `endpoint`, its files from the S3 there too,
+/// as the test services' emulator serves both).
+///
+/// # Panics
+/// When read_table.py fails.
+pub fn pyiceberg_read_s3tables(table: &str, bucket_arn: &str, endpoint: &str) -> PyIcebergView {
+    let script = read_table_script();
+    let args = ["--catalog", "s3tables", "--table", table];
+    let output = Command::new(python())
+        .arg(&script)
+        .args(args)
+        .env("PYTHONUTF8", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("EQDV_S3TABLES_BUCKET_ARN", bucket_arn)
+        .env("AWS_ENDPOINT_URL_S3TABLES", endpoint)
+        .env("AWS_ENDPOINT_URL_S3", endpoint)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python().display()));
+    let command = format!("read_table.py {}", args.join(" "));
+    let stdout = into_stdout(output, &command).unwrap_or_else(|e| panic!("{e}"));
+    let view = parse_json(&stdout, "read_table.py --catalog s3tables");
+    crate::record_read("pyiceberg");
+    view
+}
+
 /// The file counts of `main`'s head, allowed to hold equality deletes (no rows read).
 ///
 /// # Panics

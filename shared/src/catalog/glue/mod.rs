@@ -20,12 +20,10 @@ use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
 use iceberg::io::FileIO;
 
+use super::aws_failure::Failure;
 use super::storage::{S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
-use failure::Failure;
-
-mod failure;
 
 const METADATA_LOCATION: &str = "metadata_location";
 const PREVIOUS_METADATA_LOCATION: &str = "previous_metadata_location";

@@ -23,13 +23,16 @@ pub fn jar() -> PathBuf {
 }
 
 /// One test table: a unique warehouse prefix, database and name, in the test services'
-/// Glue catalog or (`rest`) their Iceberg REST catalog.
+/// Glue catalog, (`rest`) their Iceberg REST catalog or (`s3tables`) a table bucket of
+/// their S3 Tables.
 #[derive(Clone)]
 pub struct JavaTable {
     pub warehouse: String,
     pub database: String,
     pub table: String,
     pub rest: bool,
+    /// The ARN of the S3 Tables table bucket the table is in.
+    pub s3tables: Option<String>,
 }
 
 impl JavaTable {
@@ -40,6 +43,7 @@ impl JavaTable {
             database: format!("java_{unique}"),
             table: "cdc".into(),
             rest: false,
+            s3tables: None,
         }
     }
 
@@ -48,6 +52,15 @@ impl JavaTable {
     pub fn new_rest(test: &str) -> Self {
         Self {
             rest: true,
+            ..Self::new(test)
+        }
+    }
+
+    /// A table of the S3 Tables table bucket `bucket_arn` (see
+    /// [`services::s3tables_bucket`]), which places its files itself.
+    pub fn new_s3tables(test: &str, bucket_arn: &str) -> Self {
+        Self {
+            s3tables: Some(bucket_arn.to_string()),
             ..Self::new(test)
         }
     }
@@ -67,6 +80,14 @@ impl JavaTable {
             .args(extra);
         if self.rest {
             c.env("EQDV_INTEROP_CATALOG", "rest");
+        }
+        if let Some(arn) = &self.s3tables {
+            // The emulator serves the table bucket's storage too.
+            let endpoint = services::s3tables_endpoint();
+            c.env("EQDV_INTEROP_CATALOG", "s3tables")
+                .env("EQDV_S3TABLES_BUCKET_ARN", arn)
+                .env("AWS_ENDPOINT_URL_S3TABLES", &endpoint)
+                .env("AWS_ENDPOINT_URL_S3", &endpoint);
         }
         c
     }
@@ -151,6 +172,7 @@ impl JavaTable {
             database: name.namespace.clone(),
             table: name.name.clone(),
             rest: false,
+            s3tables: None,
         }
     }
 
@@ -164,6 +186,14 @@ impl JavaTable {
         assert_eq!(check["equality_delete_files"], 0, "Java: {check}");
         if self.rest {
             eqdv_judges::judge_converted_rest(&self.name().to_string(), expected);
+        } else if let Some(arn) = &self.s3tables {
+            let endpoint = services::s3tables_endpoint();
+            eqdv_judges::judge_converted_s3tables(
+                &self.name().to_string(),
+                arn,
+                &endpoint,
+                expected,
+            );
         } else {
             eqdv_judges::judge_converted_glue(&self.name().to_string(), expected);
         }
@@ -186,6 +216,8 @@ impl JavaTable {
     pub async fn eqdv_catalog(&self) -> Box<dyn Catalog> {
         if self.rest {
             Box::new(services::rest_catalog().await)
+        } else if let Some(arn) = &self.s3tables {
+            Box::new(services::s3tables_catalog(arn).await)
         } else {
             Box::new(self.catalog().await)
         }

@@ -47,7 +47,8 @@ pub struct TableState {
     /// What the DV checks (`eqdv::verify`) say: the number of DVs checked, or the error.
     pub dv_check: Result<usize, String>,
     pub rows: Vec<String>,
-    /// Every object under the table's location (normalized).
+    /// Every object under the table's location (normalized); where storage cannot be
+    /// listed (S3 Tables), the objects some metadata version references.
     pub objects: BTreeSet<String>,
     /// The objects no metadata version references.
     pub orphans: BTreeSet<String>,
@@ -65,6 +66,16 @@ pub struct Conversion {
 
 impl TableState {
     pub async fn read(catalog: &dyn Catalog, name: &TableName) -> TableState {
+        Self::read_with(catalog, name, true).await
+    }
+
+    /// The state of a table whose storage refuses listings (an S3 Tables table bucket):
+    /// its objects are the referenced ones, so no orphan can be seen.
+    pub async fn read_referenced(catalog: &dyn Catalog, name: &TableName) -> TableState {
+        Self::read_with(catalog, name, false).await
+    }
+
+    async fn read_with(catalog: &dyn Catalog, name: &TableName, list: bool) -> TableState {
         let t = LoadedTable::load(catalog, name).await.expect("load table");
         let head = t.head("main").expect("head");
         let files = TableFiles::read(&t, head.as_ref())
@@ -107,12 +118,6 @@ impl TableState {
                 (s.snapshot_id(), info)
             })
             .collect();
-        let objects: BTreeSet<String> = eqdv::cleanup::list_files(&t)
-            .await
-            .expect("list the table's objects")
-            .into_iter()
-            .map(|f| normalize_location(&f.path))
-            .collect();
         let mut versions = vec![t.pointer.metadata_location.clone()];
         versions.extend(
             t.metadata
@@ -124,6 +129,16 @@ impl TableState {
         for location in &versions {
             walk.metadata(&t.file_io, location, false).await;
         }
+        let objects: BTreeSet<String> = if list {
+            eqdv::cleanup::list_files(&t)
+                .await
+                .expect("list the table's objects")
+                .into_iter()
+                .map(|f| normalize_location(&f.path))
+                .collect()
+        } else {
+            walk.files.clone()
+        };
         let orphans = objects.difference(&walk.files).cloned().collect();
         TableState {
             previous_metadata: t

@@ -53,11 +53,18 @@ final class Catalogs {
   /**
    * The catalog of the test services: Glue, or the Iceberg REST catalog at {@code
    * EQDV_REST_URI} when {@code EQDV_INTEROP_CATALOG=rest} (the REST server decides where a new
-   * table goes; {@code warehouse} only names the client's warehouse).
+   * table goes; {@code warehouse} only names the client's warehouse), or the Amazon S3 Tables
+   * table bucket {@code EQDV_S3TABLES_BUCKET_ARN} when {@code EQDV_INTEROP_CATALOG=s3tables}
+   * (API at {@code AWS_ENDPOINT_URL_S3TABLES}, else AWS's; S3 Tables places every table, so
+   * {@code warehouse} is unused there too; see {@link TableBucketCatalog}).
    */
   static Catalog open(String warehouse) {
     Map<String, String> env = System.getenv();
-    if ("rest".equals(nonEmpty(env.get("EQDV_INTEROP_CATALOG")))) {
+    String kind = nonEmpty(env.get("EQDV_INTEROP_CATALOG"));
+    if ("s3tables".equals(kind)) {
+      return TableBucketCatalog.fromEnvironment(properties(warehouse, env), env);
+    }
+    if ("rest".equals(kind)) {
       String uri = nonEmpty(env.get("EQDV_REST_URI"));
       if (uri == null) {
         throw new IllegalArgumentException("EQDV_INTEROP_CATALOG=rest needs EQDV_REST_URI");

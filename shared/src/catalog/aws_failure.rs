@@ -1,26 +1,26 @@
-//! What a failed Glue call means, from the AWS SDK's typed error: the cause in a few
-//! words for the message, and whether a later attempt can get past it.
+//! What a failed AWS SDK call (Glue, S3 Tables) means, from the SDK's typed error: the
+//! cause in a few words for the message, and whether a later attempt can get past it.
 
 use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 
-/// A failed Glue call as the SDK's typed error tells it.
-pub(super) struct Failure {
+/// A failed AWS SDK call as the SDK's typed error tells it.
+pub(crate) struct Failure {
     /// The cause in a few words, with the service's status, error code and message when
     /// it answered: for operators, on one line (no headers).
-    pub(super) text: String,
+    pub(crate) text: String,
     /// Whether a later attempt can get past it (see [`crate::Error::retryable`]).
-    pub(super) retryable: bool,
+    pub(crate) retryable: bool,
 }
 
 impl Failure {
-    pub(super) fn of<E: ProvideErrorMetadata>(e: &SdkError<E>) -> Self {
+    pub(crate) fn of<E: ProvideErrorMetadata>(e: &SdkError<E>) -> Self {
         let (text, retryable) = match e {
             SdkError::ServiceError(s) => {
                 let status = s.raw().status();
                 let err = s.err();
-                // The error code Glue answered (`ProvideErrorMetadata::code`, what the SDK's
-                // own retry classifier reads): the operations' error enums differ, their
-                // codes do not.
+                // The error code the service answered (`ProvideErrorMetadata::code`, what
+                // the SDK's own retry classifier reads): the operations' error enums
+                // differ, their codes do not. Glue's codes, then S3 Tables'.
                 let code = err.code().unwrap_or("unknown error");
                 let (what, retryable) = match code {
                     "ThrottlingException" => ("throttled", true),
@@ -31,6 +31,10 @@ impl Failure {
                     }
                     "AccessDeniedException" => ("access denied", false),
                     "EntityNotFoundException" => ("not found", false),
+                    "TooManyRequestsException" => ("throttled", true),
+                    "ConflictException" => ("conflict", true),
+                    "NotFoundException" => ("not found", false),
+                    "ForbiddenException" => ("access denied", false),
                     _ if status.is_server_error() => ("server error", true),
                     _ if status.as_u16() == 429 => ("throttled", true),
                     // Refused for what the request is (invalid input, encryption,
@@ -83,7 +87,7 @@ mod tests {
         )
     }
 
-    /// Glue answered `status` with error `code`.
+    /// The service answered `status` with error `code`.
     fn answered(status: u16, code: &str) -> SdkError<GetTableError> {
         let meta = ErrorMetadata::builder()
             .code(code)
@@ -93,7 +97,7 @@ mod tests {
     }
 
     #[test]
-    fn glue_answers_are_judged_by_their_error_code_and_status() {
+    fn service_answers_are_judged_by_their_error_code_and_status() {
         for (status, code, retryable, text) in [
             (400, "ThrottlingException", true, "throttled"),
             (400, "ConcurrentModificationException", true, "conflict"),
@@ -106,6 +110,12 @@ mod tests {
             (400, "EntityNotFoundException", false, "not found"),
             (400, "InvalidInputException", false, "rejected"),
             (400, "GlueEncryptionException", false, "rejected"),
+            (429, "TooManyRequestsException", true, "throttled"),
+            (409, "ConflictException", true, "conflict"),
+            (404, "NotFoundException", false, "not found"),
+            (403, "ForbiddenException", false, "access denied"),
+            (500, "InternalServerErrorException", true, "server error"),
+            (400, "BadRequestException", false, "rejected"),
         ] {
             let failure = Failure::of(&answered(status, code));
             assert_eq!(failure.retryable, retryable, "{code}");
