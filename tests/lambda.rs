@@ -626,10 +626,6 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
     );
 }
 
-/// With EQDV_CONVERT_IN_PLANNER_MAX_MB (the stacks set it), a plan of one small shard is
-/// converted by the planner in the same invocation and nothing is queued; a conversion
-/// that cannot finish (here: no time left before the deadline's margin) commits nothing
-/// and queues the shard instead.
 /// A REST catalog emits no table-change event: its deployment runs the planner on the
 /// scheduled sweep. The planner, on EQDV_CATALOG=rest, lists the allowed namespace
 /// through the REST catalog and queues the table's shards; the converter commits each
@@ -659,21 +655,7 @@ async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
         "{planned}\n{}",
         planner.logs()
     );
-    let shards = planned["shards"].as_array().expect("shards").clone();
-    assert!(!shards.is_empty(), "{planned}");
-    let messages = queues.receive_all(&queues.shards, shards.len()).await;
-    assert_eq!(messages.len(), shards.len(), "messages in the shard queue");
-    let arn = "arn:aws:sqs:us-east-1:000000000000:shards.fifo";
-    for m in &messages {
-        let response = converter.invoke(&sqs_event(arn, &[m])).await;
-        assert_eq!(
-            response["batchItemFailures"],
-            json!([]),
-            "{response}\n{}",
-            converter.logs()
-        );
-        queues.delete(&queues.shards, m).await;
-    }
+    convert_planned_shards(&planned, &queues, &converter).await;
 
     t.assert_converted(&before);
     let (_, summary) = head_snapshot(&catalog, &name).await;
@@ -690,6 +672,101 @@ async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
     );
 }
 
+/// Feeds every shard `planned` queued to `converter`, one SQS message per invocation,
+/// each converted without a batch item failure and deleted from the queue.
+async fn convert_planned_shards(planned: &Value, queues: &Queues, converter: &Function) {
+    let shards = planned["shards"].as_array().expect("shards").clone();
+    assert!(!shards.is_empty(), "{planned}");
+    let messages = queues.receive_all(&queues.shards, shards.len()).await;
+    assert_eq!(messages.len(), shards.len(), "messages in the shard queue");
+    let arn = "arn:aws:sqs:us-east-1:000000000000:shards.fifo";
+    for m in &messages {
+        let response = converter.invoke(&sqs_event(arn, &[m])).await;
+        assert_eq!(
+            response["batchItemFailures"],
+            json!([]),
+            "{response}\n{}",
+            converter.logs()
+        );
+        queues.delete(&queues.shards, m).await;
+    }
+}
+
+/// S3 Tables emits no table change event: a deployment on a table bucket gets its
+/// commits from CloudTrail (EventBridge's `AWS API Call via CloudTrail` of
+/// `UpdateTableMetadataLocation`) and the scheduled sweep. The planner, on
+/// EQDV_CATALOG=s3tables, plans the table CloudTrail names and queues its shards; the
+/// converter swaps the pointer under S3 Tables' version token; Java, reading through
+/// the same table bucket, judges; the next sweep finds nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_tables_commit_to_planner_to_sqs_to_converter() {
+    let bucket = services::s3tables_bucket("lambda_s3t").await;
+    let t = JavaTable::new_s3tables("lambda_s3t", &bucket);
+    write_cdc(&t, "25");
+    let before = t.dump();
+    let catalog = services::s3tables_catalog(&bucket).await;
+    let name = t.name();
+    assert!(live_equality_deletes(&catalog, &name).await > 0);
+
+    let queues = Queues::create(&services::unique_name("e2e-s3t")).await;
+    let mut env = function_env(&t, &queues);
+    env.retain(|(k, _)| !matches!(*k, "EQDV_CATALOG" | "EQDV_WAREHOUSE"));
+    let endpoint = services::s3tables_endpoint();
+    env.extend([
+        ("EQDV_CATALOG", "s3tables".to_string()),
+        ("EQDV_S3TABLES_BUCKET_ARN", bucket.clone()),
+        ("EQDV_S3TABLES_ENDPOINT", endpoint.clone()),
+        // The emulator serves the table bucket's storage too.
+        ("EQDV_S3_ENDPOINT", endpoint),
+    ]);
+    let planner = Function::start("eqdv-planner", &env, 60);
+    let converter = Function::start("eqdv-converter", &env, 120);
+
+    // Java's last commit, as CloudTrail records it and EventBridge delivers it.
+    let pointer = catalog.load_pointer(&name).await.expect("pointer");
+    let commit = json!({
+        "version": "0",
+        "source": "aws.s3tables",
+        "detail-type": "AWS API Call via CloudTrail",
+        "detail": {
+            "eventSource": "s3tables.amazonaws.com",
+            "eventName": "UpdateTableMetadataLocation",
+            "requestParameters": {
+                "tableBucketARN": bucket,
+                "namespace": name.namespace,
+                "name": name.name,
+                "metadataLocation": pointer.metadata_location,
+            }
+        }
+    });
+    let planned = planner.invoke(&commit).await;
+    assert_eq!(
+        planned["tables"][name.to_string()]["outcome"],
+        "planned",
+        "{planned}\n{}",
+        planner.logs()
+    );
+    convert_planned_shards(&planned, &queues, &converter).await;
+
+    t.assert_converted(&before);
+    let (_, summary) = head_snapshot(&catalog, &name).await;
+    assert_eq!(
+        summary.get("eqdv.source").map(String::as_str),
+        Some("eqdv-converter (AWS Lambda)")
+    );
+    let sweep = json!({"source": "aws.events", "detail-type": "Scheduled Event", "detail": {}});
+    let again = planner.invoke(&sweep).await;
+    assert_eq!(
+        again["tables"][name.to_string()]["outcome"],
+        "nothing-to-do",
+        "{again}"
+    );
+}
+
+/// With EQDV_CONVERT_IN_PLANNER_MAX_MB (the stacks set it), a plan of one small shard is
+/// converted by the planner in the same invocation and nothing is queued; a conversion
+/// that cannot finish (here: no time left before the deadline's margin) commits nothing
+/// and queues the shard instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plan_of_one_small_shard_is_converted_by_the_planner() {
     let t = JavaTable::new("lambda_in_planner");

@@ -5,6 +5,10 @@
 //! - EventBridge's `Glue Data Catalog Table State Change` (source `aws.glue`; best
 //!   effort: events may be missing or reordered and carry no metadata location, so they
 //!   only say which table to look at);
+//! - Amazon S3 Tables' commits as CloudTrail records them (source `aws.s3tables`,
+//!   `AWS API Call via CloudTrail`, eventName `UpdateTableMetadataLocation`): S3 Tables
+//!   emits no table change event of its own, so a deployment on a table bucket gets its
+//!   commits from CloudTrail through EventBridge, or from the sweep alone;
 //! - a scheduled sweep (source `aws.events`, `Scheduled Event`), which catches missed ones;
 //! - a manual backfill: `{"backfill": {"database": "db", "table": "t"}}`, a list of
 //!   `"tables": ["db.t", ...]`, or a whole `"database"`, with optional `branch` and
@@ -19,6 +23,10 @@ use serde_json::Value;
 
 /// The detail-type of Glue's table change events.
 pub const GLUE_TABLE_CHANGE: &str = "Glue Data Catalog Table State Change";
+/// The detail-type of the API calls CloudTrail records, as EventBridge delivers them.
+pub const CLOUDTRAIL_API_CALL: &str = "AWS API Call via CloudTrail";
+/// The S3 Tables call that commits a table: its metadata pointer swapped.
+pub const S3TABLES_COMMIT: &str = "UpdateTableMetadataLocation";
 
 fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidInput(format!("{field}: {message}"))
@@ -84,11 +92,12 @@ fn parse_one(event: &Value, path: &str) -> Result<Trigger> {
                     .map(str::to_string),
             })
         }
+        (Some("aws.s3tables"), Some(CLOUDTRAIL_API_CALL)) => parse_s3tables_commit(event, path),
         (Some("aws.events"), Some("Scheduled Event")) => Ok(Trigger::Sweep),
         (Some(source), detail_type) => Err(invalid(
             &format!("{path}.source"),
             format!(
-                "unsupported event from {source} ({}): expected a Glue table change, a scheduled sweep or a backfill",
+                "unsupported event from {source} ({}): expected a Glue table change, an S3 Tables commit, a scheduled sweep or a backfill",
                 detail_type.unwrap_or("no detail-type")
             ),
         )),
@@ -97,6 +106,49 @@ fn parse_one(event: &Value, path: &str) -> Result<Trigger> {
             "neither an EventBridge event (source, detail-type) nor a {\"backfill\": ...} request",
         )),
     }
+}
+
+/// An S3 Tables `UpdateTableMetadataLocation` that CloudTrail recorded: the table is in
+/// its request parameters (the table bucket is the deployment's own: its EventBridge
+/// rule matches that bucket's ARN).
+fn parse_s3tables_commit(event: &Value, path: &str) -> Result<Trigger> {
+    let detail_path = format!("{path}.detail");
+    let detail = event
+        .get("detail")
+        .ok_or_else(|| invalid(&detail_path, "missing"))?;
+    let event_name = string_field(detail, "eventName", &detail_path)?;
+    if event_name != Some(S3TABLES_COMMIT) {
+        return Err(invalid(
+            &format!("{detail_path}.eventName"),
+            format!(
+                "{}: only {S3TABLES_COMMIT} commits an S3 Tables table",
+                event_name.unwrap_or("missing")
+            ),
+        ));
+    }
+    let params_path = format!("{detail_path}.requestParameters");
+    let params = detail
+        .get("requestParameters")
+        .ok_or_else(|| invalid(&params_path, "missing"))?;
+    // The namespace is one level: a string, or a list of one.
+    let namespace = match params.get("namespace") {
+        Some(Value::Array(levels)) if levels.len() == 1 => levels[0].as_str(),
+        Some(Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    }
+    .filter(|ns| !ns.trim().is_empty())
+    .ok_or_else(|| {
+        invalid(
+            &format!("{params_path}.namespace"),
+            "expected a namespace name (or a list of one)",
+        )
+    })?;
+    let name = string_field(params, "name", &params_path)?
+        .ok_or_else(|| invalid(&format!("{params_path}.name"), "missing"))?;
+    Ok(Trigger::TableChanged {
+        table: TableName::new(namespace, name),
+        type_of_change: Some(S3TABLES_COMMIT.to_string()),
+    })
 }
 
 fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
@@ -199,6 +251,52 @@ mod tests {
             parse_planner_event(&wrapped).unwrap(),
             vec![expected, Trigger::Sweep]
         );
+    }
+
+    /// What EventBridge delivers of a CloudTrail record of an S3 Tables commit.
+    fn s3tables_commit(params: Value) -> Value {
+        json!({
+            "version": "0",
+            "source": "aws.s3tables",
+            "detail-type": CLOUDTRAIL_API_CALL,
+            "detail": {
+                "eventSource": "s3tables.amazonaws.com",
+                "eventName": S3TABLES_COMMIT,
+                "requestParameters": params,
+            }
+        })
+    }
+
+    #[test]
+    fn s3tables_commits_recorded_by_cloudtrail_name_their_table() {
+        let expected = vec![Trigger::TableChanged {
+            table: TableName::new("cdc", "orders"),
+            type_of_change: Some(S3TABLES_COMMIT.into()),
+        }];
+        let arn = "arn:aws:s3tables:us-east-1:123456789012:bucket/lake";
+        for namespace in [json!("cdc"), json!(["cdc"])] {
+            let event = s3tables_commit(json!({
+                "tableBucketARN": arn, "namespace": namespace, "name": "orders",
+                "versionToken": "t1", "metadataLocation": "s3://x--table-s3/metadata/2.metadata.json"
+            }));
+            assert_eq!(parse_planner_event(&event).unwrap(), expected);
+        }
+        let mut other_call = s3tables_commit(json!({"tableBucketARN": arn, "namespace": "cdc"}));
+        other_call["detail"]["eventName"] = json!("CreateNamespace");
+        for (event, field) in [
+            (other_call, "event.detail.eventName"),
+            (
+                s3tables_commit(json!({"namespace": ["a", "b"], "name": "t"})),
+                "event.detail.requestParameters.namespace",
+            ),
+            (
+                s3tables_commit(json!({"namespace": "cdc"})),
+                "event.detail.requestParameters.name",
+            ),
+        ] {
+            let err = parse_planner_event(&event).unwrap_err().to_string();
+            assert!(err.contains(field), "{event}: {err}");
+        }
     }
 
     #[test]
