@@ -371,3 +371,109 @@ async fn a_staging_branch_is_applied_to_main_through_rest() {
         .expect("again");
     assert_eq!(again.outcome, Outcome::NothingToDo, "{again:?}");
 }
+
+/// botocore's SigV4 check in front of the services' REST server (tests/pyiceberg/
+/// sigv4_proxy.py: it recomputes each request's signature and answers 403 to any that
+/// differs), as AWS's Iceberg REST endpoints check it. Dropped with the test.
+struct SigV4Proxy {
+    child: std::process::Child,
+    url: String,
+}
+
+impl SigV4Proxy {
+    fn start(service: &str, region: &str) -> Self {
+        use std::io::BufRead as _;
+        let script = eqdv_judges::pyiceberg_dir().join("sigv4_proxy.py");
+        let mut child = std::process::Command::new(eqdv_judges::python())
+            .arg(&script)
+            .args([
+                "--upstream",
+                &rest_uri(),
+                "--service",
+                service,
+                "--region",
+                region,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start sigv4_proxy.py");
+        let stdout = child.stdout.take().expect("its stdout");
+        let mut line = String::new();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("sigv4_proxy.py's first line");
+        let port = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("sigv4_proxy.py said {line:?}"))
+            .to_string();
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// How many requests the proxy let through and refused, and why.
+    fn stats(&self) -> serde_json::Value {
+        let out = std::process::Command::new("curl")
+            .args(["-sf", &format!("{}/_sigv4/stats", self.url)])
+            .output()
+            .expect("curl");
+        serde_json::from_slice(&out.stdout).expect("stats JSON")
+    }
+}
+
+impl Drop for SigV4Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// SigV4 (AWS's Glue and S3 Tables Iceberg endpoints): every request eqdv sends, the
+/// commit's body included, carries the signature botocore computes for it, and the
+/// conversion goes through; requests signed for another service are refused (403) in
+/// one line naming the catalog and the answer, and not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigv4_signed_requests_are_the_ones_botocore_computes() {
+    let t = java_table("rest_sigv4", "11", "long", "none");
+    let before = t.dump();
+    let proxy = SigV4Proxy::start("glue", "us-east-1");
+    let sigv4 = |service: &str| RestAuth::SigV4 {
+        signing_name: service.to_string(),
+        region: Some("us-east-1".to_string()),
+    };
+    let catalog = rest_catalog_at(&proxy.url, sigv4("glue")).await;
+    let report = convert(&catalog, &t.name(), &ConvertOptions::default())
+        .await
+        .expect("convert with SigV4");
+    assert_eq!(report.outcome, Outcome::Converted, "{report:?}");
+    let stats = proxy.stats();
+    assert_eq!(stats["rejected"], 0, "{stats}");
+    assert!(
+        stats["verified"].as_u64().is_some_and(|n| n >= 3),
+        "config, loads and the commit: {stats}"
+    );
+    assert_java_agrees(&t, &rest_catalog().await, &before).await;
+
+    // Signed for another service: refused from the first request (the configuration).
+    let err = eqdv::catalog::RestCatalog::connect(eqdv::catalog::RestConfig {
+        uri: proxy.url.clone(),
+        auth: sigv4("s3tables"),
+        ..Default::default()
+    })
+    .await
+    .expect_err("a signature for another service is refused");
+    assert!(
+        !err.retryable(),
+        "a refused signature is not retried: {err}"
+    );
+    let text = err.to_string();
+    assert!(!text.contains('\n'), "not one line: {text}");
+    assert!(
+        text.contains(&format!("rest {}", proxy.url)) && text.contains("403"),
+        "the error names the catalog and the answer: {text}"
+    );
+    let stats = proxy.stats();
+    assert_eq!(stats["rejected"], 1, "refused once, not retried: {stats}");
+}

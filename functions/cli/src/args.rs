@@ -67,6 +67,16 @@ pub struct CatalogArgs {
     /// rest: a bearer token, sent as is.
     #[arg(long, env = "EQDV_REST_TOKEN", hide_env_values = true)]
     rest_token: Option<String>,
+    /// rest: sign requests with AWS SigV4 for this service, with the standard AWS
+    /// credentials: `glue` (the Glue Data Catalog's Iceberg endpoint) or `s3tables` (S3
+    /// Tables').
+    #[arg(
+        long,
+        value_name = "SERVICE",
+        env = "EQDV_REST_SIGV4",
+        conflicts_with_all = ["rest_token", "rest_credential"]
+    )]
+    rest_sigv4: Option<String>,
     /// rest: the OAuth2 token endpoint (default: the catalog's v1/oauth/tokens).
     #[arg(long, env = "EQDV_REST_OAUTH2_SERVER_URI")]
     rest_oauth2_server_uri: Option<String>,
@@ -114,6 +124,10 @@ impl CatalogArgs {
                     .clone()
                     .context("--rest-uri URI is required with the rest catalog")?;
                 let auth = match (&self.rest_token, &self.rest_credential) {
+                    _ if self.rest_sigv4.is_some() => RestAuth::SigV4 {
+                        signing_name: self.rest_sigv4.clone().unwrap_or_default(),
+                        region: self.region.clone(),
+                    },
                     (Some(token), _) => RestAuth::Token(token.clone()),
                     (None, Some(credential)) => RestAuth::client_credentials(
                         credential,

@@ -103,6 +103,9 @@ pub const ENV_REST_TOKEN: &str = "EQDV_REST_TOKEN";
 pub const ENV_REST_OAUTH2_SERVER_URI: &str = "EQDV_REST_OAUTH2_SERVER_URI";
 pub const ENV_REST_SCOPE: &str = "EQDV_REST_SCOPE";
 pub const ENV_REST_VENDED_CREDENTIALS: &str = "EQDV_REST_VENDED_CREDENTIALS";
+/// The AWS service a REST catalog's requests are signed for with SigV4 (`glue`,
+/// `s3tables`).
+pub const ENV_REST_SIGV4: &str = "EQDV_REST_SIGV4";
 /// The table bucket of `EQDV_CATALOG=s3tables`.
 pub const ENV_S3TABLES_BUCKET_ARN: &str = "EQDV_S3TABLES_BUCKET_ARN";
 pub const ENV_S3TABLES_ENDPOINT: &str = "EQDV_S3TABLES_ENDPOINT";
@@ -197,6 +200,20 @@ impl FunctionConfig {
                             ENV_REST_TOKEN,
                             format!("set either it or {ENV_REST_CREDENTIAL}, not both"),
                         ));
+                    }
+                    (token, credential) if get(ENV_REST_SIGV4).is_some() => {
+                        if token.is_some() || credential.is_some() {
+                            return Err(bad(
+                                ENV_REST_SIGV4,
+                                format!(
+                                    "SigV4 signs with AWS credentials: set neither {ENV_REST_TOKEN} nor {ENV_REST_CREDENTIAL}"
+                                ),
+                            ));
+                        }
+                        RestAuth::SigV4 {
+                            signing_name: get(ENV_REST_SIGV4).unwrap_or_default(),
+                            region: get(ENV_REGION),
+                        }
                     }
                     (Some(token), None) => RestAuth::Token(token),
                     (None, Some(credential)) => RestAuth::client_credentials(
@@ -701,5 +718,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains(ENV_S3TABLES_BUCKET_ARN), "{err}");
+        let err = config(&[
+            (ENV_CATALOG, "rest"),
+            (ENV_REST_URI, "https://glue.eu-west-1.amazonaws.com/iceberg"),
+            (ENV_REST_SIGV4, "glue"),
+            (ENV_REST_TOKEN, "t"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(ENV_REST_SIGV4), "{err}");
     }
 }

@@ -1,7 +1,8 @@
 //! The HTTP side of the Iceberg REST protocol: one client per catalog, its
-//! authentication (a bearer token, or OAuth2 client credentials exchanged for a token
-//! that is renewed before it expires), and what an answer means for eqdv: the body of a
-//! success, or an error naming the catalog, the operation and the server's message.
+//! authentication (a bearer token, OAuth2 client credentials exchanged for a token that
+//! is renewed before it expires, or AWS SigV4 for AWS's endpoints), and what an answer
+//! means for eqdv: the body of a success, or an error naming the catalog, the operation
+//! and the server's message.
 //!
 //! Idempotent reads are retried a few times on transient failures (5xx, 429, a lost
 //! connection). A commit is never retried here: a commit whose answer was lost may have
@@ -14,6 +15,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use tokio::sync::Mutex;
 
+use super::sigv4::Signer;
 use crate::{Error, Result};
 
 /// How eqdv authenticates to the catalog.
@@ -31,6 +33,13 @@ pub enum RestAuth {
         client_secret: String,
         server_uri: Option<String>,
         scope: Option<String>,
+    },
+    /// AWS Signature Version 4 with the standard AWS configuration's credentials, for
+    /// service `signing_name` (`glue` for the Glue Data Catalog's Iceberg endpoint,
+    /// `s3tables` for S3 Tables'); the region defaults to the configuration's.
+    SigV4 {
+        signing_name: String,
+        region: Option<String>,
     },
 }
 
@@ -51,6 +60,14 @@ impl std::fmt::Debug for RestAuth {
                 .field("server_uri", server_uri)
                 .field("scope", scope)
                 .finish_non_exhaustive(),
+            RestAuth::SigV4 {
+                signing_name,
+                region,
+            } => f
+                .debug_struct("SigV4")
+                .field("signing_name", signing_name)
+                .field("region", region)
+                .finish(),
         }
     }
 }
@@ -150,18 +167,27 @@ pub(super) struct Client {
     base_uri: String,
     auth: RestAuth,
     token: Mutex<Option<Token>>,
+    /// With [`RestAuth::SigV4`].
+    signer: Option<Signer>,
 }
 
 /// Attempts of an idempotent read (the first and its retries).
 const READ_ATTEMPTS: u32 = 4;
 
 impl Client {
-    pub(super) fn new(
+    pub(super) async fn new(
         catalog: String,
         base_uri: &str,
         auth: RestAuth,
         timeout: Duration,
     ) -> Result<Self> {
+        let signer = match &auth {
+            RestAuth::SigV4 {
+                signing_name,
+                region,
+            } => Some(Signer::from_environment(&catalog, signing_name, region.clone()).await?),
+            _ => None,
+        };
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10).min(timeout))
             .timeout(timeout)
@@ -178,6 +204,7 @@ impl Client {
             base_uri: base_uri.trim_end_matches('/').to_string(),
             auth,
             token: Mutex::new(None),
+            signer,
         })
     }
 
@@ -194,7 +221,7 @@ impl Client {
     /// The bearer token to send, fetched (or renewed) when needed.
     async fn bearer(&self) -> std::result::Result<Option<String>, Failure> {
         let (client_id, client_secret, server_uri, scope) = match &self.auth {
-            RestAuth::None => return Ok(None),
+            RestAuth::None | RestAuth::SigV4 { .. } => return Ok(None),
             RestAuth::Token(t) => return Ok(Some(t.clone())),
             RestAuth::ClientCredentials {
                 client_id,
@@ -282,20 +309,36 @@ impl Client {
                 text: format!("OAuth2 token request failed: {text}"),
             },
         })?;
-        let mut builder = self
-            .http
-            .request(request.method.clone(), &request.url)
-            .header("accept", "application/json");
+        let mut headers: Vec<(&str, &str)> = vec![("accept", "application/json")];
+        headers.extend_from_slice(request.headers);
+        if request.body.is_some() {
+            headers.push(("content-type", "application/json"));
+        }
+        let signature = match &self.signer {
+            Some(signer) => signer
+                .sign(
+                    request.method.as_str(),
+                    &request.url,
+                    &headers,
+                    request.body.as_deref().unwrap_or_default(),
+                )
+                .await
+                // Not signed: never sent.
+                .map_err(|text| Failure::Transport { sent: false, text })?,
+            None => Vec::new(),
+        };
+        let mut builder = self.http.request(request.method.clone(), &request.url);
         if let Some(token) = bearer {
             builder = builder.bearer_auth(token);
         }
-        for (name, value) in request.headers {
-            builder = builder.header(*name, *value);
+        for (name, value) in headers {
+            builder = builder.header(name, value);
+        }
+        for (name, value) in signature {
+            builder = builder.header(name, value);
         }
         if let Some(body) = &request.body {
-            builder = builder
-                .header("content-type", "application/json")
-                .body(body.clone());
+            builder = builder.body(body.clone());
         }
         send(builder).await
     }

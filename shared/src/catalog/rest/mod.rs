@@ -20,6 +20,7 @@
 mod answers;
 mod changes;
 mod http;
+mod sigv4;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -106,7 +107,7 @@ impl RestCatalog {
             )));
         }
         let timeout = config.timeout.unwrap_or(Duration::from_secs(60));
-        let client = Client::new(name, &uri, config.auth.clone(), timeout)?;
+        let client = Client::new(name, &uri, config.auth.clone(), timeout).await?;
         let mut url = format!("{uri}/v1/config");
         if let Some(w) = &config.warehouse {
             url.push_str("?warehouse=");
