@@ -124,7 +124,7 @@ async fn swap(
         .swap_pointer(&base.name, &base.pointer, new_location)
         .await
         .map(|()| new_location.to_string());
-    settle(catalog, base, swapped, new_location, snapshot_id).await
+    settle(catalog, base, swapped, Some(new_location), snapshot_id).await
 }
 
 /// Sends `prepared`'s changes to a catalog that takes changes, reading the table back
@@ -141,7 +141,7 @@ async fn commit_changes(
         .await;
     // The catalog names the metadata file; none is ours to find in the pointer, so
     // the read-back looks for the snapshot.
-    settle(catalog, base, committed, "", prepared.snapshot_id).await
+    settle(catalog, base, committed, None, prepared.snapshot_id).await
 }
 
 /// The commit's outcome from the catalog's answer: its new metadata location, or, after
@@ -150,7 +150,7 @@ async fn settle(
     catalog: &dyn Catalog,
     base: &LoadedTable,
     answer: Result<String>,
-    new_location: &str,
+    new_location: Option<&str>,
     snapshot_id: i64,
 ) -> Result<Published> {
     let error = match answer {
@@ -160,11 +160,7 @@ async fn settle(
     match commit_outcome(catalog, base, new_location, Some(snapshot_id), &error).await {
         CommitOutcome::Landed { current } => {
             // Ours when we wrote it; else the metadata that holds our snapshot.
-            let metadata_location = if new_location.is_empty() {
-                current
-            } else {
-                new_location.to_string()
-            };
+            let metadata_location = new_location.map_or(current, str::to_string);
             tracing::info!(
                 table = %base.name,
                 metadata_location = %metadata_location,
@@ -226,15 +222,16 @@ pub enum CommitOutcome {
 /// applied (Glue's pre-check GetTable saw the pointer moved, a SQL update matched no
 /// row).
 ///
-/// The commit landed if the pointer names `new_location`, or if the metadata it names
-/// holds our snapshot (`snapshot_id`, when the commit adds one) or lists `new_location` in its metadata-log
+/// The commit landed if the pointer names `new_location` (the metadata file eqdv wrote;
+/// `None` when the catalog writes it), or if the metadata it names holds our snapshot
+/// (`snapshot_id`, when the commit adds one) or lists `new_location` in its metadata-log
 /// (another writer committed on top of ours). It is absent only when that metadata
 /// shows neither. When the pointer or its metadata cannot be read, the outcome stays
 /// unknown and every file must be kept.
 pub async fn commit_outcome(
     catalog: &dyn Catalog,
     base: &LoadedTable,
-    new_location: &str,
+    new_location: Option<&str>,
     snapshot_id: Option<i64>,
     error: &Error,
 ) -> CommitOutcome {
@@ -245,7 +242,7 @@ pub async fn commit_outcome(
         Ok(p) => p,
         Err(e) => return CommitOutcome::Unknown(e),
     };
-    if pointer.metadata_location == new_location {
+    if Some(pointer.metadata_location.as_str()) == new_location {
         return CommitOutcome::Landed {
             current: pointer.metadata_location,
         };
@@ -264,11 +261,11 @@ pub async fn commit_outcome(
             ));
         }
     };
-    let ours = normalize_location(new_location);
+    let ours = new_location.map(normalize_location);
     let in_log = current
         .metadata_log()
         .iter()
-        .any(|entry| normalize_location(&entry.metadata_file) == ours);
+        .any(|entry| Some(normalize_location(&entry.metadata_file)) == ours);
     let has_snapshot = snapshot_id.is_some_and(|id| current.snapshot_by_id(id).is_some());
     if in_log || has_snapshot {
         CommitOutcome::Landed {

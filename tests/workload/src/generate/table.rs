@@ -169,7 +169,7 @@ pub(super) async fn commit_metadata(
         .swap_pointer(&table.name, &table.pointer, &next)
         .await
     {
-        match eqdv::commit::commit_outcome(catalog, table, &next, None, &e).await {
+        match eqdv::commit::commit_outcome(catalog, table, Some(&next), None, &e).await {
             eqdv::commit::CommitOutcome::Landed { .. } => {}
             eqdv::commit::CommitOutcome::Absent => {
                 delete_files(&table.file_io, &[next]).await;
