@@ -56,6 +56,7 @@ pub mod plan;
 pub mod planner;
 pub mod position_deletes;
 pub mod puffin;
+pub mod refs;
 pub mod resolve;
 pub mod snapshot;
 pub mod staging;

@@ -276,11 +276,8 @@ impl LoadedTable {
     /// Refuses a ref that eqdv must not commit to: a tag (an immutable name for one
     /// snapshot). A branch that does not exist is refused by [`LoadedTable::head`].
     pub fn require_branch(&self, branch: &str) -> Result<()> {
-        // iceberg-rust exposes a ref's snapshot but not its kind; the metadata's JSON
-        // form has both (`refs.NAME.type` is "branch" or "tag").
-        let json = serde_json::to_value(self.metadata.as_ref())?;
-        match json["refs"][branch]["type"].as_str() {
-            Some("tag") => Err(Error::UnsupportedTable {
+        match crate::refs::refs(&self.metadata)?.get(branch) {
+            Some(reference) if crate::refs::is_tag(reference) => Err(Error::UnsupportedTable {
                 table: self.name.to_string(),
                 message: format!(
                     "'{branch}' is a tag, not a branch: tags are immutable, so eqdv converts \

@@ -246,19 +246,14 @@ pub struct BranchDeletes {
 /// The branches of `table` other than `branch` whose head's summary counts live equality
 /// deletes, by name.
 fn equality_deletes_elsewhere(table: &LoadedTable, branch: &str) -> Vec<BranchDeletes> {
-    // iceberg-rust exposes a ref's snapshot but not the list of refs; the metadata's JSON
-    // form has them.
-    let Ok(json) = serde_json::to_value(table.metadata.as_ref()) else {
-        return Vec::new();
-    };
-    let Some(refs) = json["refs"].as_object() else {
+    let Ok(refs) = crate::refs::refs(&table.metadata) else {
         return Vec::new();
     };
     let mut out: Vec<BranchDeletes> = refs
         .iter()
-        .filter(|(name, r)| name.as_str() != branch && r["type"].as_str() == Some("branch"))
+        .filter(|(name, r)| name.as_str() != branch && !crate::refs::is_tag(r))
         .filter_map(|(name, r)| {
-            let snapshot = table.metadata.snapshot_by_id(r["snapshot-id"].as_i64()?)?;
+            let snapshot = table.metadata.snapshot_by_id(r.snapshot_id)?;
             let rows = snapshot
                 .summary()
                 .additional_properties

@@ -89,19 +89,10 @@ pub(super) fn requirements(
 
 /// Every branch and tag of `metadata` with its snapshot, by name.
 fn refs(metadata: &TableMetadata) -> Result<BTreeMap<String, i64>> {
-    // iceberg-rust exposes a ref's snapshot but not the list of refs; the metadata's
-    // JSON form has them.
-    let json = serde_json::to_value(metadata)?;
-    let mut refs = BTreeMap::new();
-    if let Some(map) = json["refs"].as_object() {
-        for (name, reference) in map {
-            let id = reference["snapshot-id"].as_i64().ok_or_else(|| {
-                Error::InvalidInput(format!("ref '{name}' of the metadata has no snapshot-id"))
-            })?;
-            refs.insert(name.clone(), id);
-        }
-    }
-    Ok(refs)
+    Ok(crate::refs::refs(metadata)?
+        .into_iter()
+        .map(|(name, reference)| (name, reference.snapshot_id))
+        .collect())
 }
 
 #[cfg(test)]
