@@ -257,13 +257,38 @@ impl RestCatalog {
         }
     }
 
+    /// Every namespace, nested ones included: the top level, then each namespace's
+    /// children (`ListNamespaces` with `parent`), level after level.
     async fn list_namespaces(&self) -> Result<Vec<String>> {
-        let url = format!("{}namespaces", self.root);
-        self.pages(&url, "ListNamespaces", |page: NamespacesPage| {
-            let names = page.namespaces.into_iter().map(|parts| parts.join("."));
-            (names.collect(), page.next_page_token)
-        })
-        .await
+        let mut all = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut parents: Vec<Option<String>> = vec![None];
+        while let Some(parent) = parents.pop() {
+            let (url, what) = match &parent {
+                None => (
+                    format!("{}namespaces", self.root),
+                    "ListNamespaces".to_string(),
+                ),
+                Some(p) => (
+                    format!("{}namespaces?parent={}", self.root, self.namespace_path(p)),
+                    format!("ListNamespaces {p}"),
+                ),
+            };
+            let children = self
+                .pages(&url, &what, |page: NamespacesPage| {
+                    let names = page.namespaces.into_iter().map(|parts| parts.join("."));
+                    (names.collect::<Vec<_>>(), page.next_page_token)
+                })
+                .await?;
+            for child in children {
+                // A server that answers a parent with itself would loop forever.
+                if Some(&child) != parent.as_ref() && seen.insert(child.clone()) {
+                    parents.push(Some(child.clone()));
+                    all.push(child);
+                }
+            }
+        }
+        Ok(all)
     }
 
     /// Every item of the paged listing at `url`, page after page (the protocol's
@@ -278,6 +303,7 @@ impl RestCatalog {
         let mut token: Option<String> = None;
         loop {
             let url = match &token {
+                Some(t) if url.contains('?') => format!("{url}&pageToken={}", encode(t)),
                 Some(t) => format!("{url}?pageToken={}", encode(t)),
                 None => url.to_string(),
             };

@@ -53,7 +53,12 @@ final class TableRef implements Closeable {
   }
 
   TableIdentifier identifier() {
-    return TableIdentifier.of(Namespace.of(database), name);
+    return TableIdentifier.of(namespace(), name);
+  }
+
+  /** The database as a namespace: a dotted name is a nested namespace, as eqdv reads it. */
+  Namespace namespace() {
+    return Namespace.of(database.split("\\."));
   }
 
   String label() {
@@ -70,12 +75,16 @@ final class TableRef implements Closeable {
       return;
     }
     SupportsNamespaces namespaces = (SupportsNamespaces) catalog;
-    Namespace ns = Namespace.of(database);
-    if (!namespaces.namespaceExists(ns)) {
-      try {
-        namespaces.createNamespace(ns);
-      } catch (AlreadyExistsException e) {
-        // Created concurrently: fine.
+    // Each level of a nested namespace, outermost first.
+    String[] levels = namespace().levels();
+    for (int depth = 1; depth <= levels.length; depth++) {
+      Namespace ns = Namespace.of(java.util.Arrays.copyOf(levels, depth));
+      if (!namespaces.namespaceExists(ns)) {
+        try {
+          namespaces.createNamespace(ns);
+        } catch (AlreadyExistsException e) {
+          // Created concurrently: fine.
+        }
       }
     }
   }
