@@ -88,8 +88,8 @@ async fn eqdv_convert_and_backfill_with_s3_tables_convert_java_tables() {
     t.assert_converted(&before);
 }
 
-/// A bucket ARN that is not one, and a table S3 Tables does not have: one line each,
-/// naming what is at fault, exit 1.
+/// A bucket ARN that is not one, a cleanup (a table bucket's storage cleans itself) and
+/// a table S3 Tables does not have: one line each, naming what is at fault, exit 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_bucket_arn_or_a_missing_table_is_named() {
     let name = TableName::new("ns", "t");
@@ -108,6 +108,14 @@ async fn a_bad_bucket_arn_or_a_missing_table_is_named() {
     );
 
     let bucket = s3tables_bucket("cli_s3t_missing").await;
+    // `eqdv cleanup` has nothing to do on a table bucket, and says why.
+    let out = eqdv(&bucket, &name, "cleanup", &[]);
+    assert_exit(&out, 1, "cleanup on S3 Tables");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unreferenced file removal") && stderr.contains("ns.t"),
+        "{stderr}"
+    );
     let out = eqdv(&bucket, &name, "convert", &[]);
     assert_exit(&out, 1, "a table the bucket lacks");
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -136,6 +136,12 @@ pub trait Catalog: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// Whether the tables' storage lets eqdv list and delete objects (`eqdv cleanup`).
+    /// S3 Tables' does not: it removes unreferenced files itself.
+    fn manages_own_files(&self) -> bool {
+        false
+    }
+
     /// Registers a new table whose metadata file was already written.
     async fn create_table(&self, table: &TableName, metadata_location: &str) -> Result<()>;
 

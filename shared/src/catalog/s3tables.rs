@@ -202,6 +202,10 @@ impl Catalog for S3TablesCatalog {
         )
     }
 
+    fn manages_own_files(&self) -> bool {
+        true
+    }
+
     fn default_table_location(&self, table: &TableName) -> String {
         // Never used to write: `create_table` refuses. S3 Tables names the location.
         format!("s3://{}/{}/{}", self.name, table.namespace, table.name)

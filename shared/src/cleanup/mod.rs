@@ -104,6 +104,14 @@ pub async fn cleanup(
     name: &TableName,
     options: &CleanupOptions,
 ) -> Result<CleanupReport> {
+    if catalog.manages_own_files() {
+        return Err(Error::InvalidInput(format!(
+            "catalog {}: table {name}: its storage refuses listings and deletes, and removes \
+             unreferenced files itself (S3 Tables' unreferenced file removal): nothing for \
+             eqdv cleanup to do",
+            catalog.name()
+        )));
+    }
     let table = LoadedTable::load(catalog, name).await?;
     let location = table.location().trim_end_matches('/').to_string();
 
