@@ -3,15 +3,31 @@
 // parameters they are known at synth time, so lists become explicit ARNs and the
 // queue's visibility timeout is computed.
 
+/** Where the tables are: the Glue Data Catalog, or an Amazon S3 Tables table bucket. */
+export type Catalog = 'glue' | 's3tables';
+
 /** The settings of one eqdv deployment. */
 export interface EqdvConfig {
-  /** Glue databases eqdv may convert tables of (required). */
+  /** The catalog (EQDV_CATALOG): decides the IAM statements and the planner's event rule. */
+  readonly catalog: Catalog;
+  /**
+   * With catalog `s3tables` (required then, and only then): the table bucket's ARN,
+   * `arn:PARTITION:s3tables:REGION:ACCOUNT:bucket/NAME` (EQDV_S3TABLES_BUCKET_ARN).
+   */
+  readonly tableBucketArn: string;
+  /**
+   * Glue databases, or with catalog `s3tables` the table bucket's namespaces, eqdv may
+   * convert tables of (required).
+   */
   readonly databases: string[];
-  /** S3 prefixes the tables live under, as `bucket/prefix` (required). */
+  /**
+   * S3 prefixes the tables live under, as `bucket/prefix` (required with catalog
+   * `glue`; ignored with `s3tables`, whose storage the s3tables actions authorize).
+   */
   readonly tableLocations: string[];
   /** Optional `db.table` allowlist; empty means every table of the databases. */
   readonly allowedTables: string[];
-  /** Glue catalog id; empty means the deploying account's catalog. */
+  /** Glue catalog id; empty means the deploying account's catalog (ignored with `s3tables`). */
   readonly glueCatalogId: string;
   readonly branch: string;
   readonly logLevel: string;
@@ -63,8 +79,11 @@ export interface EqdvConfig {
 
 /** Every context key the app reads, with its default (undefined = required). */
 export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
+  catalog: 'glue',
+  tableBucketArn: '',
   databases: undefined,
-  tableLocations: undefined,
+  // Required with catalog glue: checked below.
+  tableLocations: '',
   allowedTables: '',
   glueCatalogId: '',
   branch: 'main',
@@ -101,6 +120,8 @@ const DATABASE = /^[a-z0-9_-]{1,255}$/;
 const TABLE = /^[a-z0-9_-]+\.[a-z0-9_-]+$/;
 const LOCATION = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^/*?]+)*$/;
 const CATALOG_ID = /^[0-9]{12}$/;
+const TABLE_BUCKET_ARN = /^arn:aws[a-z-]*:s3tables:[a-z0-9-]+:[0-9]{12}:bucket\/[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/;
+const CATALOGS: Catalog[] = ['glue', 's3tables'];
 const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
   2922, 3288, 3653,
@@ -156,14 +177,38 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     return text;
   };
 
-  const databases = list('databases', DATABASE, 'a Glue database name (lowercase letters, digits, _ and -)');
+  const catalog = raw('catalog').toLowerCase() as Catalog;
+  if (!CATALOGS.includes(catalog)) {
+    throw new ConfigError(`catalog: '${catalog}' is not ${CATALOGS.join(' or ')}`);
+  }
+  const databases = list(
+    'databases',
+    DATABASE,
+    'a Glue database name or S3 Tables namespace (lowercase letters, digits, _ and -)',
+  );
   if (databases.length === 0) throw new ConfigError('databases: give at least one database');
+  const tableBucketArn = raw('tableBucketArn');
+  if (tableBucketArn !== '' && !TABLE_BUCKET_ARN.test(tableBucketArn)) {
+    throw new ConfigError(
+      `tableBucketArn: '${tableBucketArn}' is not a table bucket ARN (arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME)`,
+    );
+  }
+  if (catalog === 's3tables' && tableBucketArn === '') {
+    throw new ConfigError(
+      'tableBucketArn is required with catalog s3tables (-c tableBucketArn=arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME)',
+    );
+  }
+  if (catalog === 'glue' && tableBucketArn !== '') {
+    throw new ConfigError('tableBucketArn is for catalog s3tables (-c catalog=s3tables), not glue');
+  }
   const tableLocations = list(
     'tableLocations',
     LOCATION,
     'bucket or bucket/prefix (no s3://, wildcards or trailing slash)',
   );
-  if (tableLocations.length === 0) throw new ConfigError('tableLocations: give at least one location');
+  if (catalog === 'glue' && tableLocations.length === 0) {
+    throw new ConfigError('tableLocations is required with catalog glue (-c tableLocations=bucket/prefix,...)');
+  }
   const allowedTables = list('allowedTables', TABLE, 'db.table');
   for (const table of allowedTables) {
     const db = table.split('.')[0];
@@ -192,6 +237,8 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
   }
 
   return {
+    catalog,
+    tableBucketArn,
     databases,
     tableLocations,
     allowedTables,

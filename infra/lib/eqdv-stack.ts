@@ -20,6 +20,17 @@ import { EqdvConfig, shardVisibilitySeconds } from './config';
 
 /** The detail-type of Glue's table change events. */
 export const GLUE_TABLE_CHANGE = 'Glue Data Catalog Table State Change';
+/** The detail-type of the API calls CloudTrail records, as EventBridge delivers them. */
+export const CLOUDTRAIL_API_CALL = 'AWS API Call via CloudTrail';
+/** The S3 Tables API call that commits a table (moves its metadata pointer). */
+export const S3TABLES_COMMIT = 'UpdateTableMetadataLocation';
+/** The table actions both functions need with catalog s3tables (a table's storage included). */
+export const S3TABLES_TABLE_ACTIONS = [
+  's3tables:GetTableMetadataLocation',
+  's3tables:UpdateTableMetadataLocation',
+  's3tables:GetTableData',
+  's3tables:PutTableData',
+];
 
 /** The split state machine's definition, shared with ../template.yaml. */
 export const SPLIT_DEFINITION = path.join(__dirname, '..', 'statemachine', 'split.asl.json');
@@ -32,6 +43,8 @@ export interface EqdvStackProps extends StackProps {
  * eqdv's planner and converter Lambdas, the shard queue and its dead-letter queue,
  * the split state machine, their triggers, least-privilege roles and alarms: the same
  * stack as ../template.yaml (SAM), with context values in place of its parameters.
+ * The catalog (Glue or an S3 Tables table bucket) decides the catalog and storage
+ * statements of the roles and the event rule on the planner.
  */
 export class EqdvStack extends Stack {
   readonly shardQueue: sqs.Queue;
@@ -49,6 +62,7 @@ export class EqdvStack extends Stack {
     super(scope, id, props);
     const c = props.config;
 
+    const glue = c.catalog === 'glue';
     const catalogId = c.glueCatalogId || Aws.ACCOUNT_ID;
     const glueArn = (resource: string) =>
       `arn:${Aws.PARTITION}:glue:${Aws.REGION}:${catalogId}:${resource}`;
@@ -65,6 +79,10 @@ export class EqdvStack extends Stack {
       s3Arn(`${loc}/*/metadata/*`),
       s3Arn(`${loc}/*/data/*`),
     ]);
+    // S3 Tables: a table's ARN is bucket/NAME/table/ID, so every table of the bucket
+    // (namespaces are not in it). These actions authorize the tables' storage too;
+    // the storage refuses deletes, so none is granted.
+    const s3tablesTables = `${c.tableBucketArn}/table/*`;
 
     // --- Queues ---------------------------------------------------------------------
     this.shardDeadLetterQueue = new sqs.Queue(this, 'ShardDeadLetterQueue', {
@@ -110,23 +128,41 @@ export class EqdvStack extends Stack {
     // Step Functions on the split state machine: granted once it exists, below.
     // The planner commits and writes like the converter: it converts a commit's one
     // small shard itself (convertInPlannerMaxMb).
-    this.plannerRole.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'GlueReadAndCommit',
-        actions: ['glue:GetDatabase', 'glue:GetTable', 'glue:GetTables', 'glue:UpdateTable'],
-        resources: glueResources,
-      }),
-    );
-    this.plannerRole.addToPolicy(
-      new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
-    );
-    this.plannerRole.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'WriteMetadataAndDeleteVectors',
-        actions: ['s3:PutObject', 's3:DeleteObject'],
-        resources: tableWrites,
-      }),
-    );
+    if (glue) {
+      this.plannerRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'GlueReadAndCommit',
+          actions: ['glue:GetDatabase', 'glue:GetTable', 'glue:GetTables', 'glue:UpdateTable'],
+          resources: glueResources,
+        }),
+      );
+      this.plannerRole.addToPolicy(
+        new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+      );
+      this.plannerRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'WriteMetadataAndDeleteVectors',
+          actions: ['s3:PutObject', 's3:DeleteObject'],
+          resources: tableWrites,
+        }),
+      );
+    } else {
+      this.plannerRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'S3TablesReadAndCommit',
+          actions: S3TABLES_TABLE_ACTIONS,
+          resources: [s3tablesTables],
+        }),
+      );
+      // The sweep lists the bucket's tables.
+      this.plannerRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'S3TablesListTables',
+          actions: ['s3tables:ListTables'],
+          resources: [c.tableBucketArn],
+        }),
+      );
+    }
 
     this.converterRole = new iam.Role(this, 'ConverterRole', {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
@@ -134,28 +170,40 @@ export class EqdvStack extends Stack {
     });
     converterLogs.grantWrite(this.converterRole);
     this.shardDeadLetterQueue.grantSendMessages(this.converterRole);
-    this.converterRole.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'GlueCommit',
-        actions: ['glue:GetTable', 'glue:UpdateTable'],
-        resources: glueResources,
-      }),
-    );
-    this.converterRole.addToPolicy(
-      new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
-    );
-    this.converterRole.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'WriteMetadataAndDeleteVectors',
-        actions: ['s3:PutObject', 's3:DeleteObject'],
-        resources: tableWrites,
-      }),
-    );
+    if (glue) {
+      this.converterRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'GlueCommit',
+          actions: ['glue:GetTable', 'glue:UpdateTable'],
+          resources: glueResources,
+        }),
+      );
+      this.converterRole.addToPolicy(
+        new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+      );
+      this.converterRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'WriteMetadataAndDeleteVectors',
+          actions: ['s3:PutObject', 's3:DeleteObject'],
+          resources: tableWrites,
+        }),
+      );
+    } else {
+      this.converterRole.addToPolicy(
+        new iam.PolicyStatement({
+          sid: 'S3TablesReadAndCommit',
+          actions: S3TABLES_TABLE_ACTIONS,
+          resources: [s3tablesTables],
+        }),
+      );
+    }
 
     // --- Functions ------------------------------------------------------------------
     const common: Record<string, string> = {
-      EQDV_CATALOG: 'glue',
+      EQDV_CATALOG: c.catalog,
       EQDV_GLUE_CATALOG_ID: c.glueCatalogId,
+      // Empty with glue, which the functions read as unset.
+      EQDV_S3TABLES_BUCKET_ARN: c.tableBucketArn,
       EQDV_ALLOWED_DATABASES: c.databases.join(','),
       EQDV_ALLOWED_TABLES: c.allowedTables.join(','),
       EQDV_BRANCH: c.branch,
@@ -252,7 +300,7 @@ export class EqdvStack extends Stack {
     // The planner starts the split executions: built after the state machine.
     this.planner = new lambda.Function(this, 'PlannerFunction', {
       ...rust,
-      description: 'eqdv planner (Glue events, sweeps, backfills to shards)',
+      description: 'eqdv planner (Glue events or S3 Tables commits, sweeps, backfills to shards)',
       code: lambda.Code.fromAsset(c.plannerAsset),
       role: this.plannerRole,
       timeout: Duration.seconds(c.plannerTimeout),
@@ -275,15 +323,34 @@ export class EqdvStack extends Stack {
     });
 
     // --- Triggers -------------------------------------------------------------------
-    new events.Rule(this, 'GlueTableChangeRule', {
-      description: 'eqdv: Glue table changes in the configured databases',
-      eventPattern: {
-        source: ['aws.glue'],
-        detailType: [GLUE_TABLE_CHANGE],
-        detail: { databaseName: c.databases },
-      },
-      targets: [new targets.LambdaFunction(this.planner)],
-    });
+    // The catalog's table changes, and the sweep: each invokes the planner directly.
+    if (glue) {
+      new events.Rule(this, 'GlueTableChangeRule', {
+        description: 'eqdv: Glue table changes in the configured databases',
+        eventPattern: {
+          source: ['aws.glue'],
+          detailType: [GLUE_TABLE_CHANGE],
+          detail: { databaseName: c.databases },
+        },
+        targets: [new targets.LambdaFunction(this.planner)],
+      });
+    } else {
+      // S3 Tables emits no table change event: its commits reach EventBridge as the
+      // CloudTrail management events a trail records (without one, the sweep alone).
+      // CloudTrail's namespace is a string or a list of one; a pattern list matches both.
+      new events.Rule(this, 'S3TablesCommitRule', {
+        description: "eqdv: S3 Tables commits in the table bucket's allowed namespaces (CloudTrail)",
+        eventPattern: {
+          source: ['aws.s3tables'],
+          detailType: [CLOUDTRAIL_API_CALL],
+          detail: {
+            eventName: [S3TABLES_COMMIT],
+            requestParameters: { tableBucketARN: [c.tableBucketArn], namespace: c.databases },
+          },
+        },
+        targets: [new targets.LambdaFunction(this.planner)],
+      });
+    }
     new events.Rule(this, 'SweepRule', {
       description: 'eqdv sweep over every allowed table',
       schedule: events.Schedule.expression(c.sweepSchedule),

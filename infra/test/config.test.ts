@@ -1,12 +1,16 @@
 import { ConfigError, loadConfig, shardVisibilitySeconds } from '../lib/config';
 
 const required = { databases: 'sales', tableLocations: 'my-lake/warehouse' };
+const BUCKET = 'arn:aws:s3tables:eu-west-1:111122223333:bucket/lake';
+const s3tables = { catalog: 's3tables', tableBucketArn: BUCKET, databases: 'sales' };
 const load = (context: Record<string, unknown>) => loadConfig((key) => context[key]);
 
 describe('loadConfig', () => {
   test('defaults match template.yaml', () => {
     const c = load(required);
     expect(c).toEqual({
+      catalog: 'glue',
+      tableBucketArn: '',
       databases: ['sales'],
       tableLocations: ['my-lake/warehouse'],
       allowedTables: [],
@@ -61,8 +65,36 @@ describe('loadConfig', () => {
     });
   });
 
+  test('catalog s3tables: the table bucket, namespaces as databases, no table locations needed', () => {
+    expect(load(s3tables)).toMatchObject({
+      catalog: 's3tables',
+      tableBucketArn: BUCKET,
+      databases: ['sales'],
+      tableLocations: [],
+    });
+    // Other partitions; table locations are accepted and ignored (the stack grants no s3:*).
+    const cn = 'arn:aws-cn:s3tables:cn-north-1:111122223333:bucket/my-lake-2';
+    expect(load({ ...s3tables, tableBucketArn: cn, tableLocations: 'my-lake' })).toMatchObject({
+      tableBucketArn: cn,
+      tableLocations: ['my-lake'],
+    });
+    expect(load({ ...s3tables, catalog: 'S3Tables' }).catalog).toBe('s3tables');
+    expect(load({ ...required, catalog: 'glue' }).catalog).toBe('glue');
+  });
+
   test.each([
     [{ tableLocations: 'x/y' }, /databases is required/],
+    [{ databases: 'sales', tableLocations: '' }, /tableLocations is required with catalog glue/],
+    [{ ...required, catalog: 'rest' }, /catalog: 'rest' is not glue or s3tables/],
+    [{ ...required, tableBucketArn: BUCKET }, /tableBucketArn is for catalog s3tables/],
+    [{ catalog: 's3tables', databases: 'sales' }, /tableBucketArn is required with catalog s3tables/],
+    [{ ...s3tables, tableBucketArn: '' }, /tableBucketArn is required with catalog s3tables/],
+    [{ ...s3tables, tableBucketArn: 'arn:aws:s3:::lake' }, /tableBucketArn: 'arn:aws:s3:::lake' is not a table bucket ARN/],
+    [{ ...s3tables, tableBucketArn: `${BUCKET}/table/t` }, /tableBucketArn: .* is not a table bucket ARN/],
+    [{ ...s3tables, tableBucketArn: BUCKET.replace('lake', 'Lake') }, /is not a table bucket ARN/],
+    [{ ...s3tables, tableBucketArn: BUCKET.replace('111122223333', '*') }, /is not a table bucket ARN/],
+    [{ ...s3tables, tableBucketArn: 'lake' }, /is not a table bucket ARN/],
+    [{ ...s3tables, databases: '' }, /at least one database/],
     [{ databases: 'sales' }, /tableLocations is required/],
     [{ ...required, databases: '' }, /at least one database/],
     [{ ...required, databases: 'sales,*' }, /'\*' is not a Glue database name/],

@@ -7,7 +7,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { IConstruct } from 'constructs';
 
 import { loadConfig } from '../lib/config';
-import { EqdvStack, GLUE_TABLE_CHANGE } from '../lib/eqdv-stack';
+import { CLOUDTRAIL_API_CALL, EqdvStack, GLUE_TABLE_CHANGE, S3TABLES_COMMIT } from '../lib/eqdv-stack';
 
 // The environment variables and IAM actions both stacks must give the functions.
 const contract = JSON.parse(
@@ -27,7 +27,8 @@ for (const bin of ['eqdv-planner', 'eqdv-converter']) {
 }
 afterAll(() => fs.rmSync(assets, { recursive: true, force: true }));
 
-function synth(context: Record<string, string> = {}) {
+// An undefined value leaves the key out of the context (its default applies).
+function synth(context: Record<string, string | undefined> = {}) {
   const config = loadConfig(
     (key) =>
       ({
@@ -99,6 +100,22 @@ function glueResources(catalog: string, databases: string[]): string[] {
 }
 const s3 = (key: string) => `arn:${PARTITION}:s3:::${key}`;
 
+/**
+ * No role grants what the catalog's deployment must not: another catalog's IAM kinds
+ * (contract.catalogs), or an action with one of its actionPrefixesNotGranted.
+ */
+function expectNothingOfOtherCatalogs(template: Template, roleIds: string[], catalog: 'glue' | 's3tables') {
+  const kinds = Object.entries(contract.catalogs as Record<string, { iam?: string[] }>)
+    .filter(([name, spec]) => name !== catalog && Array.isArray(spec.iam))
+    .flatMap(([, spec]) => spec.iam!);
+  const others = new Set<string>(
+    kinds.flatMap((k) => [...(contract.iam.planner[k] ?? []), ...(contract.iam.converter[k] ?? [])]),
+  );
+  const prefixes: string[] = contract.catalogs[catalog].actionPrefixesNotGranted;
+  const granted = roleIds.flatMap((r) => statementsOf(template, r)).flatMap((s) => s.actions);
+  expect(granted.filter((a) => others.has(a) || prefixes.some((p) => a.startsWith(p)))).toEqual([]);
+}
+
 function functionProps(template: Template, logicalId: string) {
   return template.findResources('AWS::Lambda::Function')[logicalId].Properties;
 }
@@ -139,6 +156,7 @@ describe('EqdvStack with the default settings', () => {
     const common = {
       EQDV_CATALOG: 'glue',
       EQDV_GLUE_CATALOG_ID: '',
+      EQDV_S3TABLES_BUCKET_ARN: '',
       EQDV_ALLOWED_DATABASES: 'sales,cdc_db',
       EQDV_ALLOWED_TABLES: '',
       EQDV_BRANCH: 'main',
@@ -213,10 +231,11 @@ describe('EqdvStack with the default settings', () => {
     const target = [{ Arn: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] }, Id: 'Target0' }];
     const glue = rules.find((r) => r.Properties.EventPattern)!;
     expect(glue.Properties.EventPattern).toEqual({
-      source: ['aws.glue'],
+      source: [contract.catalogs.glue.rule.source],
       'detail-type': [GLUE_TABLE_CHANGE],
       detail: { databaseName: ['sales', 'cdc_db'] },
     });
+    expect(GLUE_TABLE_CHANGE).toBe(contract.catalogs.glue.rule.detailType);
     expect(glue.Properties.Targets).toEqual(target);
     const sweep = rules.find((r) => r.Properties.ScheduleExpression)!;
     expect(sweep.Properties.ScheduleExpression).toBe('rate(1 hour)');
@@ -321,6 +340,10 @@ describe('EqdvStack with the default settings', () => {
         ]),
       ]),
     );
+  });
+
+  test('IAM: a Glue deployment grants no s3tables action', () => {
+    expectNothingOfOtherCatalogs(template, [id(stack.plannerRole), id(stack.converterRole)], 'glue');
   });
 
   test('split state machine IAM: assumed by Step Functions, invokes the converter only', () => {
@@ -461,5 +484,104 @@ describe('EqdvStack with custom settings', () => {
       expect(alarm.Properties.AlarmActions).toEqual([topic]);
       expect(alarm.Properties.OKActions).toEqual([topic]);
     }
+  });
+});
+
+describe('EqdvStack on an S3 Tables table bucket', () => {
+  const BUCKET = 'arn:aws:s3tables:eu-west-1:111122223333:bucket/lake';
+  // synth's default tableLocations are given here, and ignored; `bare` has none.
+  const { stack, template, id } = synth({ catalog: 's3tables', tableBucketArn: BUCKET });
+  const bare = synth({ catalog: 's3tables', tableBucketArn: BUCKET, tableLocations: undefined });
+
+  test('environment: the same names, EQDV_CATALOG s3tables and the table bucket', () => {
+    const planner = functionProps(template, id(stack.planner)).Environment.Variables;
+    const converter = functionProps(template, id(stack.converter)).Environment.Variables;
+    expect(Object.keys(planner).sort()).toEqual([...contract.env.common, ...contract.env.planner].sort());
+    expect(Object.keys(converter).sort()).toEqual([...contract.env.common, ...contract.env.converter].sort());
+    for (const env of [planner, converter]) {
+      expect(env).toMatchObject({
+        EQDV_CATALOG: 's3tables',
+        EQDV_S3TABLES_BUCKET_ARN: BUCKET,
+        // The allowed namespaces.
+        EQDV_ALLOWED_DATABASES: 'sales,cdc_db',
+      });
+    }
+  });
+
+  test('planner IAM: exactly these statements (the bucket\'s tables, and listing them)', () => {
+    const a = contract.iam.planner;
+    const expected = sorted([
+      allow(a.logs, [`\${${id(stack.node.findChild('PlannerLogGroup'))}.Arn}`]),
+      allow(a.shardQueue, [`\${${id(stack.shardQueue)}.Arn}`]),
+      allow(a.plannerDeadLetterQueue, [`\${${id(stack.plannerDeadLetterQueue)}.Arn}`]),
+      allow(a.s3tablesTables, [`${BUCKET}/table/*`]),
+      allow(a.s3tablesBucket, [BUCKET]),
+      allow(a.splitStateMachine, [`\${${id(stack.splitStateMachine)}}`]),
+      allow(a.splitExecutions, [
+        `arn:\${AWS::Partition}:states:\${AWS::Region}:\${AWS::AccountId}:execution:\${${id(stack.splitStateMachine)}.Name}:*`,
+      ]),
+    ]);
+    expect(sorted(statementsOf(template, id(stack.plannerRole)))).toEqual(expected);
+    expect(sorted(statementsOf(bare.template, bare.id(bare.stack.plannerRole)))).toEqual(expected);
+  });
+
+  test('converter IAM: exactly these statements (the bucket\'s tables)', () => {
+    const a = contract.iam.converter;
+    const expected = sorted([
+      allow(a.logs, [`\${${id(stack.node.findChild('ConverterLogGroup'))}.Arn}`]),
+      allow(a.shardQueue, [`\${${id(stack.shardQueue)}.Arn}`]),
+      allow(a.shardDeadLetterQueue, [`\${${id(stack.shardDeadLetterQueue)}.Arn}`]),
+      allow(a.s3tablesTables, [`${BUCKET}/table/*`]),
+    ]);
+    expect(sorted(statementsOf(template, id(stack.converterRole)))).toEqual(expected);
+    expect(sorted(statementsOf(bare.template, bare.id(bare.stack.converterRole)))).toEqual(expected);
+  });
+
+  test('the catalog kinds of contract.json, and no Glue or S3 action, table locations given or not', () => {
+    const granted = (t: Template, roleId: string) => new Set(statementsOf(t, roleId).flatMap((s) => s.actions));
+    const planner = granted(template, id(stack.plannerRole));
+    const converter = granted(template, id(stack.converterRole));
+    for (const kind of contract.catalogs.s3tables.iam as string[]) {
+      for (const action of contract.iam.planner[kind] ?? []) expect(planner).toContain(action);
+      for (const action of contract.iam.converter[kind] ?? []) expect(converter).toContain(action);
+    }
+    for (const s of [{ stack, template, id }, bare]) {
+      expectNothingOfOtherCatalogs(s.template, [s.id(s.stack.plannerRole), s.id(s.stack.converterRole)], 's3tables');
+    }
+  });
+
+  test('planner triggers: the table bucket\'s commits as CloudTrail records them, and the sweep', () => {
+    const rules = Object.values(template.findResources('AWS::Events::Rule'));
+    expect(rules).toHaveLength(2);
+    const target = [{ Arn: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] }, Id: 'Target0' }];
+    const commits = rules.find((r) => r.Properties.EventPattern)!;
+    const rule = contract.catalogs.s3tables.rule;
+    expect([CLOUDTRAIL_API_CALL, S3TABLES_COMMIT]).toEqual([rule.detailType, rule.eventName]);
+    expect(commits.Properties.EventPattern).toEqual({
+      source: [rule.source],
+      'detail-type': [rule.detailType],
+      detail: {
+        eventName: [rule.eventName],
+        requestParameters: { tableBucketARN: [BUCKET], namespace: ['sales', 'cdc_db'] },
+      },
+    });
+    expect(commits.Properties.Targets).toEqual(target);
+    const sweep = rules.find((r) => r.Properties.ScheduleExpression)!;
+    expect(sweep.Properties.ScheduleExpression).toBe('rate(1 hour)');
+    expect(sweep.Properties.Targets).toEqual(target);
+    template.resourcePropertiesCountIs(
+      'AWS::Lambda::Permission',
+      { Principal: 'events.amazonaws.com', FunctionName: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] } },
+      2,
+    );
+  });
+
+  test('the rest of the stack is the Glue deployment\'s', () => {
+    template.resourceCountIs('AWS::Lambda::Function', 2);
+    template.resourceCountIs('AWS::SQS::Queue', 3);
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 1);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
+    template.resourceCountIs('AWS::IAM::Role', 3);
+    expect(Object.keys(template.toJSON().Outputs).sort()).toEqual([...contract.outputs].sort());
   });
 });

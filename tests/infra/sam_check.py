@@ -7,7 +7,10 @@ parameter values and runs the SAM translator, offline and without credentials
 loops need them). The resulting CloudFormation is checked against
 tests/infra/contract.json, as infra/test/eqdv-stack.test.ts checks the CDK stack:
 environment variables, every IAM statement of the three roles, the queues, the event
-source mapping, the rules, the split state machine and the alarms. The translator
+source mapping, the rules, the split state machine and the alarms, for a Glue and an
+S3 Tables deployment (Catalog). Resources whose Condition is false are left out, as
+CloudFormation would, and the template's Rules and parameter patterns are evaluated
+against good and bad parameter values. The translator
 sees the state machine's local DefinitionUri as a dummy S3 location (SAM CLI puts one
 there for validation), so its definition (infra/statemachine/split.asl.json, which
 the CDK app inlines) is checked by reading the file.
@@ -31,6 +34,7 @@ logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 
 PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "111122223333", "AWS::Partition": "aws"}
 TOPIC = "arn:aws:sns:eu-west-1:111122223333:eqdv-alarms"
+BUCKET = "arn:aws:s3tables:eu-west-1:111122223333:bucket/lake"
 
 
 class NoManagedPolicies:
@@ -52,6 +56,75 @@ def translate(template_path, params):
     return yaml_parse(validator.get_translated_template_if_valid())
 
 
+def parameter_values(template, params):
+    """Every parameter's value as CloudFormation passes it (lists split on commas),
+    from the overrides or the defaults; the pseudo parameters too."""
+    values = dict(PSEUDO)
+    for name, p in template.get("Parameters", {}).items():
+        value = params.get(name, p.get("Default"))
+        if value is None:
+            continue
+        value = str(value)
+        values[name] = [v.strip() for v in value.split(",")] if p["Type"] == "CommaDelimitedList" else value
+    return values
+
+
+def evaluate(expr, values, conditions=None):
+    """The value of a condition or rule expression (the functions those allow)."""
+    if not isinstance(expr, dict):
+        return expr
+    (fn, arg), = expr.items()
+    ev = lambda x: evaluate(x, values, conditions)  # noqa: E731
+    if fn == "Ref":
+        return values[arg]
+    if fn == "Condition":
+        return evaluate(conditions[arg], values, conditions)
+    if fn == "Fn::Equals":
+        return ev(arg[0]) == ev(arg[1])
+    if fn == "Fn::Not":
+        return not ev(arg[0])
+    if fn == "Fn::And":
+        return all(ev(x) for x in arg)
+    if fn == "Fn::Or":
+        return any(ev(x) for x in arg)
+    if fn == "Fn::Contains":
+        return ev(arg[1]) in ev(arg[0])
+    if fn == "Fn::EachMemberEquals":
+        return all(v == ev(arg[1]) for v in ev(arg[0]))
+    if fn == "Fn::EachMemberIn":
+        return all(v in ev(arg[1]) for v in ev(arg[0]))
+    raise AssertionError(f"cannot evaluate {json.dumps(expr)}")
+
+
+def deployed(translated, params):
+    """The resources CloudFormation creates: those without a Condition or with a true one."""
+    values = parameter_values(translated, params)
+    conditions = translated.get("Conditions", {})
+    return {k: r for k, r in translated["Resources"].items()
+            if "Condition" not in r or evaluate(conditions[r["Condition"]], values, conditions)}
+
+
+def rule_failures(template, params):
+    """What CloudFormation would refuse of these parameter values: the AllowedPattern
+    and AllowedValues of each value, and the Rules' assertions (their descriptions)."""
+    values = parameter_values(template, params)
+    failures = []
+    for name, p in template.get("Parameters", {}).items():
+        if name not in values:
+            failures.append(f"{name} is required")
+            continue
+        for v in as_list(values[name]):
+            if "AllowedPattern" in p and not re.fullmatch(p["AllowedPattern"], v):
+                failures.append(f"{name}: {v!r} does not match its pattern")
+            if "AllowedValues" in p and v not in [str(a) for a in p["AllowedValues"]]:
+                failures.append(f"{name}: {v!r} is not allowed")
+    for rule in template.get("Rules", {}).values():
+        if "RuleCondition" in rule and not evaluate(rule["RuleCondition"], values):
+            continue
+        failures += [a["AssertDescription"] for a in rule["Assertions"] if not evaluate(a["Assert"], values)]
+    return failures
+
+
 def render(value):
     """A CloudFormation value as a string: Ref X -> ${X}, GetAtt X.A -> ${X.A}."""
     if isinstance(value, (str, int)):
@@ -68,6 +141,23 @@ def render(value):
             # Its ${X} and ${X.A} read as Ref and GetAtt render.
             return arg
     raise AssertionError(f"cannot render {json.dumps(value)}")
+
+
+def resolved(value, template, params):
+    """A value as CloudFormation deploys it with these parameters, rendered: SAM CLI
+    resolves parameter references in resources, but not those SAM's Globals add."""
+    values = parameter_values(template, params)
+
+    def go(v):
+        if isinstance(v, dict) and len(v) == 1:
+            (fn, arg), = v.items()
+            if fn == "Ref" and arg in values:
+                return values[arg]
+            if fn == "Fn::Join":
+                parts = go(arg[1])
+                return arg[0].join(str(go(p)) for p in as_list(parts))
+        return render(v)
+    return ",".join(as_list(go(value)))
 
 
 def as_list(x):
@@ -147,7 +237,7 @@ def catch_target(state, error):
 def checks(template_path, contract):
     base = {"Databases": "sales,cdc_db", "TableLocations": "my-lake/warehouse,other-bucket"}
     translated = translate(template_path, base)
-    default = translated["Resources"]
+    default = deployed(translated, base)
     custom_params = {
         "Databases": "lake",
         "TableLocations": "lake-bucket/iceberg",
@@ -164,7 +254,37 @@ def checks(template_path, contract):
         "CommitRetries": "8",
         "AlarmTopicArn": TOPIC,
     }
-    custom = translate(template_path, custom_params)["Resources"]
+    custom = deployed(translate(template_path, custom_params), custom_params)
+    # S3 Tables: TableLocations left at its empty default, and given (it is ignored).
+    s3t_params = {"Catalog": "s3tables", "TableBucketArn": BUCKET, "Databases": "sales,cdc_db"}
+    s3t_translated = translate(template_path, s3t_params)
+    s3t = deployed(s3t_translated, s3t_params)
+    s3t_located_params = {**s3t_params, "Databases": "lake", "TableLocations": "my-lake/warehouse"}
+    s3t_located = deployed(translate(template_path, s3t_located_params), s3t_located_params)
+    source = yaml_parse(open(template_path, encoding="utf-8").read())
+
+    def check_catalog_parameters():
+        expect_equal(rule_failures(source, base), [], "a Glue deployment's parameters")
+        expect_equal(rule_failures(source, s3t_params), [], "an S3 Tables deployment's parameters")
+        expect_equal(rule_failures(source, s3t_located_params), [], "S3 Tables with TableLocations (ignored)")
+        for arn in (BUCKET, "arn:aws-cn:s3tables:cn-north-1:111122223333:bucket/my-lake-2"):
+            expect_equal(rule_failures(source, {**s3t_params, "TableBucketArn": arn}), [], f"TableBucketArn {arn}")
+        refused = [
+            ({"Databases": "sales"}, "Catalog=glue needs TableLocations"),
+            ({**base, "TableLocations": "my-lake,"}, "Catalog=glue needs TableLocations"),
+            ({**base, "TableBucketArn": BUCKET}, "TableBucketArn is for Catalog=s3tables"),
+            ({**s3t_params, "TableBucketArn": ""}, "Catalog=s3tables needs TableBucketArn"),
+            ({"Catalog": "s3tables", "Databases": "sales"}, "Catalog=s3tables needs TableBucketArn"),
+            ({**s3t_params, "TableBucketArn": "arn:aws:s3:::lake"}, "TableBucketArn: 'arn:aws:s3:::lake'"),
+            ({**s3t_params, "TableBucketArn": BUCKET + "/table/t"}, "TableBucketArn: "),
+            ({**s3t_params, "TableBucketArn": BUCKET.replace("lake", "Lake")}, "TableBucketArn: "),
+            ({**s3t_params, "TableBucketArn": BUCKET.replace("111122223333", "*")}, "TableBucketArn: "),
+            ({**s3t_params, "Catalog": "rest"}, "Catalog: 'rest' is not allowed"),
+        ]
+        for params, expected in refused:
+            failures = rule_failures(source, params)
+            assert any(f.startswith(expected) for f in failures), \
+                f"{show(params)}: expected a failure starting {expected!r}, got {failures}"
 
     def functions(resources):
         fns = of_type(resources, "AWS::Lambda::Function")
@@ -192,7 +312,10 @@ def checks(template_path, contract):
         expect_equal(sorted(env_c), sorted(contract["env"]["common"] + contract["env"]["converter"]), "converter env")
         expect_equal(render(env_p["EQDV_SHARD_QUEUE_URL"]), "${ShardQueue}", "EQDV_SHARD_QUEUE_URL")
         expect_equal(render(env_c["EQDV_DEAD_LETTER_QUEUE_URL"]), "${ShardDeadLetterQueue}", "EQDV_DEAD_LETTER_QUEUE_URL")
-        expect_equal(render(env_p["EQDV_CATALOG"]), "glue", "EQDV_CATALOG")
+        catalog = {k: [resolved(env[k], translated, base) for env in (env_p, env_c)]
+                   for k in ("EQDV_CATALOG", "EQDV_S3TABLES_BUCKET_ARN")}
+        expect_equal(catalog, {"EQDV_CATALOG": ["glue", "glue"], "EQDV_S3TABLES_BUCKET_ARN": ["", ""]},
+                     "the catalog variables with Glue (the defaults)")
         expect_equal(render(env_p["EQDV_SPLIT_STATE_MACHINE_ARN"]), "${SplitStateMachine}",
                      "EQDV_SPLIT_STATE_MACHINE_ARN")
         expect_equal([render(env_p["EQDV_SPLIT_ABOVE_MB"]), render(env_p["EQDV_MAX_RANGES"])], ["1024", "32"],
@@ -214,6 +337,15 @@ def checks(template_path, contract):
                      "EQDV_CONVERT_IN_PLANNER_MAX_MB, planner memory follow ConvertInPlannerMaxMb, PlannerMemorySize")
         expect_equal([render(env_p["EQDV_COMMIT_RETRIES"]), render(env_c["EQDV_COMMIT_RETRIES"])], ["8", "8"],
                      "EQDV_COMMIT_RETRIES follows CommitRetries in both functions")
+        planner, converter = functions(s3t)
+        for name, env, group in (("planner", planner["Environment"]["Variables"], "planner"),
+                                 ("converter", converter["Environment"]["Variables"], "converter")):
+            expect_equal(sorted(env), sorted(contract["env"]["common"] + contract["env"][group]),
+                         f"{name} env with S3 Tables")
+            expect_equal({k: resolved(env[k], s3t_translated, s3t_params)
+                          for k in ("EQDV_CATALOG", "EQDV_S3TABLES_BUCKET_ARN", "EQDV_ALLOWED_DATABASES")},
+                         {"EQDV_CATALOG": "s3tables", "EQDV_S3TABLES_BUCKET_ARN": BUCKET,
+                          "EQDV_ALLOWED_DATABASES": "sales,cdc_db"}, f"{name} catalog variables with S3 Tables")
 
     def check_queues():
         for resources, timeout, receives in ((default, 900, 5), (custom, 120, 3)):
@@ -234,17 +366,38 @@ def checks(template_path, contract):
             expect_equal([int(p["BatchSize"]), p["FunctionResponseTypes"], int(p["ScalingConfig"]["MaximumConcurrency"])],
                          [batch, ["ReportBatchItemFailures"], concurrency], "batch size, response types, concurrency")
 
-    def check_triggers():
-        rules = of_type(default, "AWS::Events::Rule")
-        expect_equal(sorted(rules), ["PlannerFunctionGlueTableChange", "PlannerFunctionSweep"], "rules")
-        expect_equal(rules["PlannerFunctionGlueTableChange"]["Properties"]["EventPattern"], {
-            "source": ["aws.glue"],
-            "detail-type": ["Glue Data Catalog Table State Change"],
-            "detail": {"databaseName": ["sales", "cdc_db"]},
-        }, "Glue event pattern")
+    def planner_rules(resources, table_rule):
+        """The rules: the catalog's and the sweep, each invoking the planner directly."""
+        rules = of_type(resources, "AWS::Events::Rule")
+        expect_equal(sorted(rules), sorted([table_rule, "PlannerFunctionSweep"]), "rules")
         expect_equal(rules["PlannerFunctionSweep"]["Properties"]["ScheduleExpression"], "rate(1 hour)", "schedule")
         for rule in rules.values():
             expect_equal([render(t["Arn"]) for t in rule["Properties"]["Targets"]], ["${PlannerFunction.Arn}"], "rule target")
+        permissions = of_type(resources, "AWS::Lambda::Permission").values()
+        expect_equal(sorted((render(p["Properties"]["FunctionName"]), p["Properties"]["Principal"],
+                             p["Properties"]["Action"], render(p["Properties"]["SourceArn"])) for p in permissions),
+                     sorted(("${PlannerFunction}", "events.amazonaws.com", "lambda:InvokeFunction", "${%s.Arn}" % r)
+                            for r in rules), "EventBridge may invoke the planner, one permission per rule")
+        return rules[table_rule]["Properties"]["EventPattern"]
+
+    def check_triggers():
+        glue = contract["catalogs"]["glue"]["rule"]
+        expect_equal(planner_rules(default, "PlannerFunctionGlueTableChange"), {
+            "source": [glue["source"]],
+            "detail-type": [glue["detailType"]],
+            "detail": {"databaseName": ["sales", "cdc_db"]},
+        }, "Glue event pattern")
+        expect_equal(planner_rules(custom, "PlannerFunctionGlueTableChange")["detail"], {"databaseName": ["lake"]},
+                     "Glue event pattern's databases")
+        s3tables = contract["catalogs"]["s3tables"]["rule"]
+        expect_equal(planner_rules(s3t, "PlannerFunctionS3TablesCommit"), {
+            "source": [s3tables["source"]],
+            "detail-type": [s3tables["detailType"]],
+            "detail": {
+                "eventName": [s3tables["eventName"]],
+                "requestParameters": {"tableBucketARN": [BUCKET], "namespace": ["sales", "cdc_db"]},
+            },
+        }, "S3 Tables commit pattern (CloudTrail)")
         (config,) = of_type(default, "AWS::Lambda::EventInvokeConfig").values()
         expect_equal(render(config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]),
                      "${PlannerDeadLetterQueue.Arn}", "planner on-failure destination")
@@ -271,16 +424,22 @@ def checks(template_path, contract):
             expect_equal([alarm["Properties"]["AlarmActions"], alarm["Properties"]["OKActions"]], [[TOPIC], [TOPIC]],
                          f"{name} actions")
 
-    def iam(resources, role, catalog, databases, locations, kind):
+    def iam(resources, role, kind, catalog, glue_catalog="", databases=(), locations=()):
         a = contract["iam"][kind]
         logs = "${%sLogGroup.Arn}" % ("Planner" if kind == "planner" else "Converter")
-        expected = {
-            tuple(a["logs"]): [logs],
-            tuple(a["glue"]): sorted(glue_arns(catalog, databases)),
-            tuple(a["s3Read"]): sorted(s3(f"{loc}/*") for loc in locations),
+        arns = {
+            "glue": lambda: sorted(glue_arns(glue_catalog, databases)),
+            "s3Read": lambda: sorted(s3(f"{loc}/*") for loc in locations),
             # Both convert: the planner a commit's one small shard itself.
-            tuple(a["s3Write"]): sorted(s3(f"{loc}/*/{d}/*") for loc in locations for d in ("metadata", "data")),
+            "s3Write": lambda: sorted(s3(f"{loc}/*/{d}/*") for loc in locations for d in ("metadata", "data")),
+            # A table's ARN is bucket/NAME/table/ID: every table of the bucket.
+            "s3tablesTables": lambda: [f"{BUCKET}/table/*"],
+            "s3tablesBucket": lambda: [BUCKET],
         }
+        expected = {tuple(a["logs"]): [logs]}
+        for k in contract["catalogs"][catalog]["iam"]:
+            if k in a:  # the kinds this principal has
+                expected[tuple(a[k])] = arns[k]()
         if kind == "planner":
             expected[tuple(a["shardQueue"])] = sorted(["${ShardQueue.Arn}", "${PlannerDeadLetterQueue.Arn}"])
             assert a["shardQueue"] == a["plannerDeadLetterQueue"]
@@ -291,21 +450,34 @@ def checks(template_path, contract):
             expected[tuple(a["shardQueue"])] = ["${ShardQueue.Arn}"]
             expected[tuple(a["shardDeadLetterQueue"])] = ["${ShardDeadLetterQueue.Arn}"]
         statements = statements_of(resources, role)
-        expect_equal(merged(statements), expected, f"{role} statements")
+        expect_equal(merged(statements), expected, f"{role} statements ({catalog})")
         for actions, arns in statements:
             assert "*" not in arns, f"{role}: a statement on every resource: {actions}"
+        # Nothing of the other catalogs.
+        others = {x for c, spec in contract["catalogs"].items() if c not in ("_comment", catalog)
+                  for k in spec["iam"] for x in a.get(k, [])}
+        prefixes = tuple(contract["catalogs"][catalog]["actionPrefixesNotGranted"])
+        granted = {x for actions, _ in statements for x in actions}
+        expect_equal(sorted(x for x in granted if x in others or x.startswith(prefixes)), [],
+                     f"{role}: actions a {catalog} deployment does not grant")
 
     def check_planner_iam():
-        iam(default, "PlannerRole", "111122223333", ["sales", "cdc_db"], ["my-lake/warehouse", "other-bucket"], "planner")
-        iam(custom, "PlannerRole", "210987654321", ["lake"], ["lake-bucket/iceberg"], "planner")
+        iam(default, "PlannerRole", "planner", "glue", "111122223333", ["sales", "cdc_db"],
+            ["my-lake/warehouse", "other-bucket"])
+        iam(custom, "PlannerRole", "planner", "glue", "210987654321", ["lake"], ["lake-bucket/iceberg"])
+        iam(s3t, "PlannerRole", "planner", "s3tables")
+        iam(s3t_located, "PlannerRole", "planner", "s3tables")
 
     def check_converter_iam():
-        iam(default, "ConverterRole", "111122223333", ["sales", "cdc_db"], ["my-lake/warehouse", "other-bucket"], "converter")
-        iam(custom, "ConverterRole", "210987654321", ["lake"], ["lake-bucket/iceberg"], "converter")
+        iam(default, "ConverterRole", "converter", "glue", "111122223333", ["sales", "cdc_db"],
+            ["my-lake/warehouse", "other-bucket"])
+        iam(custom, "ConverterRole", "converter", "glue", "210987654321", ["lake"], ["lake-bucket/iceberg"])
+        iam(s3t, "ConverterRole", "converter", "s3tables")
+        iam(s3t_located, "ConverterRole", "converter", "s3tables")
 
     def check_state_machine():
         sm = contract["stateMachine"]
-        for resources in (default, custom):
+        for resources in (default, custom, s3t):
             machines = of_type(resources, "AWS::StepFunctions::StateMachine")
             expect_equal(sorted(machines), ["SplitStateMachine"], "state machines")
             p = machines["SplitStateMachine"]["Properties"]
@@ -325,7 +497,6 @@ def checks(template_path, contract):
             }, "SplitStateMachineRole statements")
             for actions, arns in statements:
                 assert "*" not in arns, f"SplitStateMachineRole: a statement on every resource: {actions}"
-        source = yaml_parse(open(template_path, encoding="utf-8").read())
         expect_equal(source["Resources"]["SplitStateMachine"]["Properties"]["DefinitionUri"], sm["definition"],
                      "DefinitionUri")
 
@@ -368,9 +539,9 @@ def checks(template_path, contract):
     def check_outputs():
         expect_equal(sorted(translated["Outputs"]), sorted(contract["outputs"]), "outputs")
 
-    return [check_outputs, check_functions, check_env, check_queues, check_event_source, check_triggers, check_alarms,
-            check_planner_iam, check_converter_iam, check_state_machine, check_split_definition,
-            check_visibility_steps]
+    return [check_outputs, check_catalog_parameters, check_functions, check_env, check_queues, check_event_source,
+            check_triggers, check_alarms, check_planner_iam, check_converter_iam, check_state_machine,
+            check_split_definition, check_visibility_steps]
 
 
 def main():

@@ -571,6 +571,7 @@ mod tests {
         let read = [
             ENV_CATALOG,
             ENV_GLUE_CATALOG_ID,
+            ENV_S3TABLES_BUCKET_ARN,
             ENV_ALLOWED_DATABASES,
             ENV_ALLOWED_TABLES,
             ENV_BRANCH,
@@ -598,6 +599,7 @@ mod tests {
             ENV_REGION,
             ENV_GLUE_ENDPOINT,
             ENV_S3_ENDPOINT,
+            ENV_S3TABLES_ENDPOINT,
             ENV_GLUE_SKIP_ARCHIVE,
         ];
         for var in &deployed {
