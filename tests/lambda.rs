@@ -629,7 +629,10 @@ async fn glue_event_to_planner_to_sqs_to_converter() {
 /// A REST catalog emits no table-change event: its deployment runs the planner on the
 /// scheduled sweep. The planner, on EQDV_CATALOG=rest, lists the allowed namespace
 /// through the REST catalog and queues the table's shards; the converter commits each
-/// through the catalog; Java, reading through the same catalog, judges.
+/// through the catalog; Java, reading through the same catalog, judges. The functions'
+/// OAuth2 client credentials are in a Secrets Manager secret (as the stacks deploy
+/// them), read at cold start: every request to the catalog carries the token the
+/// catalog's token endpoint grants that client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
     let t = JavaTable::new_rest("lambda_rest");
@@ -639,11 +642,22 @@ async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
     let name = t.name();
     assert!(live_equality_deletes(&catalog, &name).await > 0);
 
+    let secret_arn = rest_credential_secret(&services::unique_name("e2e-rest")).await;
+    // Counts the catalog requests that carry the REST fixture's token for client
+    // `eqdv-lambda` (a zero delay changes nothing else).
+    let rest = proxy::Proxy::start(&services::rest_uri());
+    rest.inject_request(
+        "GET",
+        "authorization: bearer client-credentials-token:sub=eqdv-lambda",
+        proxy::Fault::Delay(Duration::ZERO),
+        usize::MAX,
+    );
     let queues = Queues::create(&services::unique_name("e2e-rest")).await;
     let mut env = function_env(&t, &queues);
     env.retain(|(k, _)| !matches!(*k, "EQDV_CATALOG" | "EQDV_WAREHOUSE"));
     env.push(("EQDV_CATALOG", "rest".into()));
-    env.push(("EQDV_REST_URI", services::rest_uri()));
+    env.push(("EQDV_REST_URI", rest.url()));
+    env.push(("EQDV_REST_CREDENTIAL_SECRET_ARN", secret_arn));
     let planner = Function::start("eqdv-planner", &env, 60);
     let converter = Function::start("eqdv-converter", &env, 120);
 
@@ -670,6 +684,31 @@ async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
         "nothing-to-do",
         "{again}"
     );
+    let log = rest.log();
+    let gets = log.iter().filter(|l| l.method == "GET").count();
+    assert!(gets > 0, "{log:?}");
+    assert_eq!(
+        rest.matched(),
+        gets,
+        "every GET carries the token of the secret's client: {log:?}"
+    );
+}
+
+/// A Secrets Manager secret holding OAuth2 client credentials for client `eqdv-lambda`
+/// (the services' REST fixture grants any), in JSON form; returns its ARN.
+async fn rest_credential_secret(name: &str) -> String {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    aws_sdk_secretsmanager::Client::new(&sdk)
+        .create_secret()
+        .name(name)
+        .secret_string(r#"{"client_id": "eqdv-lambda", "client_secret": "from-the-secret"}"#)
+        .send()
+        .await
+        .expect("create the secret")
+        .arn
+        .expect("the secret's ARN")
 }
 
 /// Feeds every shard `planned` queued to `converter`, one SQS message per invocation,

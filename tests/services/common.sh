@@ -27,9 +27,10 @@ MINIO_ROOT_USER="eqdvminio"
 MINIO_ROOT_PASSWORD="eqdvminio-secret"
 BUCKET="warehouse"
 # LocalStack's services: SQS, EventBridge and Step Functions (its own ASL interpreter,
-# on the host) for eqdv, plus cheap in-memory ones a deployment test may touch (STS
+# on the host) for eqdv, Secrets Manager (a REST catalog's credentials, read at a
+# function's cold start), plus cheap in-memory ones a deployment test may touch (STS
 # GetCallerIdentity, CloudWatch metrics).
-LOCALSTACK_SERVICES="sqs,events,stepfunctions,sts,cloudwatch"
+LOCALSTACK_SERVICES="sqs,events,stepfunctions,secretsmanager,sts,cloudwatch"
 
 # --- Paths --------------------------------------------------------------------------
 services_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -14,6 +14,7 @@ pub mod logging;
 pub mod metrics;
 pub mod planner;
 pub mod queue;
+pub mod secrets;
 pub mod split;
 
 pub use config::FunctionConfig;
