@@ -3,12 +3,19 @@
 // parameters they are known at synth time, so lists become explicit ARNs and the
 // queue's visibility timeout is computed.
 
-/** Where the tables are: the Glue Data Catalog, or an Amazon S3 Tables table bucket. */
-export type Catalog = 'glue' | 's3tables';
+/**
+ * Where the tables are: the Glue Data Catalog, an Amazon S3 Tables table bucket, or an
+ * Iceberg REST catalog (Polaris, Snowflake Open Catalog, Unity, Lakekeeper...; AWS's
+ * own Iceberg REST endpoints are deployed as `glue` or `s3tables`).
+ */
+export type Catalog = 'glue' | 's3tables' | 'rest';
 
 /** The settings of one eqdv deployment. */
 export interface EqdvConfig {
-  /** The catalog (EQDV_CATALOG): decides the IAM statements and the planner's event rule. */
+  /**
+   * The catalog (EQDV_CATALOG): decides the IAM statements and the planner's event rule
+   * (none with `rest`, which emits no event: the sweep alone).
+   */
   readonly catalog: Catalog;
   /**
    * With catalog `s3tables` (required then, and only then): the table bucket's ARN,
@@ -16,19 +23,37 @@ export interface EqdvConfig {
    */
   readonly tableBucketArn: string;
   /**
-   * Glue databases, or with catalog `s3tables` the table bucket's namespaces, eqdv may
-   * convert tables of (required).
+   * Glue databases, or with catalog `s3tables` the table bucket's namespaces (with
+   * `rest` the catalog's), eqdv may convert tables of (required).
    */
   readonly databases: string[];
   /**
    * S3 prefixes the tables live under, as `bucket/prefix` (required with catalog
-   * `glue`; ignored with `s3tables`, whose storage the s3tables actions authorize).
+   * `glue`; optional with `rest`, for a catalog that vends no credentials; ignored with
+   * `s3tables`, whose storage the s3tables actions authorize).
    */
   readonly tableLocations: string[];
   /** Optional `db.table` allowlist; empty means every table of the databases. */
   readonly allowedTables: string[];
-  /** Glue catalog id; empty means the deploying account's catalog (ignored with `s3tables`). */
+  /** Glue catalog id; empty means the deploying account's catalog (ignored with `s3tables`, `rest`). */
   readonly glueCatalogId: string;
+  /**
+   * With catalog `rest` (required then, and refused otherwise, as every `rest*` value):
+   * the catalog's base URI before `/v1/`, https:// (EQDV_REST_URI).
+   */
+  readonly restUri: string;
+  /** The warehouse the REST catalog's configuration is asked for (EQDV_WAREHOUSE); empty: its default. */
+  readonly restWarehouse: string;
+  /**
+   * The full ARN of a Secrets Manager secret holding OAuth2 client credentials
+   * `CLIENT_ID:CLIENT_SECRET` (EQDV_REST_CREDENTIAL_SECRET_ARN): both roles may read
+   * that one secret. Empty: the catalog is called without authentication.
+   */
+  readonly restCredentialSecretArn: string;
+  /** The OAuth2 scope (EQDV_REST_SCOPE); only with `restCredentialSecretArn`. */
+  readonly restScope: string;
+  /** The OAuth2 token endpoint (EQDV_REST_OAUTH2_SERVER_URI), https://; only with `restCredentialSecretArn`. */
+  readonly restOAuth2ServerUri: string;
   readonly branch: string;
   readonly logLevel: string;
   readonly metricsNamespace: string;
@@ -86,6 +111,12 @@ export const CONTEXT_DEFAULTS: Record<keyof EqdvConfig, string | undefined> = {
   tableLocations: '',
   allowedTables: '',
   glueCatalogId: '',
+  // Required with catalog rest: checked below.
+  restUri: '',
+  restWarehouse: '',
+  restCredentialSecretArn: '',
+  restScope: '',
+  restOAuth2ServerUri: '',
   branch: 'main',
   logLevel: 'info',
   metricsNamespace: 'eqdv',
@@ -121,7 +152,13 @@ const TABLE = /^[a-z0-9_-]+\.[a-z0-9_-]+$/;
 const LOCATION = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](\/[^/*?]+)*$/;
 const CATALOG_ID = /^[0-9]{12}$/;
 const TABLE_BUCKET_ARN = /^arn:aws[a-z-]*:s3tables:[a-z0-9-]+:[0-9]{12}:bucket\/[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$/;
-const CATALOGS: Catalog[] = ['glue', 's3tables'];
+// Over HTTPS only: the token exchange sends the client secret.
+const HTTPS_URI = /^https:\/\/[^/\s][^\s]*$/;
+// The full ARN, with the 6 characters Secrets Manager appends to the name: the grant is
+// on exactly this ARN, and a partial one would never match the secret.
+const SECRET_ARN =
+  /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+-[A-Za-z0-9]{6}$/;
+const CATALOGS: Catalog[] = ['glue', 's3tables', 'rest'];
 const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557,
   2922, 3288, 3653,
@@ -179,7 +216,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
 
   const catalog = raw('catalog').toLowerCase() as Catalog;
   if (!CATALOGS.includes(catalog)) {
-    throw new ConfigError(`catalog: '${catalog}' is not ${CATALOGS.join(' or ')}`);
+    throw new ConfigError(`catalog: '${catalog}' is not ${CATALOGS.join(', ')}`);
   }
   const databases = list(
     'databases',
@@ -198,8 +235,40 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
       'tableBucketArn is required with catalog s3tables (-c tableBucketArn=arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME)',
     );
   }
-  if (catalog === 'glue' && tableBucketArn !== '') {
-    throw new ConfigError('tableBucketArn is for catalog s3tables (-c catalog=s3tables), not glue');
+  if (catalog !== 's3tables' && tableBucketArn !== '') {
+    throw new ConfigError(`tableBucketArn is for catalog s3tables (-c catalog=s3tables), not ${catalog}`);
+  }
+  const restUri = raw('restUri');
+  if (restUri !== '' && !HTTPS_URI.test(restUri)) {
+    throw new ConfigError(`restUri: '${restUri}' is not an https:// URI`);
+  }
+  const restWarehouse = raw('restWarehouse');
+  const restCredentialSecretArn = raw('restCredentialSecretArn');
+  if (restCredentialSecretArn !== '' && !SECRET_ARN.test(restCredentialSecretArn)) {
+    throw new ConfigError(
+      `restCredentialSecretArn: '${restCredentialSecretArn}' is not a secret's full ARN (arn:aws:secretsmanager:REGION:ACCOUNT:secret:NAME-SUFFIX)`,
+    );
+  }
+  const restScope = raw('restScope');
+  const restOAuth2ServerUri = raw('restOAuth2ServerUri');
+  if (restOAuth2ServerUri !== '' && !HTTPS_URI.test(restOAuth2ServerUri)) {
+    throw new ConfigError(`restOAuth2ServerUri: '${restOAuth2ServerUri}' is not an https:// URI`);
+  }
+  const rest = { restUri, restWarehouse, restCredentialSecretArn, restScope, restOAuth2ServerUri };
+  if (catalog === 'rest') {
+    if (restUri === '') {
+      throw new ConfigError('restUri is required with catalog rest (-c restUri=https://...)');
+    }
+    if (restCredentialSecretArn === '' && (restScope !== '' || restOAuth2ServerUri !== '')) {
+      throw new ConfigError(
+        'restScope and restOAuth2ServerUri are for the client credentials of restCredentialSecretArn (set it, or leave them empty)',
+      );
+    }
+  } else {
+    // Unused with another catalog (restWarehouse would even be Glue's warehouse): refused.
+    for (const [key, value] of Object.entries(rest)) {
+      if (value !== '') throw new ConfigError(`${key} is for catalog rest (-c catalog=rest), not ${catalog}`);
+    }
   }
   const tableLocations = list(
     'tableLocations',
@@ -243,6 +312,7 @@ export function loadConfig(get: (key: string) => unknown): EqdvConfig {
     tableLocations,
     allowedTables,
     glueCatalogId,
+    ...rest,
     branch: nonEmpty('branch'),
     logLevel: nonEmpty('logLevel'),
     metricsNamespace: nonEmpty('metricsNamespace'),

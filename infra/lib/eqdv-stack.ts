@@ -43,8 +43,9 @@ export interface EqdvStackProps extends StackProps {
  * eqdv's planner and converter Lambdas, the shard queue and its dead-letter queue,
  * the split state machine, their triggers, least-privilege roles and alarms: the same
  * stack as ../template.yaml (SAM), with context values in place of its parameters.
- * The catalog (Glue or an S3 Tables table bucket) decides the catalog and storage
- * statements of the roles and the event rule on the planner.
+ * The catalog (Glue, an S3 Tables table bucket or an Iceberg REST catalog) decides the
+ * catalog and storage statements of the roles and the event rule on the planner (none
+ * for a REST catalog, which emits no event: the sweep alone).
  */
 export class EqdvStack extends Stack {
   readonly shardQueue: sqs.Queue;
@@ -63,6 +64,13 @@ export class EqdvStack extends Stack {
     const c = props.config;
 
     const glue = c.catalog === 'glue';
+    const s3tables = c.catalog === 's3tables';
+    const rest = c.catalog === 'rest';
+    // The roles' own access to the table locations: with Glue, and with a REST catalog
+    // given locations (for tables it vends no credentials for).
+    const tableLocationAccess = glue || (rest && c.tableLocations.length > 0);
+    // A REST catalog's OAuth2 client credentials, which the functions read at cold start.
+    const restSecret = rest && c.restCredentialSecretArn !== '';
     const catalogId = c.glueCatalogId || Aws.ACCOUNT_ID;
     const glueArn = (resource: string) =>
       `arn:${Aws.PARTITION}:glue:${Aws.REGION}:${catalogId}:${resource}`;
@@ -128,6 +136,7 @@ export class EqdvStack extends Stack {
     // Step Functions on the split state machine: granted once it exists, below.
     // The planner commits and writes like the converter: it converts a commit's one
     // small shard itself (convertInPlannerMaxMb).
+    // Catalog rest: no catalog statement (the catalog authorizes its callers itself).
     if (glue) {
       this.plannerRole.addToPolicy(
         new iam.PolicyStatement({
@@ -136,17 +145,8 @@ export class EqdvStack extends Stack {
           resources: glueResources,
         }),
       );
-      this.plannerRole.addToPolicy(
-        new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
-      );
-      this.plannerRole.addToPolicy(
-        new iam.PolicyStatement({
-          sid: 'WriteMetadataAndDeleteVectors',
-          actions: ['s3:PutObject', 's3:DeleteObject'],
-          resources: tableWrites,
-        }),
-      );
-    } else {
+    }
+    if (s3tables) {
       this.plannerRole.addToPolicy(
         new iam.PolicyStatement({
           sid: 'S3TablesReadAndCommit',
@@ -163,6 +163,32 @@ export class EqdvStack extends Stack {
         }),
       );
     }
+    const grantTableAccess = (role: iam.Role) => {
+      if (tableLocationAccess) {
+        role.addToPolicy(
+          new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
+        );
+        role.addToPolicy(
+          new iam.PolicyStatement({
+            sid: 'WriteMetadataAndDeleteVectors',
+            actions: ['s3:PutObject', 's3:DeleteObject'],
+            resources: tableWrites,
+          }),
+        );
+      }
+      // Exactly the one secret. One encrypted with a customer managed key also needs
+      // kms:Decrypt on that key, which is not granted (docs/deploy.md).
+      if (restSecret) {
+        role.addToPolicy(
+          new iam.PolicyStatement({
+            sid: 'RestCredentialSecret',
+            actions: ['secretsmanager:GetSecretValue'],
+            resources: [c.restCredentialSecretArn],
+          }),
+        );
+      }
+    };
+    grantTableAccess(this.plannerRole);
 
     this.converterRole = new iam.Role(this, 'ConverterRole', {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
@@ -178,17 +204,8 @@ export class EqdvStack extends Stack {
           resources: glueResources,
         }),
       );
-      this.converterRole.addToPolicy(
-        new iam.PolicyStatement({ sid: 'ReadTables', actions: ['s3:GetObject'], resources: tableReads }),
-      );
-      this.converterRole.addToPolicy(
-        new iam.PolicyStatement({
-          sid: 'WriteMetadataAndDeleteVectors',
-          actions: ['s3:PutObject', 's3:DeleteObject'],
-          resources: tableWrites,
-        }),
-      );
-    } else {
+    }
+    if (s3tables) {
       this.converterRole.addToPolicy(
         new iam.PolicyStatement({
           sid: 'S3TablesReadAndCommit',
@@ -197,6 +214,7 @@ export class EqdvStack extends Stack {
         }),
       );
     }
+    grantTableAccess(this.converterRole);
 
     // --- Functions ------------------------------------------------------------------
     const common: Record<string, string> = {
@@ -204,6 +222,12 @@ export class EqdvStack extends Stack {
       EQDV_GLUE_CATALOG_ID: c.glueCatalogId,
       // Empty with glue, which the functions read as unset.
       EQDV_S3TABLES_BUCKET_ARN: c.tableBucketArn,
+      // Catalog rest (empty otherwise). The client credentials stay in Secrets Manager.
+      EQDV_REST_URI: c.restUri,
+      EQDV_WAREHOUSE: c.restWarehouse,
+      EQDV_REST_CREDENTIAL_SECRET_ARN: c.restCredentialSecretArn,
+      EQDV_REST_SCOPE: c.restScope,
+      EQDV_REST_OAUTH2_SERVER_URI: c.restOAuth2ServerUri,
       EQDV_ALLOWED_DATABASES: c.databases.join(','),
       EQDV_ALLOWED_TABLES: c.allowedTables.join(','),
       EQDV_BRANCH: c.branch,
@@ -323,7 +347,8 @@ export class EqdvStack extends Stack {
     });
 
     // --- Triggers -------------------------------------------------------------------
-    // The catalog's table changes, and the sweep: each invokes the planner directly.
+    // The catalog's table changes, and the sweep: each invokes the planner directly. A
+    // REST catalog emits no event: the sweep (and backfills) alone.
     if (glue) {
       new events.Rule(this, 'GlueTableChangeRule', {
         description: 'eqdv: Glue table changes in the configured databases',
@@ -334,7 +359,8 @@ export class EqdvStack extends Stack {
         },
         targets: [new targets.LambdaFunction(this.planner)],
       });
-    } else {
+    }
+    if (s3tables) {
       // S3 Tables emits no table change event: its commits reach EventBridge as the
       // CloudTrail management events a trail records (without one, the sweep alone).
       // CloudTrail's namespace is a string or a list of one; a pattern list matches both.

@@ -3,6 +3,9 @@ import { ConfigError, loadConfig, shardVisibilitySeconds } from '../lib/config';
 const required = { databases: 'sales', tableLocations: 'my-lake/warehouse' };
 const BUCKET = 'arn:aws:s3tables:eu-west-1:111122223333:bucket/lake';
 const s3tables = { catalog: 's3tables', tableBucketArn: BUCKET, databases: 'sales' };
+const REST_URI = 'https://catalog.example.com/api/catalog';
+const SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:eqdv/rest-AbC123';
+const rest = { catalog: 'rest', restUri: REST_URI, databases: 'sales' };
 const load = (context: Record<string, unknown>) => loadConfig((key) => context[key]);
 
 describe('loadConfig', () => {
@@ -15,6 +18,11 @@ describe('loadConfig', () => {
       tableLocations: ['my-lake/warehouse'],
       allowedTables: [],
       glueCatalogId: '',
+      restUri: '',
+      restWarehouse: '',
+      restCredentialSecretArn: '',
+      restScope: '',
+      restOAuth2ServerUri: '',
       branch: 'main',
       logLevel: 'info',
       metricsNamespace: 'eqdv',
@@ -82,10 +90,67 @@ describe('loadConfig', () => {
     expect(load({ ...required, catalog: 'glue' }).catalog).toBe('glue');
   });
 
+  test('catalog rest: the URI, optional warehouse, credential secret, scope, token endpoint and locations', () => {
+    expect(load(rest)).toMatchObject({
+      catalog: 'rest',
+      restUri: REST_URI,
+      restWarehouse: '',
+      restCredentialSecretArn: '',
+      restScope: '',
+      restOAuth2ServerUri: '',
+      tableBucketArn: '',
+      databases: ['sales'],
+      // A catalog that vends credentials needs none.
+      tableLocations: [],
+    });
+    const full = {
+      ...rest,
+      restWarehouse: 'lake',
+      restCredentialSecretArn: SECRET,
+      restScope: 'PRINCIPAL_ROLE:ALL',
+      restOAuth2ServerUri: 'https://auth.example.com/oauth/tokens',
+      tableLocations: 'my-lake/warehouse',
+    };
+    expect(load(full)).toMatchObject({
+      restWarehouse: 'lake',
+      restCredentialSecretArn: SECRET,
+      restScope: 'PRINCIPAL_ROLE:ALL',
+      restOAuth2ServerUri: 'https://auth.example.com/oauth/tokens',
+      tableLocations: ['my-lake/warehouse'],
+    });
+    // Other partitions, a port, names with the characters Secrets Manager allows.
+    const gov = 'arn:aws-us-gov:secretsmanager:us-gov-west-1:111122223333:secret:team/eqdv_rest.v2-x9Y8z7';
+    expect(load({ ...rest, restUri: 'https://polaris.internal:8181/api/catalog', restCredentialSecretArn: gov }))
+      .toMatchObject({ restUri: 'https://polaris.internal:8181/api/catalog', restCredentialSecretArn: gov });
+    expect(load({ ...rest, catalog: 'REST' }).catalog).toBe('rest');
+  });
+
   test.each([
     [{ tableLocations: 'x/y' }, /databases is required/],
     [{ databases: 'sales', tableLocations: '' }, /tableLocations is required with catalog glue/],
-    [{ ...required, catalog: 'rest' }, /catalog: 'rest' is not glue or s3tables/],
+    [{ ...required, catalog: 'hive' }, /catalog: 'hive' is not glue, s3tables, rest/],
+    [{ catalog: 'rest', databases: 'sales' }, /restUri is required with catalog rest/],
+    [{ ...rest, restUri: '' }, /restUri is required with catalog rest/],
+    // HTTPS only: the token exchange sends the client secret.
+    [{ ...rest, restUri: 'http://catalog.example.com' }, /restUri: 'http:\/\/catalog.example.com' is not an https/],
+    [{ ...rest, restUri: 'catalog.example.com' }, /restUri: .* is not an https/],
+    [{ ...rest, restUri: 'https://catalog example' }, /restUri: .* is not an https/],
+    [{ ...rest, restCredentialSecretArn: SECRET, restOAuth2ServerUri: 'http://auth/token' }, /restOAuth2ServerUri: .* is not an https/],
+    // The secret's full ARN only: a grant on a partial one would never match it.
+    [{ ...rest, restCredentialSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:eqdv' }, /is not a secret's full ARN/],
+    [{ ...rest, restCredentialSecretArn: SECRET.replace('secretsmanager', 'ssm') }, /is not a secret's full ARN/],
+    [{ ...rest, restCredentialSecretArn: SECRET.replace('111122223333', '*') }, /is not a secret's full ARN/],
+    [{ ...rest, restCredentialSecretArn: 'eqdv/rest' }, /restCredentialSecretArn: 'eqdv\/rest' is not a secret's full ARN/],
+    [{ ...rest, restScope: 'catalog' }, /restScope and restOAuth2ServerUri are for the client credentials/],
+    [{ ...rest, restOAuth2ServerUri: 'https://auth/token' }, /restScope and restOAuth2ServerUri are for the client credentials/],
+    [{ ...rest, tableBucketArn: BUCKET }, /tableBucketArn is for catalog s3tables .*, not rest/],
+    // The rest* values with another catalog are refused, not ignored.
+    [{ ...required, restUri: REST_URI }, /restUri is for catalog rest \(-c catalog=rest\), not glue/],
+    [{ ...required, restWarehouse: 'lake' }, /restWarehouse is for catalog rest/],
+    [{ ...required, restCredentialSecretArn: SECRET }, /restCredentialSecretArn is for catalog rest/],
+    [{ ...s3tables, restUri: REST_URI }, /restUri is for catalog rest \(-c catalog=rest\), not s3tables/],
+    [{ ...s3tables, restScope: 'catalog' }, /restScope is for catalog rest/],
+    [{ ...s3tables, restOAuth2ServerUri: 'https://auth/token' }, /restOAuth2ServerUri is for catalog rest/],
     [{ ...required, tableBucketArn: BUCKET }, /tableBucketArn is for catalog s3tables/],
     [{ catalog: 's3tables', databases: 'sales' }, /tableBucketArn is required with catalog s3tables/],
     [{ ...s3tables, tableBucketArn: '' }, /tableBucketArn is required with catalog s3tables/],

@@ -102,12 +102,15 @@ const s3 = (key: string) => `arn:${PARTITION}:s3:::${key}`;
 
 /**
  * No role grants what the catalog's deployment must not: another catalog's IAM kinds
- * (contract.catalogs), or an action with one of its actionPrefixesNotGranted.
+ * (contract.catalogs) but those it lists too, or an action with one of its
+ * actionPrefixesNotGranted.
  */
-function expectNothingOfOtherCatalogs(template: Template, roleIds: string[], catalog: 'glue' | 's3tables') {
+function expectNothingOfOtherCatalogs(template: Template, roleIds: string[], catalog: 'glue' | 's3tables' | 'rest') {
+  const own: string[] = contract.catalogs[catalog].iam;
   const kinds = Object.entries(contract.catalogs as Record<string, { iam?: string[] }>)
     .filter(([name, spec]) => name !== catalog && Array.isArray(spec.iam))
-    .flatMap(([, spec]) => spec.iam!);
+    .flatMap(([, spec]) => spec.iam!)
+    .filter((k) => !own.includes(k));
   const others = new Set<string>(
     kinds.flatMap((k) => [...(contract.iam.planner[k] ?? []), ...(contract.iam.converter[k] ?? [])]),
   );
@@ -157,6 +160,12 @@ describe('EqdvStack with the default settings', () => {
       EQDV_CATALOG: 'glue',
       EQDV_GLUE_CATALOG_ID: '',
       EQDV_S3TABLES_BUCKET_ARN: '',
+      // Catalog rest's, unset.
+      EQDV_REST_URI: '',
+      EQDV_WAREHOUSE: '',
+      EQDV_REST_CREDENTIAL_SECRET_ARN: '',
+      EQDV_REST_SCOPE: '',
+      EQDV_REST_OAUTH2_SERVER_URI: '',
       EQDV_ALLOWED_DATABASES: 'sales,cdc_db',
       EQDV_ALLOWED_TABLES: '',
       EQDV_BRANCH: 'main',
@@ -342,7 +351,7 @@ describe('EqdvStack with the default settings', () => {
     );
   });
 
-  test('IAM: a Glue deployment grants no s3tables action', () => {
+  test('IAM: a Glue deployment grants no s3tables or secretsmanager action', () => {
     expectNothingOfOtherCatalogs(template, [id(stack.plannerRole), id(stack.converterRole)], 'glue');
   });
 
@@ -574,6 +583,166 @@ describe('EqdvStack on an S3 Tables table bucket', () => {
       { Principal: 'events.amazonaws.com', FunctionName: { 'Fn::GetAtt': [id(stack.planner), 'Arn'] } },
       2,
     );
+  });
+
+  test('the rest of the stack is the Glue deployment\'s', () => {
+    template.resourceCountIs('AWS::Lambda::Function', 2);
+    template.resourceCountIs('AWS::SQS::Queue', 3);
+    template.resourceCountIs('AWS::StepFunctions::StateMachine', 1);
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 5);
+    template.resourceCountIs('AWS::IAM::Role', 3);
+    expect(Object.keys(template.toJSON().Outputs).sort()).toEqual([...contract.outputs].sort());
+  });
+});
+
+describe('EqdvStack on an Iceberg REST catalog', () => {
+  const REST_URI = 'https://catalog.example.com/api/catalog';
+  const SECRET = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:eqdv/rest-AbC123';
+  // Every REST setting and a credential secret, no table locations (a catalog that
+  // vends credentials): synth's default tableLocations left out.
+  const { stack, template, id } = synth({
+    catalog: 'rest',
+    restUri: REST_URI,
+    restWarehouse: 'lake',
+    restCredentialSecretArn: SECRET,
+    restScope: 'PRINCIPAL_ROLE:ALL',
+    restOAuth2ServerUri: 'https://auth.example.com/oauth/tokens',
+    tableLocations: undefined,
+  });
+  // Only the URI, and synth's default table locations (a catalog that vends none).
+  const located = synth({ catalog: 'rest', restUri: REST_URI });
+  const PLANNER_COMMON = (s: EqdvStack, i: (c: IConstruct) => string) => [
+    allow(contract.iam.planner.logs, [`\${${i(s.node.findChild('PlannerLogGroup'))}.Arn}`]),
+    allow(contract.iam.planner.shardQueue, [`\${${i(s.shardQueue)}.Arn}`]),
+    allow(contract.iam.planner.plannerDeadLetterQueue, [`\${${i(s.plannerDeadLetterQueue)}.Arn}`]),
+    allow(contract.iam.planner.splitStateMachine, [`\${${i(s.splitStateMachine)}}`]),
+    allow(contract.iam.planner.splitExecutions, [
+      `arn:\${AWS::Partition}:states:\${AWS::Region}:\${AWS::AccountId}:execution:\${${i(s.splitStateMachine)}.Name}:*`,
+    ]),
+  ];
+  const CONVERTER_COMMON = (s: EqdvStack, i: (c: IConstruct) => string) => [
+    allow(contract.iam.converter.logs, [`\${${i(s.node.findChild('ConverterLogGroup'))}.Arn}`]),
+    allow(contract.iam.converter.shardQueue, [`\${${i(s.shardQueue)}.Arn}`]),
+    allow(contract.iam.converter.shardDeadLetterQueue, [`\${${i(s.shardDeadLetterQueue)}.Arn}`]),
+  ];
+  const LOCATION_READS = [s3('my-lake/warehouse/*'), s3('other-bucket/*')];
+  const LOCATION_WRITES = [
+    s3('my-lake/warehouse/*/metadata/*'),
+    s3('my-lake/warehouse/*/data/*'),
+    s3('other-bucket/*/metadata/*'),
+    s3('other-bucket/*/data/*'),
+  ];
+
+  test('environment: the same names, EQDV_CATALOG rest and the REST settings; the credential as a secret ARN', () => {
+    for (const [s, t, i, values] of [
+      [
+        stack,
+        template,
+        id,
+        {
+          EQDV_CATALOG: 'rest',
+          EQDV_REST_URI: REST_URI,
+          EQDV_WAREHOUSE: 'lake',
+          EQDV_REST_CREDENTIAL_SECRET_ARN: SECRET,
+          EQDV_REST_SCOPE: 'PRINCIPAL_ROLE:ALL',
+          EQDV_REST_OAUTH2_SERVER_URI: 'https://auth.example.com/oauth/tokens',
+          EQDV_S3TABLES_BUCKET_ARN: '',
+          EQDV_ALLOWED_DATABASES: 'sales,cdc_db',
+        },
+      ],
+      [
+        located.stack,
+        located.template,
+        located.id,
+        {
+          EQDV_CATALOG: 'rest',
+          EQDV_REST_URI: REST_URI,
+          EQDV_WAREHOUSE: '',
+          EQDV_REST_CREDENTIAL_SECRET_ARN: '',
+          EQDV_REST_SCOPE: '',
+          EQDV_REST_OAUTH2_SERVER_URI: '',
+        },
+      ],
+    ] as const) {
+      const planner = functionProps(t, i(s.planner)).Environment.Variables;
+      const converter = functionProps(t, i(s.converter)).Environment.Variables;
+      expect(Object.keys(planner).sort()).toEqual([...contract.env.common, ...contract.env.planner].sort());
+      expect(Object.keys(converter).sort()).toEqual([...contract.env.common, ...contract.env.converter].sort());
+      for (const env of [planner, converter]) {
+        expect(env).toMatchObject(values);
+        // Never the plain-text credential or token (local runs only).
+        expect(env.EQDV_REST_CREDENTIAL).toBeUndefined();
+        expect(env.EQDV_REST_TOKEN).toBeUndefined();
+      }
+    }
+  });
+
+  test('planner IAM: exactly these statements (the secret; the locations when given)', () => {
+    const a = contract.iam.planner;
+    expect(sorted(statementsOf(template, id(stack.plannerRole)))).toEqual(
+      sorted([...PLANNER_COMMON(stack, id), allow(a.restCredentialSecret, [SECRET])]),
+    );
+    expect(sorted(statementsOf(located.template, located.id(located.stack.plannerRole)))).toEqual(
+      sorted([
+        ...PLANNER_COMMON(located.stack, located.id),
+        allow(a.s3Read, LOCATION_READS),
+        allow(a.s3Write, LOCATION_WRITES),
+      ]),
+    );
+  });
+
+  test('converter IAM: exactly these statements (the secret; the locations when given)', () => {
+    const a = contract.iam.converter;
+    expect(sorted(statementsOf(template, id(stack.converterRole)))).toEqual(
+      sorted([...CONVERTER_COMMON(stack, id), allow(a.restCredentialSecret, [SECRET])]),
+    );
+    expect(sorted(statementsOf(located.template, located.id(located.stack.converterRole)))).toEqual(
+      sorted([
+        ...CONVERTER_COMMON(located.stack, located.id),
+        allow(a.s3Read, LOCATION_READS),
+        allow(a.s3Write, LOCATION_WRITES),
+      ]),
+    );
+  });
+
+  test('the catalog kinds of contract.json, and no Glue or S3 Tables action', () => {
+    expect(contract.catalogs.rest.actionPrefixesNotGranted).toEqual(expect.arrayContaining(['glue:', 's3tables:']));
+    const granted = (t: Template, roleId: string) => new Set(statementsOf(t, roleId).flatMap((s) => s.actions));
+    for (const [role, kind] of [
+      [stack.plannerRole, 'planner'],
+      [stack.converterRole, 'converter'],
+    ] as const) {
+      const actions = granted(template, id(role));
+      expect(actions).toContain('secretsmanager:GetSecretValue');
+      for (const action of contract.iam[kind].restCredentialSecret) expect(actions).toContain(action);
+    }
+    for (const s of [{ stack, template, id }, located]) {
+      expectNothingOfOtherCatalogs(s.template, [s.id(s.stack.plannerRole), s.id(s.stack.converterRole)], 'rest');
+      for (const role of [s.stack.plannerRole, s.stack.converterRole, s.stack.splitStateMachineRole]) {
+        for (const st of statementsOf(s.template, s.id(role))) {
+          for (const resource of st.resources) expect(resource).not.toBe('*');
+        }
+      }
+    }
+  });
+
+  test('planner triggers: the sweep alone (a REST catalog emits no event)', () => {
+    expect(contract.catalogs.rest.rule).toBeNull();
+    for (const s of [{ stack, template, id }, located]) {
+      const rules = Object.values(s.template.findResources('AWS::Events::Rule'));
+      expect(rules).toHaveLength(1);
+      const [sweep] = rules;
+      expect(sweep.Properties.EventPattern).toBeUndefined();
+      expect(sweep.Properties.ScheduleExpression).toBe('rate(1 hour)');
+      expect(sweep.Properties.Targets).toEqual([
+        { Arn: { 'Fn::GetAtt': [s.id(s.stack.planner), 'Arn'] }, Id: 'Target0' },
+      ]);
+      s.template.resourcePropertiesCountIs(
+        'AWS::Lambda::Permission',
+        { Principal: 'events.amazonaws.com', FunctionName: { 'Fn::GetAtt': [s.id(s.stack.planner), 'Arn'] } },
+        1,
+      );
+    }
   });
 
   test('the rest of the stack is the Glue deployment\'s', () => {

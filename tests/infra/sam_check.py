@@ -7,8 +7,9 @@ parameter values and runs the SAM translator, offline and without credentials
 loops need them). The resulting CloudFormation is checked against
 tests/infra/contract.json, as infra/test/eqdv-stack.test.ts checks the CDK stack:
 environment variables, every IAM statement of the three roles, the queues, the event
-source mapping, the rules, the split state machine and the alarms, for a Glue and an
-S3 Tables deployment (Catalog). Resources whose Condition is false are left out, as
+source mapping, the rules, the split state machine and the alarms, for a Glue, an
+S3 Tables and an Iceberg REST catalog deployment (Catalog; REST with and without a
+credential secret and table locations). Resources whose Condition is false are left out, as
 CloudFormation would, and the template's Rules and parameter patterns are evaluated
 against good and bad parameter values. The translator
 sees the state machine's local DefinitionUri as a dummy S3 location (SAM CLI puts one
@@ -35,6 +36,8 @@ logging.getLogger("samtranslator.metrics").setLevel(logging.ERROR)
 PSEUDO = {"AWS::Region": "eu-west-1", "AWS::AccountId": "111122223333", "AWS::Partition": "aws"}
 TOPIC = "arn:aws:sns:eu-west-1:111122223333:eqdv-alarms"
 BUCKET = "arn:aws:s3tables:eu-west-1:111122223333:bucket/lake"
+REST_URI = "https://catalog.example.com/api/catalog"
+SECRET = "arn:aws:secretsmanager:eu-west-1:111122223333:secret:eqdv/rest-AbC123"
 
 
 class NoManagedPolicies:
@@ -93,6 +96,8 @@ def evaluate(expr, values, conditions=None):
         return all(v == ev(arg[1]) for v in ev(arg[0]))
     if fn == "Fn::EachMemberIn":
         return all(v in ev(arg[1]) for v in ev(arg[0]))
+    if fn == "Fn::Join":
+        return arg[0].join(as_list(ev(arg[1])))
     raise AssertionError(f"cannot evaluate {json.dumps(expr)}")
 
 
@@ -261,6 +266,23 @@ def checks(template_path, contract):
     s3t = deployed(s3t_translated, s3t_params)
     s3t_located_params = {**s3t_params, "Databases": "lake", "TableLocations": "my-lake/warehouse"}
     s3t_located = deployed(translate(template_path, s3t_located_params), s3t_located_params)
+    # An Iceberg REST catalog: with every REST setting and a credential secret, no table
+    # locations (a catalog that vends credentials); and with locations, no secret.
+    rest_params = {
+        "Catalog": "rest",
+        "RestUri": REST_URI,
+        "RestWarehouse": "lake",
+        "RestCredentialSecretArn": SECRET,
+        "RestScope": "PRINCIPAL_ROLE:ALL",
+        "RestOAuth2ServerUri": "https://auth.example.com/oauth/tokens",
+        "Databases": "sales,cdc_db",
+    }
+    rest_translated = translate(template_path, rest_params)
+    rest = deployed(rest_translated, rest_params)
+    rest_located_params = {"Catalog": "rest", "RestUri": REST_URI, "Databases": "lake",
+                           "TableLocations": "my-lake/warehouse,other-bucket"}
+    rest_located_translated = translate(template_path, rest_located_params)
+    rest_located = deployed(rest_located_translated, rest_located_params)
     source = yaml_parse(open(template_path, encoding="utf-8").read())
 
     def check_catalog_parameters():
@@ -269,6 +291,13 @@ def checks(template_path, contract):
         expect_equal(rule_failures(source, s3t_located_params), [], "S3 Tables with TableLocations (ignored)")
         for arn in (BUCKET, "arn:aws-cn:s3tables:cn-north-1:111122223333:bucket/my-lake-2"):
             expect_equal(rule_failures(source, {**s3t_params, "TableBucketArn": arn}), [], f"TableBucketArn {arn}")
+        expect_equal(rule_failures(source, rest_params), [], "a REST deployment's parameters")
+        expect_equal(rule_failures(source, rest_located_params), [], "REST with TableLocations, no secret")
+        expect_equal(rule_failures(source, {"Catalog": "rest", "RestUri": "https://polaris.internal:8181/api/catalog",
+                                            "Databases": "sales"}), [], "REST with only RestUri")
+        for arn in (SECRET, "arn:aws-us-gov:secretsmanager:us-gov-west-1:111122223333:secret:team/eqdv_rest.v2-x9Y8z7"):
+            expect_equal(rule_failures(source, {**rest_params, "RestCredentialSecretArn": arn}), [],
+                         f"RestCredentialSecretArn {arn}")
         refused = [
             ({"Databases": "sales"}, "Catalog=glue needs TableLocations"),
             ({**base, "TableLocations": "my-lake,"}, "Catalog=glue needs TableLocations"),
@@ -279,7 +308,28 @@ def checks(template_path, contract):
             ({**s3t_params, "TableBucketArn": BUCKET + "/table/t"}, "TableBucketArn: "),
             ({**s3t_params, "TableBucketArn": BUCKET.replace("lake", "Lake")}, "TableBucketArn: "),
             ({**s3t_params, "TableBucketArn": BUCKET.replace("111122223333", "*")}, "TableBucketArn: "),
-            ({**s3t_params, "Catalog": "rest"}, "Catalog: 'rest' is not allowed"),
+            ({**s3t_params, "Catalog": "hive"}, "Catalog: 'hive' is not allowed"),
+            ({"Catalog": "rest", "Databases": "sales"}, "Catalog=rest needs RestUri"),
+            ({**rest_params, "RestUri": ""}, "Catalog=rest needs RestUri"),
+            ({**rest_params, "RestUri": "http://catalog.example.com"}, "RestUri: 'http://catalog.example.com'"),
+            ({**rest_params, "RestUri": "catalog.example.com"}, "RestUri: "),
+            ({**rest_params, "RestUri": "https://catalog example"}, "RestUri: "),
+            ({**rest_params, "RestOAuth2ServerUri": "http://auth.example.com/token"}, "RestOAuth2ServerUri: "),
+            ({**rest_params, "TableBucketArn": BUCKET}, "TableBucketArn is for Catalog=s3tables"),
+            ({**rest_located_params, "TableLocations": "my-lake,"}, "with Catalog=rest, TableLocations is empty"),
+            # A partial ARN (no 6-character suffix) would be granted and never match.
+            ({**rest_params, "RestCredentialSecretArn": "arn:aws:secretsmanager:eu-west-1:111122223333:secret:eqdv"},
+             "RestCredentialSecretArn: "),
+            ({**rest_params, "RestCredentialSecretArn": SECRET.replace("secretsmanager", "ssm")},
+             "RestCredentialSecretArn: "),
+            ({**rest_params, "RestCredentialSecretArn": SECRET.replace("111122223333", "*")},
+             "RestCredentialSecretArn: "),
+            ({**rest_params, "RestCredentialSecretArn": "eqdv/rest"}, "RestCredentialSecretArn: "),
+            ({**rest_params, "RestCredentialSecretArn": ""}, "RestScope and RestOAuth2ServerUri are for"),
+            ({**base, "RestUri": REST_URI}, "RestUri, RestWarehouse, RestCredentialSecretArn"),
+            ({**base, "RestWarehouse": "lake"}, "RestUri, RestWarehouse, RestCredentialSecretArn"),
+            ({**s3t_params, "RestCredentialSecretArn": SECRET}, "RestUri, RestWarehouse, RestCredentialSecretArn"),
+            ({**s3t_params, "RestScope": "catalog"}, "RestUri, RestWarehouse, RestCredentialSecretArn"),
         ]
         for params, expected in refused:
             failures = rule_failures(source, params)
@@ -312,9 +362,12 @@ def checks(template_path, contract):
         expect_equal(sorted(env_c), sorted(contract["env"]["common"] + contract["env"]["converter"]), "converter env")
         expect_equal(render(env_p["EQDV_SHARD_QUEUE_URL"]), "${ShardQueue}", "EQDV_SHARD_QUEUE_URL")
         expect_equal(render(env_c["EQDV_DEAD_LETTER_QUEUE_URL"]), "${ShardDeadLetterQueue}", "EQDV_DEAD_LETTER_QUEUE_URL")
+        rest_vars = ("EQDV_REST_URI", "EQDV_WAREHOUSE", "EQDV_REST_CREDENTIAL_SECRET_ARN", "EQDV_REST_SCOPE",
+                     "EQDV_REST_OAUTH2_SERVER_URI")
         catalog = {k: [resolved(env[k], translated, base) for env in (env_p, env_c)]
-                   for k in ("EQDV_CATALOG", "EQDV_S3TABLES_BUCKET_ARN")}
-        expect_equal(catalog, {"EQDV_CATALOG": ["glue", "glue"], "EQDV_S3TABLES_BUCKET_ARN": ["", ""]},
+                   for k in ("EQDV_CATALOG", "EQDV_S3TABLES_BUCKET_ARN", *rest_vars)}
+        expect_equal(catalog, {"EQDV_CATALOG": ["glue", "glue"], "EQDV_S3TABLES_BUCKET_ARN": ["", ""],
+                               **{k: ["", ""] for k in rest_vars}},
                      "the catalog variables with Glue (the defaults)")
         expect_equal(render(env_p["EQDV_SPLIT_STATE_MACHINE_ARN"]), "${SplitStateMachine}",
                      "EQDV_SPLIT_STATE_MACHINE_ARN")
@@ -346,6 +399,30 @@ def checks(template_path, contract):
                           for k in ("EQDV_CATALOG", "EQDV_S3TABLES_BUCKET_ARN", "EQDV_ALLOWED_DATABASES")},
                          {"EQDV_CATALOG": "s3tables", "EQDV_S3TABLES_BUCKET_ARN": BUCKET,
                           "EQDV_ALLOWED_DATABASES": "sales,cdc_db"}, f"{name} catalog variables with S3 Tables")
+            expect_equal({k: resolved(env[k], s3t_translated, s3t_params) for k in rest_vars},
+                         {k: "" for k in rest_vars}, f"{name} REST variables with S3 Tables (unset)")
+        # REST: the settings as given (empty ones unset), the credential as a secret's
+        # ARN only, never the plain-text EQDV_REST_CREDENTIAL or EQDV_REST_TOKEN.
+        for resources, t, params, values in (
+            (rest, rest_translated, rest_params, {
+                "EQDV_CATALOG": "rest", "EQDV_REST_URI": REST_URI, "EQDV_WAREHOUSE": "lake",
+                "EQDV_REST_CREDENTIAL_SECRET_ARN": SECRET, "EQDV_REST_SCOPE": "PRINCIPAL_ROLE:ALL",
+                "EQDV_REST_OAUTH2_SERVER_URI": "https://auth.example.com/oauth/tokens",
+                "EQDV_S3TABLES_BUCKET_ARN": "", "EQDV_ALLOWED_DATABASES": "sales,cdc_db"}),
+            (rest_located, rest_located_translated, rest_located_params, {
+                "EQDV_CATALOG": "rest", "EQDV_REST_URI": REST_URI, "EQDV_WAREHOUSE": "",
+                "EQDV_REST_CREDENTIAL_SECRET_ARN": "", "EQDV_REST_SCOPE": "", "EQDV_REST_OAUTH2_SERVER_URI": "",
+                "EQDV_S3TABLES_BUCKET_ARN": "", "EQDV_ALLOWED_DATABASES": "lake"}),
+        ):
+            planner, converter = functions(resources)
+            for name, env, group in (("planner", planner["Environment"]["Variables"], "planner"),
+                                     ("converter", converter["Environment"]["Variables"], "converter")):
+                expect_equal(sorted(env), sorted(contract["env"]["common"] + contract["env"][group]),
+                             f"{name} env with REST")
+                expect_equal({k: resolved(env[k], t, params) for k in values}, values,
+                             f"{name} catalog variables with REST ({params['Databases']})")
+                for plain in ("EQDV_REST_CREDENTIAL", "EQDV_REST_TOKEN"):
+                    assert plain not in env, f"{name} gets {plain}: the credential belongs in the secret"
 
     def check_queues():
         for resources, timeout, receives in ((default, 900, 5), (custom, 120, 3)):
@@ -367,9 +444,9 @@ def checks(template_path, contract):
                          [batch, ["ReportBatchItemFailures"], concurrency], "batch size, response types, concurrency")
 
     def planner_rules(resources, table_rule):
-        """The rules: the catalog's and the sweep, each invoking the planner directly."""
+        """The rules: the catalog's (if any) and the sweep, each invoking the planner directly."""
         rules = of_type(resources, "AWS::Events::Rule")
-        expect_equal(sorted(rules), sorted([table_rule, "PlannerFunctionSweep"]), "rules")
+        expect_equal(sorted(rules), sorted([r for r in (table_rule, "PlannerFunctionSweep") if r]), "rules")
         expect_equal(rules["PlannerFunctionSweep"]["Properties"]["ScheduleExpression"], "rate(1 hour)", "schedule")
         for rule in rules.values():
             expect_equal([render(t["Arn"]) for t in rule["Properties"]["Targets"]], ["${PlannerFunction.Arn}"], "rule target")
@@ -378,7 +455,7 @@ def checks(template_path, contract):
                              p["Properties"]["Action"], render(p["Properties"]["SourceArn"])) for p in permissions),
                      sorted(("${PlannerFunction}", "events.amazonaws.com", "lambda:InvokeFunction", "${%s.Arn}" % r)
                             for r in rules), "EventBridge may invoke the planner, one permission per rule")
-        return rules[table_rule]["Properties"]["EventPattern"]
+        return rules[table_rule]["Properties"]["EventPattern"] if table_rule else None
 
     def check_triggers():
         glue = contract["catalogs"]["glue"]["rule"]
@@ -398,6 +475,10 @@ def checks(template_path, contract):
                 "requestParameters": {"tableBucketARN": [BUCKET], "namespace": ["sales", "cdc_db"]},
             },
         }, "S3 Tables commit pattern (CloudTrail)")
+        # A REST catalog emits no event: the sweep alone, with or without locations.
+        expect_equal(contract["catalogs"]["rest"]["rule"], None, "the contract's REST rule")
+        for resources in (rest, rest_located):
+            planner_rules(resources, None)
         (config,) = of_type(default, "AWS::Lambda::EventInvokeConfig").values()
         expect_equal(render(config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]),
                      "${PlannerDeadLetterQueue.Arn}", "planner on-failure destination")
@@ -424,7 +505,7 @@ def checks(template_path, contract):
             expect_equal([alarm["Properties"]["AlarmActions"], alarm["Properties"]["OKActions"]], [[TOPIC], [TOPIC]],
                          f"{name} actions")
 
-    def iam(resources, role, kind, catalog, glue_catalog="", databases=(), locations=()):
+    def iam(resources, role, kind, catalog, glue_catalog="", databases=(), locations=(), secret=None):
         a = contract["iam"][kind]
         logs = "${%sLogGroup.Arn}" % ("Planner" if kind == "planner" else "Converter")
         arns = {
@@ -435,11 +516,17 @@ def checks(template_path, contract):
             # A table's ARN is bucket/NAME/table/ID: every table of the bucket.
             "s3tablesTables": lambda: [f"{BUCKET}/table/*"],
             "s3tablesBucket": lambda: [BUCKET],
+            # Exactly the one secret, when given.
+            "restCredentialSecret": lambda: [secret] if secret else [],
         }
         expected = {tuple(a["logs"]): [logs]}
-        for k in contract["catalogs"][catalog]["iam"]:
+        spec = contract["catalogs"][catalog]
+        for k in spec["iam"]:
             if k in a:  # the kinds this principal has
                 expected[tuple(a[k])] = arns[k]()
+                if not expected[tuple(a[k])]:  # an optional kind whose setting is not given
+                    assert k in spec.get("optionalIam", {}), f"{catalog}: {k} has no resources"
+                    del expected[tuple(a[k])]
         if kind == "planner":
             expected[tuple(a["shardQueue"])] = sorted(["${ShardQueue.Arn}", "${PlannerDeadLetterQueue.Arn}"])
             assert a["shardQueue"] == a["plannerDeadLetterQueue"]
@@ -453,10 +540,11 @@ def checks(template_path, contract):
         expect_equal(merged(statements), expected, f"{role} statements ({catalog})")
         for actions, arns in statements:
             assert "*" not in arns, f"{role}: a statement on every resource: {actions}"
-        # Nothing of the other catalogs.
-        others = {x for c, spec in contract["catalogs"].items() if c not in ("_comment", catalog)
-                  for k in spec["iam"] for x in a.get(k, [])}
-        prefixes = tuple(contract["catalogs"][catalog]["actionPrefixesNotGranted"])
+        # Nothing of the other catalogs (but the kinds this one lists too).
+        own = {x for k in spec["iam"] for x in a.get(k, [])}
+        others = {x for c, other in contract["catalogs"].items() if c not in ("_comment", catalog)
+                  for k in other["iam"] for x in a.get(k, [])} - own
+        prefixes = tuple(spec["actionPrefixesNotGranted"])
         granted = {x for actions, _ in statements for x in actions}
         expect_equal(sorted(x for x in granted if x in others or x.startswith(prefixes)), [],
                      f"{role}: actions a {catalog} deployment does not grant")
@@ -467,6 +555,8 @@ def checks(template_path, contract):
         iam(custom, "PlannerRole", "planner", "glue", "210987654321", ["lake"], ["lake-bucket/iceberg"])
         iam(s3t, "PlannerRole", "planner", "s3tables")
         iam(s3t_located, "PlannerRole", "planner", "s3tables")
+        iam(rest, "PlannerRole", "planner", "rest", secret=SECRET)
+        iam(rest_located, "PlannerRole", "planner", "rest", locations=["my-lake/warehouse", "other-bucket"])
 
     def check_converter_iam():
         iam(default, "ConverterRole", "converter", "glue", "111122223333", ["sales", "cdc_db"],
@@ -474,10 +564,12 @@ def checks(template_path, contract):
         iam(custom, "ConverterRole", "converter", "glue", "210987654321", ["lake"], ["lake-bucket/iceberg"])
         iam(s3t, "ConverterRole", "converter", "s3tables")
         iam(s3t_located, "ConverterRole", "converter", "s3tables")
+        iam(rest, "ConverterRole", "converter", "rest", secret=SECRET)
+        iam(rest_located, "ConverterRole", "converter", "rest", locations=["my-lake/warehouse", "other-bucket"])
 
     def check_state_machine():
         sm = contract["stateMachine"]
-        for resources in (default, custom, s3t):
+        for resources in (default, custom, s3t, rest):
             machines = of_type(resources, "AWS::StepFunctions::StateMachine")
             expect_equal(sorted(machines), ["SplitStateMachine"], "state machines")
             p = machines["SplitStateMachine"]["Properties"]

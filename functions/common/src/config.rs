@@ -26,8 +26,12 @@ pub enum CatalogConfig {
     Glue(GlueConfig),
     /// A SQLite catalog warehouse on disk (local runs and tests).
     Sqlite { warehouse: String },
-    /// An Iceberg REST catalog.
-    Rest(RestConfig),
+    /// An Iceberg REST catalog; its OAuth2 client credentials may be in a Secrets
+    /// Manager secret, read when the catalog is connected (a function's cold start).
+    Rest {
+        config: RestConfig,
+        credential_secret_arn: Option<String>,
+    },
     /// An Amazon S3 Tables table bucket.
     S3Tables(S3TablesConfig),
 }
@@ -39,7 +43,27 @@ impl CatalogConfig {
             CatalogConfig::Sqlite { warehouse } => Box::new(SqliteCatalog::open_warehouse(
                 std::path::Path::new(warehouse),
             )?),
-            CatalogConfig::Rest(config) => Box::new(RestCatalog::connect(config.clone()).await?),
+            CatalogConfig::Rest {
+                config,
+                credential_secret_arn,
+            } => {
+                let mut config = config.clone();
+                if let (
+                    Some(arn),
+                    RestAuth::ClientCredentials {
+                        server_uri, scope, ..
+                    },
+                ) = (credential_secret_arn, &config.auth)
+                {
+                    let credential = crate::secrets::client_credential(arn).await?;
+                    config.auth = RestAuth::client_credentials(
+                        &credential,
+                        server_uri.clone(),
+                        scope.clone(),
+                    );
+                }
+                Box::new(RestCatalog::connect(config).await?)
+            }
             CatalogConfig::S3Tables(config) => {
                 Box::new(S3TablesCatalog::connect(config.clone()).await?)
             }
@@ -103,6 +127,9 @@ pub const ENV_REST_TOKEN: &str = "EQDV_REST_TOKEN";
 pub const ENV_REST_OAUTH2_SERVER_URI: &str = "EQDV_REST_OAUTH2_SERVER_URI";
 pub const ENV_REST_SCOPE: &str = "EQDV_REST_SCOPE";
 pub const ENV_REST_VENDED_CREDENTIALS: &str = "EQDV_REST_VENDED_CREDENTIALS";
+/// A Secrets Manager secret holding the REST catalog's OAuth2 client credentials
+/// (`CLIENT_ID:CLIENT_SECRET`, or JSON with `client_id` and `client_secret`).
+pub const ENV_REST_CREDENTIAL_SECRET_ARN: &str = "EQDV_REST_CREDENTIAL_SECRET_ARN";
 /// The AWS service a REST catalog's requests are signed for with SigV4 (`glue`,
 /// `s3tables`).
 pub const ENV_REST_SIGV4: &str = "EQDV_REST_SIGV4";
@@ -194,46 +221,57 @@ impl FunctionConfig {
             Some("rest") => {
                 let uri = get(ENV_REST_URI)
                     .ok_or_else(|| bad(ENV_REST_URI, "required with EQDV_CATALOG=rest"))?;
-                let auth = match (get(ENV_REST_TOKEN), get(ENV_REST_CREDENTIAL)) {
-                    (Some(_), Some(_)) => {
-                        return Err(bad(
-                            ENV_REST_TOKEN,
-                            format!("set either it or {ENV_REST_CREDENTIAL}, not both"),
-                        ));
-                    }
-                    (token, credential) if get(ENV_REST_SIGV4).is_some() => {
-                        if token.is_some() || credential.is_some() {
-                            return Err(bad(
-                                ENV_REST_SIGV4,
-                                format!(
-                                    "SigV4 signs with AWS credentials: set neither {ENV_REST_TOKEN} nor {ENV_REST_CREDENTIAL}"
-                                ),
-                            ));
-                        }
-                        RestAuth::SigV4 {
-                            signing_name: get(ENV_REST_SIGV4).unwrap_or_default(),
-                            region: get(ENV_REGION),
-                        }
-                    }
-                    (Some(token), None) => RestAuth::Token(token),
-                    (None, Some(credential)) => RestAuth::client_credentials(
-                        &credential,
+                // One way to authenticate, at most.
+                let ways = [
+                    ENV_REST_TOKEN,
+                    ENV_REST_CREDENTIAL,
+                    ENV_REST_CREDENTIAL_SECRET_ARN,
+                    ENV_REST_SIGV4,
+                ];
+                let set: Vec<&str> = ways.into_iter().filter(|w| get(w).is_some()).collect();
+                if let [first, second, ..] = set[..] {
+                    return Err(bad(
+                        second,
+                        format!("set one way to authenticate, not both {first} and {second}"),
+                    ));
+                }
+                let client_credentials = |credential: &str| {
+                    RestAuth::client_credentials(
+                        credential,
                         get(ENV_REST_OAUTH2_SERVER_URI),
                         get(ENV_REST_SCOPE),
-                    ),
-                    (None, None) => RestAuth::None,
+                    )
                 };
-                CatalogConfig::Rest(RestConfig {
-                    uri,
-                    warehouse: get(ENV_WAREHOUSE),
-                    auth,
-                    vended_credentials: get(ENV_REST_VENDED_CREDENTIALS)
-                        .map(|v| parse_bool(ENV_REST_VENDED_CREDENTIALS, &v))
-                        .transpose()?,
-                    region: get(ENV_REGION),
-                    s3_endpoint: get(ENV_S3_ENDPOINT),
-                    ..Default::default()
-                })
+                let credential_secret_arn = get(ENV_REST_CREDENTIAL_SECRET_ARN);
+                let auth = match set.first().copied() {
+                    Some(ENV_REST_TOKEN) => {
+                        RestAuth::Token(get(ENV_REST_TOKEN).unwrap_or_default())
+                    }
+                    Some(ENV_REST_CREDENTIAL) => {
+                        client_credentials(&get(ENV_REST_CREDENTIAL).unwrap_or_default())
+                    }
+                    Some(ENV_REST_SIGV4) => RestAuth::SigV4 {
+                        signing_name: get(ENV_REST_SIGV4).unwrap_or_default(),
+                        region: get(ENV_REGION),
+                    },
+                    // The secret's credential replaces the empty one at connect.
+                    Some(_) => client_credentials(""),
+                    None => RestAuth::None,
+                };
+                CatalogConfig::Rest {
+                    config: RestConfig {
+                        uri,
+                        warehouse: get(ENV_WAREHOUSE),
+                        auth,
+                        vended_credentials: get(ENV_REST_VENDED_CREDENTIALS)
+                            .map(|v| parse_bool(ENV_REST_VENDED_CREDENTIALS, &v))
+                            .transpose()?,
+                        region: get(ENV_REGION),
+                        s3_endpoint: get(ENV_S3_ENDPOINT),
+                        ..Default::default()
+                    },
+                    credential_secret_arn,
+                }
             }
             Some("s3tables") => CatalogConfig::S3Tables(S3TablesConfig {
                 table_bucket_arn: get(ENV_S3TABLES_BUCKET_ARN).ok_or_else(|| {
@@ -572,6 +610,11 @@ mod tests {
             ENV_CATALOG,
             ENV_GLUE_CATALOG_ID,
             ENV_S3TABLES_BUCKET_ARN,
+            ENV_REST_URI,
+            ENV_WAREHOUSE,
+            ENV_REST_CREDENTIAL_SECRET_ARN,
+            ENV_REST_SCOPE,
+            ENV_REST_OAUTH2_SERVER_URI,
             ENV_ALLOWED_DATABASES,
             ENV_ALLOWED_TABLES,
             ENV_BRANCH,
@@ -592,10 +635,12 @@ mod tests {
             ENV_MAX_RANGES,
             ENV_CONVERT_IN_PLANNER_MAX_MB,
         ];
-        // Only for local runs and tests: endpoints, a SQLite warehouse, the region
-        // (Lambda sets AWS_REGION), Glue's SkipArchive (default true).
+        // Only for local runs and tests: endpoints, the region (Lambda sets AWS_REGION),
+        // Glue's SkipArchive (default true), and a REST catalog's credential or token in
+        // plain text (the stacks pass the ARN of a Secrets Manager secret instead).
         let local_only = [
-            ENV_WAREHOUSE,
+            ENV_REST_CREDENTIAL,
+            ENV_REST_TOKEN,
             ENV_REGION,
             ENV_GLUE_ENDPOINT,
             ENV_S3_ENDPOINT,
@@ -729,5 +774,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains(ENV_REST_SIGV4), "{err}");
+        let err = config(&[
+            (ENV_CATALOG, "rest"),
+            (ENV_REST_URI, "https://catalog.example.com"),
+            (ENV_REST_CREDENTIAL, "id:secret"),
+            (
+                ENV_REST_CREDENTIAL_SECRET_ARN,
+                "arn:aws:secretsmanager:eu-west-1:123456789012:secret:eqdv-AbCdEf",
+            ),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains(ENV_REST_CREDENTIAL) && err.contains(ENV_REST_CREDENTIAL_SECRET_ARN),
+            "{err}"
+        );
     }
 }
