@@ -14,7 +14,7 @@ use before_swap::{BeforeSwap, BoxFuture, Swap, Then};
 use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use java::{JavaTable, assert_keys_unique, convert_beside_a_java_writer};
+use java::{JavaTable, assert_java_agrees, assert_keys_unique, convert_beside_a_java_writer};
 use race::{assert_lost_the_race, course, meeting, overtaken_by, winner_and_loser};
 use serde_json::Value;
 use state::{TableState, expected_conversion};
@@ -30,24 +30,6 @@ async fn live_files(catalog: &dyn Catalog, name: &TableName) -> TableFiles {
     let t = LoadedTable::load(catalog, name).await.expect("load");
     let head = t.head("main").expect("head");
     TableFiles::read(&t, head.as_ref()).await.expect("files")
-}
-
-/// After a conversion: Java and PyIceberg read `expected` and accept every DV, no
-/// equality delete is live (see [`JavaTable::assert_converted`]), Java loads as many DVs
-/// as the table lists, and eqdv's reader (a second opinion) agrees.
-async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: &[String]) {
-    let check = t.assert_converted(expected);
-    let files = live_files(catalog, &t.name()).await;
-    assert_eq!(
-        check["dvs"].as_u64(),
-        Some(files.dvs.len() as u64),
-        "{check}"
-    );
-    common::assert_same_rows(
-        "eqdv's reader",
-        &eqdv_rows(catalog, &t.name()).await,
-        expected,
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,9 @@ mod fault_proxy;
 use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv_workload::support::java::{JavaTable, assert_keys_unique, convert_beside_a_java_writer};
+use eqdv_workload::support::java::{
+    JavaTable, assert_java_agrees, assert_keys_unique, convert_beside_a_java_writer,
+};
 use eqdv_workload::support::race::{assert_lost_the_race, overtaken_by};
 use eqdv_workload::support::services::{
     s3tables_bucket, s3tables_catalog, s3tables_catalog_at, s3tables_endpoint,
@@ -50,23 +52,6 @@ async fn java_table(test: &str, seed: &str, key: &str, partition: &str) -> JavaT
 
 fn bucket_of(t: &JavaTable) -> &str {
     t.s3tables.as_deref().expect("an S3 Tables table")
-}
-
-/// After a conversion: Java and PyIceberg read `expected` and accept every DV, no
-/// equality delete is live, Java loads as many DVs as the table lists, and eqdv's
-/// reader agrees.
-async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: &[String]) {
-    let check = t.assert_converted(expected);
-    let files = live_files(catalog, &t.name()).await;
-    assert_eq!(
-        check["dvs"].as_u64(),
-        Some(files.dvs.len() as u64),
-        "{check}"
-    );
-    let rows = eqdv_workload::read::read_canonical(&load(catalog, &t.name()).await, "main")
-        .await
-        .expect("eqdv's reader");
-    common::assert_same_rows("eqdv's reader", &rows, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

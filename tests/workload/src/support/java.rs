@@ -7,6 +7,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::table::{LoadedTable, TableFiles};
 use serde_json::{Value, json};
 
 use super::services;
@@ -231,6 +232,28 @@ impl JavaTable {
         .await
         .expect("glue catalog")
     }
+}
+
+/// After a conversion of `t` through `catalog`: the judges' verdict
+/// ([`JavaTable::assert_converted`]: Java and PyIceberg read `expected` and accept every
+/// DV, no equality delete is live), Java loads as many DVs as the table lists, and
+/// eqdv's reader reads `expected` too.
+pub async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: &[String]) {
+    let check = t.assert_converted(expected);
+    let table = LoadedTable::load(catalog, &t.name()).await.expect("load");
+    let head = table.head("main").expect("head");
+    let files = TableFiles::read(&table, head.as_ref())
+        .await
+        .expect("live files");
+    assert_eq!(
+        check["dvs"].as_u64(),
+        Some(files.dvs.len() as u64),
+        "{check}"
+    );
+    let rows = crate::read::read_canonical(&table, "main")
+        .await
+        .expect("eqdv's reader");
+    eqdv_judges::assert_same_rows("eqdv's reader", &rows, expected);
 }
 
 /// What [`convert_beside_a_java_writer`] saw.
