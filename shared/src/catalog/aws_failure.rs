@@ -1,7 +1,10 @@
 //! What a failed AWS SDK call (Glue, S3 Tables) means, from the SDK's typed error: the
-//! cause in a few words for the message, and whether a later attempt can get past it.
+//! cause in a few words for the message, whether a later attempt can get past it, and
+//! whether a failed pointer update may have landed.
 
 use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
+
+use crate::Error;
 
 /// A failed AWS SDK call as the SDK's typed error tells it.
 pub(crate) struct Failure {
@@ -68,6 +71,60 @@ impl Failure {
             text: crate::error::one_line(&text),
             retryable,
         }
+    }
+}
+
+/// A failed call of `catalog` as an error: the operation and the cause in one line,
+/// retryable as the SDK's typed error says ([`Failure::of`]); the SDK's raw error (HTTP
+/// response, headers) is logged at debug and kept as the source.
+pub(crate) fn catalog_error<E>(catalog: &str, what: &str, e: SdkError<E>) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    tracing::debug!(catalog, operation = what, error = ?e, "AWS SDK call failed");
+    let failure = Failure::of(&e);
+    Error::Catalog {
+        catalog: catalog.to_string(),
+        message: format!("{what}: {}", failure.text),
+        retryable: failure.retryable,
+        source: Some(Box::new(e)),
+    }
+}
+
+/// A failed pointer update (`what`, of `table` in `catalog`) as an error, said as
+/// [`Error::CommitStateUnknown`] wherever the update may have landed: the SDK retries a
+/// request whose answer was lost or was a 5xx, and the retry of a landed request meets
+/// the stale version its own first attempt spent, answered as the service's conflict
+/// (`is_conflict`). Only a request never sent, or refused for what it is (access
+/// denied, a bad location), is a plain catalog error; even then `commit::publish` reads
+/// the pointer back before it deletes anything.
+pub(crate) fn update_error<E>(
+    catalog: &str,
+    table: &str,
+    what: &str,
+    e: SdkError<E>,
+    is_conflict: impl FnOnce(&E) -> bool,
+) -> Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let may_have_landed = match &e {
+        // Built but never sent: nothing happened.
+        SdkError::ConstructionFailure(_) => false,
+        SdkError::ServiceError(s) => is_conflict(s.err()) || s.raw().status().is_server_error(),
+        // Sent, or maybe sent, with no answer.
+        _ => true,
+    };
+    if !may_have_landed {
+        return catalog_error(catalog, &format!("{what} {table}"), e);
+    }
+    tracing::debug!(table, error = ?e, "{what} failed");
+    Error::CommitStateUnknown {
+        table: table.to_string(),
+        message: format!(
+            "{what} in {catalog}: {} (a retried request may have landed)",
+            Failure::of(&e).text
+        ),
     }
 }
 
@@ -169,5 +226,32 @@ mod tests {
                 (retryable, text)
             );
         }
+    }
+
+    #[test]
+    fn an_update_is_unknown_wherever_it_may_have_landed() {
+        let unknown = |e: SdkError<GetTableError>| {
+            matches!(
+                update_error("glue", "db.t", "UpdateTable", e, |e| e.code()
+                    == Some("Conflict")),
+                Error::CommitStateUnknown { .. }
+            )
+        };
+        assert!(unknown(answered(400, "Conflict")), "a stale version");
+        assert!(unknown(answered(500, "InternalServiceException")));
+        assert!(unknown(SdkError::timeout_error("attempt timeout")));
+        assert!(!unknown(answered(400, "AccessDeniedException")));
+        assert!(!unknown(SdkError::construction_failure("missing field")));
+        let refused = update_error(
+            "glue",
+            "db.t",
+            "UpdateTable",
+            answered(400, "AccessDeniedException"),
+            |_: &GetTableError| false,
+        );
+        assert!(
+            refused.to_string().contains("UpdateTable db.t") && !refused.retryable(),
+            "{refused}"
+        );
     }
 }

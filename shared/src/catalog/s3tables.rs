@@ -20,11 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3tables::Client;
 use iceberg::io::FileIO;
 
-use super::aws_failure::Failure;
+use super::aws_failure::{catalog_error, update_error};
 use super::storage::{S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, not_found};
 use crate::{Error, Result};
@@ -134,38 +133,6 @@ impl S3TablesCatalog {
             io_properties: Arc::new(props),
         })
     }
-
-    /// A failed S3 Tables call: the operation and the cause in one line, retryable as
-    /// the SDK's typed error says; the SDK's raw error is logged at debug and kept.
-    fn sdk_error<E>(&self, what: &str, e: SdkError<E>) -> Error
-    where
-        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    {
-        tracing::debug!(catalog = %self.name, operation = what, error = ?e, "S3 Tables call failed");
-        let failure = Failure::of(&e);
-        Error::Catalog {
-            catalog: self.name.clone(),
-            message: format!("{what}: {}", failure.text),
-            retryable: failure.retryable,
-            source: Some(Box::new(e)),
-        }
-    }
-
-    /// An update that may have landed: the read-back decides.
-    fn unknown<E>(&self, table: &TableName, token: &str, e: SdkError<E>) -> Error
-    where
-        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    {
-        tracing::debug!(table = %table, error = ?e, "UpdateTableMetadataLocation failed");
-        Error::CommitStateUnknown {
-            table: table.to_string(),
-            message: format!(
-                "UpdateTableMetadataLocation from version token {token} in {}: {} (a retried request may have landed)",
-                self.name,
-                Failure::of(&e).text
-            ),
-        }
-    }
 }
 
 /// S3 Tables namespaces have one level: a dotted namespace cannot be one of them.
@@ -230,7 +197,11 @@ impl Catalog for S3TablesCatalog {
                 return Err(not_found(&self.name, table));
             }
             Err(e) => {
-                return Err(self.sdk_error(&format!("GetTableMetadataLocation {table}"), e));
+                return Err(catalog_error(
+                    &self.name,
+                    &format!("GetTableMetadataLocation {table}"),
+                    e,
+                ));
             }
         };
         let metadata_location = out
@@ -272,25 +243,16 @@ impl Catalog for S3TablesCatalog {
             .metadata_location(new_metadata_location)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            // Built but never sent: nothing happened.
-            Err(e @ SdkError::ConstructionFailure(_)) => {
-                Err(self.sdk_error(&format!("UpdateTableMetadataLocation {table}"), e))
-            }
-            Err(SdkError::ServiceError(e))
-                if e.err().is_conflict_exception() || e.raw().status().is_server_error() =>
-            {
-                Err(self.unknown(table, token, SdkError::ServiceError(e)))
-            }
-            // Refused for what it is (access denied, a bad location); a retry of a
-            // request that landed could still end this way, which the read-back sees.
-            Err(e @ SdkError::ServiceError(_)) => {
-                Err(self.sdk_error(&format!("UpdateTableMetadataLocation {table}"), e))
-            }
-            // Sent, or maybe sent, with no answer: the commit may have landed.
-            Err(e) => Err(self.unknown(table, token, e)),
-        }
+        // A stale token is a ConflictException, and so is the retry of a landed request.
+        result.map(|_| ()).map_err(|e| {
+            update_error(
+                &self.name,
+                &table.to_string(),
+                "UpdateTableMetadataLocation",
+                e,
+                |e| e.is_conflict_exception(),
+            )
+        })
     }
 
     async fn create_table(&self, table: &TableName, _metadata_location: &str) -> Result<()> {
@@ -311,7 +273,7 @@ impl Catalog for S3TablesCatalog {
             .send();
         let mut tables = Vec::new();
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.sdk_error("ListTables", e))?;
+            let page = page.map_err(|e| catalog_error(&self.name, "ListTables", e))?;
             for t in page.tables() {
                 // A table bucket holds only Iceberg tables; one namespace level.
                 if let Some(ns) = t.namespace().first() {

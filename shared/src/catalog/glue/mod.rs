@@ -20,7 +20,7 @@ use aws_sdk_glue::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
 use iceberg::io::FileIO;
 
-use super::aws_failure::Failure;
+use super::aws_failure::{catalog_error, update_error};
 use super::storage::{S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
@@ -128,26 +128,9 @@ impl GlueCatalog {
         }
     }
 
-    /// A failed Glue call: the operation and the cause in one line, retryable as the
-    /// SDK's typed error says ([`Failure::of`]); the SDK's raw error (HTTP response,
-    /// headers) is logged at debug and kept as the source.
-    fn sdk_error<E>(&self, what: &str, e: SdkError<E>) -> Error
-    where
-        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    {
-        tracing::debug!(catalog = %self.name, operation = what, error = ?e, "Glue call failed");
-        let failure = Failure::of(&e);
-        Error::Catalog {
-            catalog: self.name.clone(),
-            message: format!("{what}: {}", failure.text),
-            retryable: failure.retryable,
-            source: Some(Box::new(e)),
-        }
-    }
-
     /// A Glue call's outcome: `Some` answer, `None` for the one service error `expected`
     /// picks out (the entity does not exist, or already does), and any other failure as
-    /// [`Self::sdk_error`] of `what`.
+    /// [`catalog_error`] of `what`.
     fn answer<T, E>(
         &self,
         what: &str,
@@ -160,7 +143,7 @@ impl GlueCatalog {
         match result {
             Ok(out) => Ok(Some(out)),
             Err(e) if e.as_service_error().is_some_and(expected) => Ok(None),
-            Err(e) => Err(self.sdk_error(what, e)),
+            Err(e) => Err(catalog_error(&self.name, what, e)),
         }
     }
 
@@ -335,46 +318,12 @@ impl Catalog for GlueCatalog {
             .skip_archive(self.skip_archive)
             .send()
             .await;
-        // A request the SDK sent may have been applied even when the final answer is an
-        // error: the SDK retries a request whose answer was lost or was a 5xx, and the
-        // retry of a landed request meets a stale VersionId. Only a request that was
-        // never sent is certainly not applied; for the rest `commit::publish` reads the
-        // pointer back before it deletes anything.
-        match result {
-            Ok(_) => Ok(()),
-            // Built but never sent: nothing happened.
-            Err(e @ SdkError::ConstructionFailure(_)) => {
-                Err(self.sdk_error(&format!("UpdateTable {table}"), e))
-            }
-            Err(SdkError::ServiceError(e))
-                if e.err().is_concurrent_modification_exception()
-                    || e.raw().status().is_server_error() =>
-            {
-                let e = SdkError::ServiceError(e);
-                tracing::debug!(table = %table, error = ?e, "UpdateTable failed");
-                Err(Error::CommitStateUnknown {
-                    table: table.to_string(),
-                    message: format!(
-                        "UpdateTable from version {:?}: {} (a retried request may have landed)",
-                        expected.version,
-                        Failure::of(&e).text
-                    ),
-                })
-            }
-            // Rejected (e.g. access denied); a retry of a request that landed could
-            // still end this way, which the read-back sees.
-            Err(e @ SdkError::ServiceError(_)) => {
-                Err(self.sdk_error(&format!("UpdateTable {table}"), e))
-            }
-            // Sent, or maybe sent, with no answer: the commit may have landed.
-            Err(e) => {
-                tracing::debug!(table = %table, error = ?e, "UpdateTable failed");
-                Err(Error::CommitStateUnknown {
-                    table: table.to_string(),
-                    message: format!("UpdateTable: {}", Failure::of(&e).text),
-                })
-            }
-        }
+        // Glue answers the retry of a landed request with a stale VersionId.
+        result.map(|_| ()).map_err(|e| {
+            update_error(&self.name, &table.to_string(), "UpdateTable", e, |e| {
+                e.is_concurrent_modification_exception()
+            })
+        })
     }
 
     async fn create_table(&self, table: &TableName, metadata_location: &str) -> Result<()> {
@@ -419,7 +368,7 @@ impl Catalog for GlueCatalog {
                     .into_paginator()
                     .send();
                 while let Some(page) = pages.next().await {
-                    let page = page.map_err(|e| self.sdk_error("GetDatabases", e))?;
+                    let page = page.map_err(|e| catalog_error(&self.name, "GetDatabases", e))?;
                     names.extend(page.database_list().iter().map(|d| d.name().to_string()));
                 }
                 names
@@ -435,7 +384,8 @@ impl Catalog for GlueCatalog {
                 .into_paginator()
                 .send();
             while let Some(page) = pages.next().await {
-                let page = page.map_err(|e| self.sdk_error(&format!("GetTables {db}"), e))?;
+                let page =
+                    page.map_err(|e| catalog_error(&self.name, &format!("GetTables {db}"), e))?;
                 for t in page.table_list() {
                     let iceberg = t
                         .parameters()
