@@ -193,18 +193,19 @@ pub fn pyiceberg_read_rest(table: &str) -> PyIcebergView {
 pub fn pyiceberg_read_s3tables(table: &str, bucket_arn: &str, endpoint: &str) -> PyIcebergView {
     let script = read_table_script();
     let args = ["--catalog", "s3tables", "--table", table];
-    let output = Command::new(python())
-        .arg(&script)
-        .args(args)
-        .env("PYTHONUTF8", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("EQDV_S3TABLES_BUCKET_ARN", bucket_arn)
-        .env("AWS_ENDPOINT_URL_S3TABLES", endpoint)
-        .env("AWS_ENDPOINT_URL_S3", endpoint)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python().display()));
-    let command = format!("read_table.py {}", args.join(" "));
-    let stdout = into_stdout(output, &command).unwrap_or_else(|e| panic!("{e}"));
+    let mut all: Vec<&OsStr> = vec![script.as_os_str()];
+    all.extend(args.iter().map(OsStr::new));
+    let output = run_with_env(
+        &python(),
+        &all,
+        &[
+            ("EQDV_S3TABLES_BUCKET_ARN", bucket_arn),
+            ("AWS_ENDPOINT_URL_S3TABLES", endpoint),
+            ("AWS_ENDPOINT_URL_S3", endpoint),
+        ],
+    );
+    let stdout = into_stdout(output, &format!("read_table.py {}", args.join(" ")))
+        .unwrap_or_else(|e| panic!("{e}"));
     let view = parse_json(&stdout, "read_table.py --catalog s3tables");
     crate::record_read("pyiceberg");
     view
@@ -330,10 +331,16 @@ pub fn run_pyiceberg_script(script: &str, args: &[&OsStr]) -> String {
 }
 
 pub(crate) fn run(program: &Path, args: &[&OsStr]) -> Output {
+    run_with_env(program, args, &[])
+}
+
+/// [`run`] with `env` set on top of the calling process's environment.
+fn run_with_env(program: &Path, args: &[&OsStr], env: &[(&str, &str)]) -> Output {
     Command::new(program)
         .args(args)
         .env("PYTHONUTF8", "1")
         .env("PYTHONDONTWRITEBYTECODE", "1")
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()))
 }
