@@ -62,6 +62,7 @@ fn decode_columns(
     batch_size: usize,
 ) -> Result<Vec<RecordBatch>> {
     let invalid = |message: String| Error::file(path, message, "invalid delete file");
+    crate::manifest_decode::check_avro_file(path, bytes)?;
     let reader = apache_avro::Reader::new(bytes)
         .map_err(|e| Error::file(path, "not an Avro container file", e))?;
     let AvroSchema::Record(record) = reader.writer_schema() else {

@@ -864,6 +864,7 @@ pub(crate) async fn read_manifest_list(
             crate::storage::read_all(&table.file_io, snapshot.manifest_list()),
         )
         .await?;
+    crate::manifest_decode::check_avro_file(snapshot.manifest_list(), &list_bytes)?;
     let list = ManifestList::parse_with_version(&list_bytes, table.metadata.format_version())
         .map_err(|e| {
             Error::file(

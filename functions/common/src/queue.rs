@@ -34,10 +34,12 @@ pub fn message_group_id(shard: &Shard) -> String {
     } else {
         format!("{table}/{}", shard.queue_group)
     };
-    let clean: String = raw
-        .chars()
-        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
-        .collect();
+    let printable = |s: &str| -> String {
+        s.chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .collect()
+    };
+    let clean = printable(&raw);
     if clean.len() <= 128 {
         return clean;
     }
@@ -46,7 +48,9 @@ pub fn message_group_id(shard: &Shard) -> String {
         hash ^= u64::from(*b);
         hash = hash.wrapping_mul(0x100000001b3);
     }
-    let table: String = table.chars().take(100).collect();
+    // Printable ASCII, so 100 characters are 100 bytes (found by fuzzing: a table name
+    // of other characters made a longer id, which SQS refuses).
+    let table: String = printable(&table).chars().take(100).collect();
     format!("{table}/{hash:016x}")
 }
 
@@ -259,5 +263,16 @@ mod tests {
         };
         let id = message_group_id(&long);
         assert!(id.len() <= 128 && id.starts_with("cdc.orders/"), "{id}");
+        // A long group of a table named in other characters (found by fuzzing): still
+        // at most 128 printable ASCII characters, as SQS requires.
+        let wide = Shard {
+            table: TableName::new("données", "漢字".repeat(60)),
+            ..long
+        };
+        let id = message_group_id(&wide);
+        assert!(
+            id.len() <= 128 && id.chars().all(|c| c.is_ascii_graphic()),
+            "{id}"
+        );
     }
 }

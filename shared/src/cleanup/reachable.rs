@@ -89,6 +89,7 @@ pub async fn reachable_files(table: &LoadedTable) -> Result<Reachable> {
                     return Ok::<_, Error>(Found::Missing(path));
                 }
                 let bytes = crate::storage::read_all(io, &path).await?;
+                crate::manifest_decode::check_avro_file(&path, &bytes)?;
                 let list = ManifestList::parse_with_version(&bytes, version)
                     .map_err(|e| Error::file(&path, "cannot parse manifest list", e))?;
                 Ok(Found::Read((list, required)))

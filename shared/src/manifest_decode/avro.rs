@@ -34,7 +34,8 @@ impl<'a> Container<'a> {
         let mut cursor = Cursor::new(&bytes[MAGIC.len()..]);
         let mut metadata = HashMap::new();
         loop {
-            let count = cursor.block_count()?;
+            // An entry is a key and a value of a byte each at least.
+            let count = cursor.block_count(2)?;
             if count == 0 {
                 break;
             }
@@ -89,6 +90,24 @@ impl<'a> Container<'a> {
             })())
         })
     }
+}
+
+/// Walks every value of an Avro object container file with its writer's schema, refusing
+/// a file whose counts, lengths or blocks do not fit in its bytes (see [`fits`]): run
+/// before a reader that sizes its collections by the file's counts reads it.
+pub(super) fn check_container(bytes: &[u8]) -> Decoded<()> {
+    let container = Container::parse(bytes)?;
+    let writer = container.writer_schema()?;
+    for block in container.blocks() {
+        let block = block?;
+        let data = container.codec.decompress(block.data)?;
+        fits(block.count, writer.min_size(), data.len())?;
+        let mut cursor = Cursor::new(&data);
+        for _ in 0..block.count {
+            writer.skip(&mut cursor)?;
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -175,14 +194,42 @@ impl<'a> Cursor<'a> {
     }
 
     /// The item count of an array or map block (a negative count is followed by the
-    /// block's size in bytes, which a reader may use to skip it).
-    fn block_count(&mut self) -> Decoded<usize> {
+    /// block's size in bytes, which a reader may use to skip it), refused when its
+    /// items, of `item_min` bytes each at least, cannot fit in the bytes left.
+    fn block_count(&mut self, item_min: usize) -> Decoded<usize> {
         let count = self.long()?;
         if count < 0 {
             self.long()?;
         }
-        usize::try_from(count.unsigned_abs()).map_err(|_| DecodeError("block count".into()))
+        let count =
+            usize::try_from(count.unsigned_abs()).map_err(|_| DecodeError("block count".into()))?;
+        fits(count, item_min, self.data.len())?;
+        Ok(count)
     }
+}
+
+/// Refuses `count` items of at least `item_min` bytes each in `left` bytes. This keeps
+/// what a reader allocates for them bounded by the input's size: a count is read from
+/// the file, and Avro readers (apache-avro, which iceberg-rust uses, among them) size
+/// their collections by it. Items that may take no bytes at all count as one byte: no
+/// Iceberg file has an array of nulls or of empty records.
+pub(super) fn fits(count: usize, item_min: usize, left: usize) -> Decoded<()> {
+    if count.saturating_mul(item_min.max(1)) > left {
+        return declined(format!(
+            "a block of {count} items does not fit in the {left} bytes left"
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `name` is an Avro name (`[A-Za-z_][A-Za-z0-9_]*`): apache-avro refuses a
+/// schema with any other, and this decoder declines what apache-avro refuses.
+fn is_avro_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// A writer schema, as far as decoding needs it (logical types do not change the
@@ -234,6 +281,11 @@ impl AvroType {
                                 .get("name")
                                 .and_then(Value::as_str)
                                 .ok_or_else(|| DecodeError("field without a name".into()))?;
+                            if !is_avro_name(name) {
+                                return declined(format!(
+                                    "field name {name:?} is not an Avro name"
+                                ));
+                            }
                             let ty = field
                                 .get("type")
                                 .ok_or_else(|| DecodeError(format!("field {name} without type")))?;
@@ -264,7 +316,16 @@ impl AvroType {
                     // A primitive with attributes (e.g. a logical type), or a nested form.
                     _ => Self::parse(kind, named)?,
                 };
+                let named_kind =
+                    matches!(kind.as_str(), Some("record" | "error" | "enum" | "fixed"));
+                if named_kind && object.get("name").and_then(Value::as_str).is_none() {
+                    return declined("a named Avro type without a name");
+                }
                 if let Some(name) = object.get("name").and_then(Value::as_str) {
+                    // A full name (`ns.name`) or a simple one, as apache-avro accepts.
+                    if !name.split('.').all(is_avro_name) {
+                        return declined(format!("type name {name:?} is not an Avro name"));
+                    }
                     named.insert(name.to_string(), parsed.clone());
                     if let Some(ns) = object.get("namespace").and_then(Value::as_str) {
                         named.insert(format!("{ns}.{name}"), parsed.clone());
@@ -290,6 +351,30 @@ impl AvroType {
         })
     }
 
+    /// The fewest bytes a value of this type takes.
+    pub(super) fn min_size(&self) -> usize {
+        match self {
+            Self::Null => 0,
+            Self::Float => 4,
+            Self::Double => 8,
+            Self::Fixed(n) => *n,
+            // A boolean, a varint, a length, an array's or map's final count, a union's
+            // branch: a byte each.
+            Self::Boolean
+            | Self::Int
+            | Self::Long
+            | Self::Enum
+            | Self::Bytes
+            | Self::String
+            | Self::Array(_)
+            | Self::Map(_)
+            | Self::Union(_) => 1,
+            Self::Record(fields) => fields
+                .iter()
+                .fold(0, |sum: usize, (_, ty)| sum.saturating_add(ty.min_size())),
+        }
+    }
+
     pub(super) fn skip(&self, cursor: &mut Cursor<'_>) -> Decoded<()> {
         match self {
             Self::Null => {}
@@ -310,7 +395,7 @@ impl AvroType {
                 cursor.take(*n)?;
             }
             Self::Array(items) => loop {
-                let n = cursor.block_count()?;
+                let n = cursor.block_count(items.min_size())?;
                 if n == 0 {
                     break;
                 }
@@ -319,7 +404,7 @@ impl AvroType {
                 }
             },
             Self::Map(values) => loop {
-                let n = cursor.block_count()?;
+                let n = cursor.block_count(1 + values.min_size())?;
                 if n == 0 {
                     break;
                 }
@@ -412,7 +497,7 @@ fn read_array<'t>(
         return declined(format!("expected an array, found {ty:?}"));
     };
     loop {
-        let n = cursor.block_count()?;
+        let n = cursor.block_count(items.min_size())?;
         if n == 0 {
             return Ok(());
         }
@@ -486,5 +571,69 @@ mod tests {
         }
         assert!(Cursor::new(&[0x80, 0x80]).skip_varint().is_err());
         assert!(Cursor::new(&[0xff; 11]).skip_varint().is_err());
+    }
+
+    /// An object container of `schema` whose one block holds `count` records in `data`.
+    fn container(schema: &str, count: i64, data: &[u8]) -> Vec<u8> {
+        let mut file = MAGIC.to_vec();
+        file.extend(zigzag(1));
+        for s in ["avro.schema", schema] {
+            file.extend(zigzag(s.len() as i64));
+            file.extend(s.as_bytes());
+        }
+        file.extend(zigzag(0));
+        file.extend([7; SYNC_LEN]);
+        file.extend(zigzag(count));
+        file.extend(zigzag(data.len() as i64));
+        file.extend(data);
+        file.extend([7; SYNC_LEN]);
+        file
+    }
+
+    /// Counts read from a file are checked against the bytes left before anything is
+    /// sized by them (found by fuzzing: a manifest list's header claiming millions of
+    /// entries made apache-avro allocate hundreds of megabytes).
+    #[test]
+    fn counts_that_cannot_fit_in_the_file_are_refused() {
+        let schema = r#"{"type":"record","name":"r","fields":[{"name":"xs","type":{"type":"array","items":"long"}}]}"#;
+        let mut good = zigzag(2);
+        good.extend([zigzag(5), zigzag(6), zigzag(0)].concat());
+        assert!(check_container(&container(schema, 1, &good)).is_ok());
+
+        let mut huge_array = zigzag(1 << 40);
+        huge_array.extend(zigzag(0));
+        let err = check_container(&container(schema, 1, &huge_array)).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+
+        let err = check_container(&container(schema, 1 << 30, &good)).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+
+        let mut header = MAGIC.to_vec();
+        header.extend(zigzag(1 << 50));
+        header.extend([0; 64]);
+        let err = check_container(&header).unwrap_err();
+        assert!(err.to_string().contains("does not fit"), "{err}");
+    }
+
+    /// apache-avro refuses schemas with names that are not Avro names, or named types
+    /// without a name; this decoder declines them too (found by fuzzing).
+    #[test]
+    fn schemas_apache_avro_refuses_are_declined() {
+        for bad in [
+            r#"{"type":"record","name":"r","fields":[{"name":"a?b","type":"long"}]}"#,
+            r#"{"type":"record","name":"r","fields":[{"name":"1a","type":"long"}]}"#,
+            r#"{"type":"record","fields":[{"name":"a","type":"long"}]}"#,
+            r#"{"type":"fixed","size":4}"#,
+            r#"{"type":"record","name":"a-b","fields":[]}"#,
+        ] {
+            let json = serde_json::from_str(bad).unwrap();
+            assert!(
+                AvroType::parse(&json, &mut HashMap::new()).is_err(),
+                "{bad}"
+            );
+        }
+        let good = r#"{"type":"record","name":"ns.r_1","fields":[{"name":"_a9","type":"long"}]}"#;
+        let json = serde_json::from_str(good).unwrap();
+        assert!(AvroType::parse(&json, &mut HashMap::new()).is_ok());
     }
 }

@@ -43,6 +43,14 @@ fn declined<T>(why: impl Into<String>) -> Decoded<T> {
     Err(DecodeError(why.into()))
 }
 
+/// Refuses an Avro file (a manifest list, a manifest, an Avro delete file) whose item
+/// counts, lengths or blocks do not fit in its bytes, naming it. Run before apache-avro
+/// reads a file: it sizes its collections by the counts it reads, so a few bytes of a
+/// corrupt or hostile file could make it ask for gigabytes (and abort the process).
+pub fn check_avro_file(path: &str, bytes: &[u8]) -> Result<()> {
+    avro::check_container(bytes).map_err(|e| Error::file(path, "is not a well-formed Avro file", e))
+}
+
 /// Reads `manifest`'s metadata and entries, with the entries' inherited values filled
 /// in from the manifest list as `ManifestFile::load_manifest` does, through the fast
 /// decoder when it can. Entries are owned (not shared), so callers can move them.
@@ -87,6 +95,7 @@ pub fn parse_manifest(
         Ok(decoded) => decoded,
         Err(why) => {
             tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
+            check_avro_file(path, bytes)?;
             Manifest::parse_avro(bytes)
                 .map(owned_parts)
                 .map_err(|e| Error::file(path, "cannot parse manifest", e))?
@@ -165,6 +174,7 @@ pub fn parse_manifest_kept(
         }
         Err(why) => {
             tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
+            check_avro_file(path, bytes)?;
             let (_, mut entries) = Manifest::parse_avro(bytes)
                 .map(owned_parts)
                 .map_err(|e| Error::file(path, "cannot parse manifest", e))?;
@@ -252,6 +262,7 @@ fn decode_entries(
     for block in container.blocks() {
         let block = block?;
         let data = container.codec.decompress(block.data)?;
+        avro::fits(block.count, writer.min_size(), data.len())?;
         let mut cursor = Cursor::new(&data);
         if context.keep.is_none() {
             entries.reserve(block.count);

@@ -50,6 +50,44 @@ pub use stream::row_group_starts;
 use crate::{Error, Result};
 use reader::FileReader;
 
+/// `future`'s output, or an error naming `path` when it panicked. The Parquet and Arrow
+/// readers panic on some corrupt files (an embedded Arrow schema of an unknown type, a
+/// dictionary page missing, found by fuzzing): a corrupt file must fail its conversion,
+/// not the process.
+pub(crate) async fn unless_panicked<T>(
+    path: &str,
+    what: &str,
+    future: impl std::future::Future<Output = T>,
+) -> Result<T> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(future)
+        .catch_unwind()
+        .await
+        .map_err(|panic| panicked(path, what, panic.as_ref()))
+}
+
+/// `stream`'s items, ending with an error naming `path` if reading panicked (see
+/// [`unless_panicked`]).
+pub(crate) fn stream_unless_panicked<T>(
+    path: String,
+    what: &'static str,
+    stream: impl futures::Stream<Item = Result<T>> + Send,
+) -> impl futures::Stream<Item = Result<T>> + Send {
+    use futures::StreamExt;
+    std::panic::AssertUnwindSafe(stream)
+        .catch_unwind()
+        .map(move |item| item.unwrap_or_else(|panic| Err(panicked(&path, what, panic.as_ref()))))
+}
+
+fn panicked(path: &str, what: &str, panic: &(dyn std::any::Any + Send)) -> Error {
+    let why = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("no message");
+    Error::file(path, what, format!("the reader panicked: {why}"))
+}
+
 /// `metadata` with the file's offset index added (read through `reader`, most often
 /// from the footer's read), or as it was when the file has none or it cannot be read:
 /// the index only saves bytes, so a read without it is whole column chunks, still right.
@@ -64,14 +102,15 @@ async fn with_offset_index(
     let mut loader = ParquetMetaDataReader::new_with_metadata(metadata.metadata().as_ref().clone())
         .with_column_index_policy(PageIndexPolicy::Skip)
         .with_offset_index_policy(PageIndexPolicy::Optional);
-    let loaded = match loader.load_page_index(reader::FooterFetch(reader)).await {
-        Ok(()) => loader.finish(),
-        Err(e) => Err(e),
-    };
-    let with_index = loaded.map_err(|e| e.to_string()).and_then(|m| {
+    let load = async {
+        loader.load_page_index(reader::FooterFetch(reader)).await?;
+        let m = loader.finish()?;
         ArrowReaderMetadata::try_new(Arc::new(m), ArrowReaderOptions::new())
-            .map_err(|e| e.to_string())
-    });
+    };
+    let with_index = match unless_panicked(path, "cannot read the offset index", load).await {
+        Ok(loaded) => loaded.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
     match with_index {
         Ok(with_index) => with_index,
         Err(e) => {
@@ -212,8 +251,9 @@ impl ParquetFile {
     /// Reads the footer through `reader`.
     async fn read_footer(path: &str, mut reader: FileReader) -> Result<FooterOpened> {
         let read_start = reader.footer_read_start();
-        let metadata = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new())
-            .await
+        let load = ArrowReaderMetadata::load_async(&mut reader, ArrowReaderOptions::new());
+        let metadata = unless_panicked(path, "not a readable Parquet file", load)
+            .await?
             .map_err(|e| Error::file(path, "not a readable Parquet file", e))?;
         let read = FooterRead {
             requests: reader.reads(),

@@ -165,11 +165,16 @@ impl ParquetFile {
         let stream = builder
             .build()
             .map_err(|e| Error::file(&path, "cannot read Parquet file", e))?;
-        Ok(stream.map(move |batch| {
+        let batches = stream.map(move |batch| {
             let batch = batch.map_err(|e| Error::file(&path, "cannot decode Parquet data", e))?;
             project(&batch, &target, &projected)
                 .map_err(|e| Error::file(&path, "cannot project columns to the table schema", e))
-        }))
+        });
+        Ok(super::stream_unless_panicked(
+            self.path.clone(),
+            "cannot decode Parquet data",
+            batches,
+        ))
     }
 }
 

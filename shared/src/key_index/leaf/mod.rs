@@ -25,6 +25,8 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 use iceberg::io::FileIO;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
 use parquet::arrow::{ArrowWriter, ParquetRecordBatchStreamBuilder, ProjectionMask};
+
+use crate::parquet_io::unless_panicked;
 use parquet::basic::Encoding;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
@@ -188,6 +190,17 @@ pub async fn probe_leaf(
     probes: &[i64],
     named: &mut HashMap<u32, RoaringTreemap>,
 ) -> Result<ProbeRead> {
+    let probed = probe_leaf_unguarded(file_io, footers, leaf, probes, named);
+    unless_panicked(&leaf.location, "cannot read a key index leaf", probed).await?
+}
+
+async fn probe_leaf_unguarded(
+    file_io: &FileIO,
+    footers: &FooterCache,
+    leaf: &LeafMeta,
+    probes: &[i64],
+    named: &mut HashMap<u32, RoaringTreemap>,
+) -> Result<ProbeRead> {
     let location = leaf.location.as_str();
     let mut read = ProbeRead::default();
     let arrow_metadata = match footers.get(location, leaf.file_size_in_bytes) {
@@ -303,6 +316,15 @@ pub async fn probe_leaf(
 /// Every entry of `leaf`, appended to `out` as `(hash, file ordinal, position)` (for
 /// merging runs).
 pub async fn read_leaf(
+    file_io: &FileIO,
+    leaf: &LeafMeta,
+    out: impl FnMut(i64, u32, u64),
+) -> Result<u64> {
+    let read = read_leaf_unguarded(file_io, leaf, out);
+    unless_panicked(&leaf.location, "cannot read a key index leaf", read).await?
+}
+
+async fn read_leaf_unguarded(
     file_io: &FileIO,
     leaf: &LeafMeta,
     mut out: impl FnMut(i64, u32, u64),
