@@ -14,7 +14,7 @@ use iceberg::MetadataLocation;
 use iceberg::spec::TableMetadata;
 
 use crate::catalog::Catalog;
-use crate::cleanup::normalize_location;
+use crate::location::normalize_location;
 use crate::snapshot::{PreparedSnapshot, WrittenSnapshot};
 use crate::table::LoadedTable;
 use crate::{Error, Result};
@@ -46,7 +46,12 @@ pub async fn publish(
     if let Err(e) = prepared.metadata.write_to(&base.file_io, &next).await {
         // The object may have landed before the error (e.g. a dropped connection), and
         // no swap was attempted: nothing can reference it.
-        crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
+        crate::storage::delete_files(
+            &base.file_io,
+            base.location(),
+            std::slice::from_ref(&new_location),
+        )
+        .await;
         return Err(Error::file(
             &new_location,
             format!("cannot write new metadata of table {}", base.name),
@@ -58,7 +63,12 @@ pub async fn publish(
         && !matches!(e, Error::CommitStateUnknown { .. })
     {
         // Proven absent: nothing references the file.
-        crate::storage::delete_files(&base.file_io, std::slice::from_ref(&new_location)).await;
+        crate::storage::delete_files(
+            &base.file_io,
+            base.location(),
+            std::slice::from_ref(&new_location),
+        )
+        .await;
     }
     swapped
 }

@@ -48,6 +48,7 @@ pub mod file_rows;
 pub mod inspect;
 pub mod key_index;
 pub mod keys;
+pub mod location;
 mod lru;
 pub mod manifest_decode;
 pub mod orc_io;

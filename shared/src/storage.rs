@@ -37,9 +37,24 @@ pub fn new_data_file(
 ///
 /// The removals run at once (up to [`DELETES_IN_FLIGHT`]): each is a round trip to
 /// object storage, and a split's fan-in removes one result per range.
-pub async fn delete_files(file_io: &FileIO, paths: &[String]) {
+///
+/// Only files in the table's own `data/` and `metadata/` directories under
+/// `table_location` are removed: a path outside them (see
+/// [`crate::location::check_confined`]) is refused with an error log and left alone,
+/// whatever named it.
+pub async fn delete_files(file_io: &FileIO, table_location: &str, paths: &[String]) {
     use futures::StreamExt as _;
-    futures::stream::iter(paths)
+    let confined =
+        paths.iter().filter(
+            |path| match crate::location::check_confined(table_location, path) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!(path = %path, table_location, error = %e, "not deleted");
+                    false
+                }
+            },
+        );
+    futures::stream::iter(confined)
         .for_each_concurrent(DELETES_IN_FLIGHT, |path| async move {
             if let Err(e) = file_io.delete(path).await {
                 tracing::warn!(path = %path, error = %e, "could not delete a file written by a failed attempt");

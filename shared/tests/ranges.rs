@@ -180,12 +180,13 @@ async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
         );
     };
 
-    let file_io = load(&w.catalog).await.file_io;
+    let loaded = load(&w.catalog).await;
+    let (file_io, location) = (loaded.file_io.clone(), loaded.location().to_string());
     // A range that never came back (failed, or timed out: a failed range removes what
     // it wrote).
     let mut results = convert_every_range(&w, 4).await;
     assert!(puffins(&results).len() > 1, "too few ranges wrote DVs");
-    discard_ranges(&file_io, &results[2..3]).await;
+    discard_ranges(&file_io, &location, &results[2..3]).await;
     results.remove(2);
     let e = commit_ranges(&w.catalog, &table(), &options, &results)
         .await
@@ -195,7 +196,7 @@ async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
 
     // The same range twice (a duplicate delivery), in place of another.
     let mut results = convert_every_range(&w, 4).await;
-    discard_ranges(&file_io, &results[3..4]).await;
+    discard_ranges(&file_io, &location, &results[3..4]).await;
     results[3] = results[0].clone();
     let e = commit_ranges(&w.catalog, &table(), &options, &results)
         .await
@@ -205,7 +206,7 @@ async fn a_split_with_a_missing_or_mismatched_range_commits_nothing() {
     // A range of another split.
     let mut results = convert_every_range(&w, 4).await;
     let other = convert_every_range(&w, 3).await;
-    discard_ranges(&file_io, &other[1..]).await;
+    discard_ranges(&file_io, &location, &other[1..]).await;
     results.push(other[0].clone());
     let e = commit_ranges(&w.catalog, &table(), &options, &results)
         .await

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::location::{local_path, scheme, split_bucket};
+use crate::location::{local_path, scheme, split_bucket};
 use crate::table::LoadedTable;
 use crate::{Error, Result};
 

@@ -23,7 +23,6 @@
 
 mod age;
 mod listing;
-mod location;
 mod reachable;
 
 use std::time::{Duration, SystemTime};
@@ -34,9 +33,9 @@ use crate::catalog::{Catalog, TableName};
 use crate::table::LoadedTable;
 use crate::{Error, Result};
 
+pub use crate::location::normalize_location;
 pub use age::parse_age;
 pub use listing::{ListedFile, list_files};
-pub use location::normalize_location;
 pub use reachable::{Reachable, reachable_files};
 
 /// Files younger than this are kept by default: a commit may still be in flight.
@@ -114,6 +113,18 @@ pub async fn cleanup(
     }
     let table = LoadedTable::load(catalog, name).await?;
     let location = table.location().trim_end_matches('/').to_string();
+    // Its metadata in its own location's metadata/ directory, or the location may be
+    // another table's: everything there would look unreferenced.
+    let metadata_file = &table.pointer.metadata_location;
+    if let Some(why) = crate::location::outside_reason(&location, metadata_file) {
+        return Err(Error::UnsupportedTable {
+            table: name.to_string(),
+            message: format!(
+                "its metadata file {metadata_file} is not one of its own files ({why}): \
+                 cleanup deletes only under a location whose metadata it reads there"
+            ),
+        });
+    }
 
     // List first, then walk from a pointer read after the listing: a commit that lands
     // in between is seen by the walk, and files of later commits are not listed.
@@ -183,7 +194,13 @@ pub async fn cleanup(
             continue;
         }
         report.orphans_found += 1;
-        if !managed.iter().any(|m| key.starts_with(m.as_str())) || is_protected(&base, &key) {
+        // Listed under the table's prefix, but a key may still spell a path outside its
+        // directories (`..`, encoded separators): never deleted.
+        let confined = crate::location::outside_reason(&location, &file.path).is_none();
+        if !managed.iter().any(|m| key.starts_with(m.as_str()))
+            || is_protected(&base, &key)
+            || !confined
+        {
             report.kept_unmanaged.push(file.path.clone());
             continue;
         }

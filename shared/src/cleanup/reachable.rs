@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use futures::{StreamExt, TryStreamExt};
 use iceberg::spec::{FormatVersion, ManifestFile, ManifestList, TableMetadata};
 
-use super::location::normalize_location;
+use crate::location::normalize_location;
 use crate::table::LoadedTable;
 use crate::{Error, Result};
 

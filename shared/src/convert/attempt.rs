@@ -121,6 +121,7 @@ impl Attempt<'_> {
         // From the first file written on, every error but an unknown commit outcome
         // removes what this attempt wrote.
         let file_io = table.file_io.clone();
+        let location = table.location().to_string();
         let phase = Instant::now();
         let mut attempt_files: Vec<String> = Vec::new();
         let result = self
@@ -140,14 +141,14 @@ impl Attempt<'_> {
         match result {
             Ok(AttemptEnd::Done) => Ok(AttemptEnd::Done),
             Ok(AttemptEnd::Replan) => {
-                crate::storage::delete_files(&file_io, &attempt_files).await;
+                crate::storage::delete_files(&file_io, &location, &attempt_files).await;
                 report.forget_attempt();
                 Ok(AttemptEnd::Replan)
             }
             // The swap may have landed: keep every file; cleanup decides later.
             Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
             Err(e) => {
-                crate::storage::delete_files(&file_io, &attempt_files).await;
+                crate::storage::delete_files(&file_io, &location, &attempt_files).await;
                 Err(e)
             }
         }
@@ -287,6 +288,7 @@ impl Attempt<'_> {
                     {
                         crate::storage::delete_files(
                             &table.file_io,
+                            table.location(),
                             &written.prepared.written_files,
                         )
                         .await;
@@ -301,7 +303,8 @@ impl Attempt<'_> {
             // below (and the caller's) cannot remove a file the table references.
             match crate::commit::publish_written(catalog, &table, &written).await {
                 Ok(published) => {
-                    crate::storage::delete_files(&table.file_io, &unreferenced).await;
+                    crate::storage::delete_files(&table.file_io, table.location(), &unreferenced)
+                        .await;
                     report.outcome = Outcome::Converted;
                     report.new_snapshot_id = Some(prepared.snapshot_id);
                     report.metadata_location = Some(published.metadata_location);
@@ -318,7 +321,12 @@ impl Attempt<'_> {
                     return Ok(AttemptEnd::Done);
                 }
                 Err(Error::CommitConflict { message, .. }) => {
-                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    crate::storage::delete_files(
+                        &table.file_io,
+                        table.location(),
+                        &prepared.written_files,
+                    )
+                    .await;
                     report.conflicts += 1;
                     if report.commit_attempts > policy.num_retries
                         || started.elapsed() > policy.total_timeout
@@ -378,7 +386,12 @@ impl Attempt<'_> {
                 // The swap may have landed: keep every file; cleanup decides later.
                 Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
                 Err(e) => {
-                    crate::storage::delete_files(&table.file_io, &prepared.written_files).await;
+                    crate::storage::delete_files(
+                        &table.file_io,
+                        table.location(),
+                        &prepared.written_files,
+                    )
+                    .await;
                     return Err(e);
                 }
             }

@@ -111,7 +111,7 @@ pub(crate) async fn keep_key_indexes(
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(table = %table.name, index = %key.describe(), error = %e, "cannot update the key index; converting without updating it");
-                crate::storage::delete_files(&table.file_io, &written).await;
+                crate::storage::delete_files(&table.file_io, table.location(), &written).await;
             }
         }
     }

@@ -253,7 +253,7 @@ pub async fn convert_range_of(
     )
     .await?;
     if let Err(e) = encoded.upload(&table.file_io).await {
-        crate::storage::delete_files(&table.file_io, &written_files).await;
+        crate::storage::delete_files(&table.file_io, table.location(), &written_files).await;
         return Err(e.into());
     }
     let written = &encoded.written;
@@ -294,9 +294,9 @@ pub async fn commit_ranges(
     let table = match LoadedTable::load(catalog, name).await {
         Ok(table) => table,
         Err(e) => {
-            // The storage the table was last loaded with (a REST catalog's vended
-            // credentials), or the catalog's.
-            discard_ranges(&catalog.table_file_io(name, &Default::default()), results).await;
+            // Without the table, nothing says where its files may be deleted: what the
+            // ranges wrote is left to `eqdv cleanup` (a result names its own paths).
+            tracing::warn!(table = %name, error = %e, "cannot load the table to commit its ranges; their files are left for cleanup");
             return Err(e);
         }
     };
@@ -313,12 +313,13 @@ pub async fn commit_ranges_of(
 ) -> Result<ConvertReport> {
     let name = &table.name.clone();
     let file_io = table.file_io.clone();
+    let location = table.location().to_string();
     let committed = commit_loaded(catalog, name, options, table, results, started).await;
     match &committed {
         Ok(report) if report.outcome == Outcome::Converted => {}
         // The swap may have landed: keep every file; cleanup decides later.
         Err(Error::CommitStateUnknown { .. }) => {}
-        _ => discard_ranges(&file_io, results).await,
+        _ => discard_ranges(&file_io, &location, results).await,
     }
     committed
 }
@@ -361,7 +362,7 @@ pub async fn convert_in_ranges(
             }
         }
         if let Some(e) = failed {
-            discard_ranges(&table.file_io, &results).await;
+            discard_ranges(&table.file_io, table.location(), &results).await;
             return Err(e);
         }
         match commit_ranges(catalog, name, options, &results).await {
@@ -378,15 +379,20 @@ pub async fn convert_in_ranges(
     }
 }
 
-/// Removes the Puffin files the ranges wrote (when their work will not be committed).
-pub async fn discard_ranges(file_io: &iceberg::io::FileIO, results: &[RangeResult]) {
+/// Removes the Puffin files the ranges wrote (when their work will not be committed),
+/// those in the directories of the table at `table_location` only.
+pub async fn discard_ranges(
+    file_io: &iceberg::io::FileIO,
+    table_location: &str,
+    results: &[RangeResult],
+) {
     let written: Vec<String> = results
         .iter()
         .filter_map(|r| r.puffin.as_ref().map(|p| p.location.clone()))
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    crate::storage::delete_files(file_io, &written).await;
+    crate::storage::delete_files(file_io, table_location, &written).await;
 }
 
 /// Which of the base's data files in scope [`read_base`] reads.
@@ -518,6 +524,15 @@ async fn commit_loaded(
     started: Instant,
 ) -> Result<ConvertReport> {
     let (base_snapshot_id, delete_files) = check_split(name, options, results)?;
+    // A result is read back from storage: the Puffin file it names must be the table's
+    // own (it is committed, and removed if the commit fails).
+    for result in results {
+        if let Some(puffin) = &result.puffin {
+            crate::location::check_confined(table.location(), &puffin.location).map_err(|e| {
+                Error::InvalidInput(format!("{} of table {name}: {e}", result.range))
+            })?;
+        }
+    }
     let phase = Instant::now();
     // Of the data, the fan-in needs only where the files the ranges wrote DVs for lie (to
     // file their DVs in their partitions). The ranges read that in the base and say it

@@ -228,7 +228,12 @@ pub async fn run_range_task(
     .await;
     if let Err(e) = written {
         if let Some(puffin) = &result.puffin {
-            crate::storage::delete_files(file_io, std::slice::from_ref(&puffin.location)).await;
+            crate::storage::delete_files(
+                file_io,
+                table.location(),
+                std::slice::from_ref(&puffin.location),
+            )
+            .await;
         }
         return Err(Error::file(
             &result_location,
@@ -334,6 +339,7 @@ pub async fn run_cleanup_task(catalog: &dyn Catalog, job: &SplitJob) -> Result<S
             format!("{data}/{}.puffin", job.dv_file_stem(range)),
             job.result_location(table.location(), range),
         ] {
+            crate::location::check_confined(table.location(), &location)?;
             table
                 .file_io
                 .delete(&location)
@@ -368,7 +374,7 @@ async fn remove_results(file_io: &FileIO, table_location: &str, job: &SplitJob) 
     let results: Vec<String> = DataRange::all(job.ranges)
         .map(|range| job.result_location(table_location, range))
         .collect();
-    crate::storage::delete_files(file_io, &results).await;
+    crate::storage::delete_files(file_io, table_location, &results).await;
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ async fn build(
     let mut written = Vec::new();
     let result = build_inner(table, branch, base, changes, write_metadata, &mut written).await;
     if result.is_err() {
-        crate::storage::delete_files(&table.file_io, &written).await;
+        crate::storage::delete_files(&table.file_io, table.location(), &written).await;
     }
     result
 }

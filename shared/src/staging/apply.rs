@@ -179,14 +179,15 @@ pub(super) async fn apply_snapshots(
     match result {
         Ok(end) => {
             if matches!(end, ApplyEnd::Conflict(_)) {
-                crate::storage::delete_files(&table.file_io, &written_files).await;
+                crate::storage::delete_files(&table.file_io, table.location(), &written_files)
+                    .await;
             }
             Ok(end)
         }
         // The swap may have landed: keep every file; the next run reads the target back.
         Err(e @ Error::CommitStateUnknown { .. }) => Err(e),
         Err(e) => {
-            crate::storage::delete_files(&table.file_io, &written_files).await;
+            crate::storage::delete_files(&table.file_io, table.location(), &written_files).await;
             Err(e)
         }
     }

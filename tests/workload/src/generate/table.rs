@@ -150,7 +150,12 @@ pub(super) async fn create_table(
     let location = MetadataLocation::new_with_metadata(&location, &metadata);
     metadata.write_to(catalog.file_io(), &location).await?;
     if let Err(e) = catalog.create_table(name, &location.to_string()).await {
-        delete_files(catalog.file_io(), &[location.to_string()]).await;
+        delete_files(
+            catalog.file_io(),
+            metadata.location(),
+            &[location.to_string()],
+        )
+        .await;
         return Err(e);
     }
     LoadedTable::load(catalog, name).await
@@ -172,7 +177,7 @@ pub(super) async fn commit_metadata(
         match eqdv::commit::commit_outcome(catalog, table, Some(&next), None, &e).await {
             eqdv::commit::CommitOutcome::Landed { .. } => {}
             eqdv::commit::CommitOutcome::Absent => {
-                delete_files(&table.file_io, &[next]).await;
+                delete_files(&table.file_io, table.location(), &[next]).await;
                 return Err(eqdv::commit::absent(e));
             }
             eqdv::commit::CommitOutcome::Unknown(_) => return Err(e),

@@ -161,7 +161,7 @@ pub(super) async fn commit_plan(
     let mut changes = match result {
         Ok(changes) => changes,
         Err(e) => {
-            delete_files(&table.file_io, &written).await;
+            delete_files(&table.file_io, table.location(), &written).await;
             return Err(e);
         }
     };
@@ -177,7 +177,7 @@ pub(super) async fn commit_plan(
             // Another generator run may have committed this commit meanwhile.
             let done = state_of(&table.metadata)?.map(|s| s.done);
             if done != Some(commit) {
-                delete_files(&table.file_io, &written).await;
+                delete_files(&table.file_io, table.location(), &written).await;
                 return Err(Error::CommitConflict {
                     table: table.name.to_string(),
                     message: format!(
@@ -212,18 +212,18 @@ pub(super) async fn commit_plan(
                 }));
             }
             Err(e) if e.is_commit_conflict() => {
-                delete_files(&table.file_io, &prepared.written_files).await;
+                delete_files(&table.file_io, table.location(), &prepared.written_files).await;
                 last = e.to_string();
             }
             Err(e @ Error::CommitStateUnknown { .. }) => return Err(e),
             Err(e) => {
-                delete_files(&table.file_io, &prepared.written_files).await;
-                delete_files(&table.file_io, &written).await;
+                delete_files(&table.file_io, table.location(), &prepared.written_files).await;
+                delete_files(&table.file_io, table.location(), &written).await;
                 return Err(e);
             }
         }
     }
-    delete_files(&table.file_io, &written).await;
+    delete_files(&table.file_io, table.location(), &written).await;
     Err(Error::RetriesExhausted {
         table: table.name.to_string(),
         attempts: COMMIT_ATTEMPTS,
