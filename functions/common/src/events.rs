@@ -32,14 +32,45 @@ fn invalid(field: &str, message: impl std::fmt::Display) -> Error {
     Error::InvalidInput(format!("{field}: {message}"))
 }
 
+/// The longest string field an event may hold: names of databases, tables and
+/// branches are far shorter (Glue's are at most 255 characters). A longer one is refused
+/// before it reaches a log line or an error.
+const MAX_FIELD_LEN: usize = 1024;
+
+/// A value an event holds where another was expected, as an error shows it: its kind,
+/// and a string or number only when short, so that an error stays one short line.
+fn found(value: &Value) -> String {
+    let kind = match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    let shown = match value {
+        Value::Bool(_) | Value::Number(_) | Value::String(_) => value.to_string(),
+        _ => String::new(),
+    };
+    if shown.is_empty() || shown.len() > 64 || shown.contains('\n') {
+        kind.to_string()
+    } else {
+        format!("{kind} {shown}")
+    }
+}
+
 fn string_field<'a>(value: &'a Value, field: &str, path: &str) -> Result<Option<&'a str>> {
     match value.get(field) {
         None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.len() > MAX_FIELD_LEN => Err(invalid(
+            &format!("{path}.{field}"),
+            format!("{} bytes, longer than {MAX_FIELD_LEN}", s.len()),
+        )),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
         Some(Value::String(_)) => Err(invalid(&format!("{path}.{field}"), "must not be empty")),
         Some(other) => Err(invalid(
             &format!("{path}.{field}"),
-            format!("expected a string, found {other}"),
+            format!("expected a string, found {}", found(other)),
         )),
     }
 }
@@ -68,7 +99,7 @@ fn parse_one(event: &Value, path: &str) -> Result<Trigger> {
     if !event.is_object() {
         return Err(invalid(
             path,
-            format!("expected a JSON object, found {event}"),
+            format!("expected a JSON object, found {}", found(event)),
         ));
     }
     if let Some(backfill) = event.get("backfill") {
@@ -162,7 +193,7 @@ fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
         Some(other) => {
             return Err(invalid(
                 &format!("{path}.dry_run"),
-                format!("expected true or false, found {other}"),
+                format!("expected true or false, found {}", found(other)),
             ));
         }
     };
@@ -176,11 +207,14 @@ fn parse_backfill(value: &Value, path: &str) -> Result<Trigger> {
             let mut tables = Vec::with_capacity(list.len());
             for (i, item) in list.iter().enumerate() {
                 let field = format!("{path}.tables[{i}]");
-                let Value::String(name) = item else {
-                    return Err(invalid(
-                        &field,
-                        format!("expected \"database.table\", found {item}"),
-                    ));
+                let name = match item {
+                    Value::String(name) if name.len() <= MAX_FIELD_LEN => name,
+                    _ => {
+                        return Err(invalid(
+                            &field,
+                            format!("expected \"database.table\", found {}", found(item)),
+                        ));
+                    }
                 };
                 tables.push(TableName::parse(name).map_err(|e| invalid(&field, e))?);
             }
@@ -368,6 +402,29 @@ mod tests {
             assert!(
                 err.contains(field),
                 "{event}: error {err:?} does not name {field}"
+            );
+        }
+    }
+
+    /// An oversized or malformed event fails in one short line (it goes to the
+    /// planner's dead letters with it), never quoting what it holds at length.
+    #[test]
+    fn oversized_and_malformed_events_fail_in_one_short_line() {
+        let big = "x".repeat(300_000);
+        for event in [
+            json!({"backfill": {"database": big}}),
+            json!({"backfill": {"tables": [big]}}),
+            json!({"backfill": {"database": {"nested": [big]}}}),
+            json!({"backfill": {"database": "cdc", "dry_run": [big]}}),
+            json!([big]),
+            json!({"Records": [{"eventSource": "aws:sqs", "body": json!([big]).to_string()}]}),
+            glue_event(&big, "t"),
+        ] {
+            let err = parse_planner_event(&event).unwrap_err().to_string();
+            assert!(
+                err.len() < 200 && !err.contains('\n'),
+                "{}",
+                &err[..err.len().min(300)]
             );
         }
     }

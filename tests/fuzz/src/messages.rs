@@ -20,8 +20,16 @@ fn json(data: &[u8]) -> Option<Value> {
 /// An event the planner Lambda receives (EventBridge, CloudTrail, a schedule, a
 /// backfill request).
 pub fn planner_event(data: &[u8]) {
-    if let Some(event) = json(data) {
-        let _ = parse_planner_event(&event);
+    if let Some(event) = json(data)
+        && let Err(e) = parse_planner_event(&event)
+    {
+        // It goes to the dead letters and the logs: one short line.
+        let message = e.to_string();
+        assert!(
+            message.len() <= 2048 && !message.contains('\n'),
+            "an event's error is {} bytes or several lines",
+            message.len()
+        );
     }
 }
 
