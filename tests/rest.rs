@@ -493,3 +493,150 @@ async fn sigv4_signed_requests_are_the_ones_botocore_computes() {
     let stats = proxy.stats();
     assert_eq!(stats["rejected"], 1, "refused once, not retried: {stats}");
 }
+
+/// What a run printed: its log lines at debug level, written by a subscriber of this
+/// thread (the test runs on one).
+#[derive(Clone, Default)]
+struct Printed(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Printed {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut out) = self.0.lock() {
+            out.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Printed {
+    fn text(&self) -> String {
+        self.0
+            .lock()
+            .map(|out| String::from_utf8_lossy(&out).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// An error as a user meets it: its line, its debug form and every source below it.
+fn everything_about(e: &eqdv::Error) -> String {
+    let mut text = format!("{e}\n{e:?}\n");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!("{s}\n{s:?}\n"));
+        source = s.source();
+    }
+    text
+}
+
+/// Credentials never reach a log line or an error, whatever fails: an OAuth2 client
+/// secret when the token endpoint refuses it, the bearer token it was exchanged for when
+/// the catalog fails every load, and a static token the catalog refuses. Everything the
+/// runs print at debug level, their errors (line, debug form, sources) and the
+/// catalogs' debug forms are searched for each secret.
+#[tokio::test(flavor = "current_thread")]
+async fn credentials_never_reach_an_error_or_a_log_line() {
+    use eqdv::catalog::{RestCatalog, RestConfig};
+    const CLIENT_SECRET: &str = "client-secret-7f3a9c1e";
+    const STATIC_TOKEN: &str = "static-token-5d2b8e0a";
+    // The token the REST fixture issues for client `eqdv-test`.
+    const ISSUED_TOKEN: &str = "client-credentials-token:sub=eqdv-test";
+    let t = java_table("rest_secrets", "7", "long", "none");
+    let printed = Printed::default();
+    let writer = printed.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    let _logs = tracing::subscriber::set_default(subscriber);
+    let mut seen = String::new();
+    let connect = |uri: String, auth: RestAuth| async move {
+        RestCatalog::connect(RestConfig {
+            uri,
+            auth,
+            ..Default::default()
+        })
+        .await
+    };
+    let options = ConvertOptions::default();
+    let credentials = format!("eqdv-test:{CLIENT_SECRET}");
+
+    // The token endpoint refuses the client.
+    let proxy = Proxy::start(&rest_uri());
+    proxy.inject("POST", "/v1/oauth/tokens", Fault::Status(401), usize::MAX);
+    let auth = RestAuth::client_credentials(&credentials, None, None);
+    let failed = match connect(proxy.url(), auth).await {
+        Err(e) => e,
+        Ok(catalog) => {
+            seen.push_str(&format!("{catalog:?}\n"));
+            convert(&catalog, &t.name(), &options)
+                .await
+                .expect_err("a refused client converts")
+        }
+    };
+    seen.push_str(&everything_about(&failed));
+    assert!(
+        !proxy.injected().is_empty(),
+        "the token endpoint was not asked"
+    );
+
+    // A token is issued, then every load fails (retried, then given up).
+    let proxy = Proxy::start(&rest_uri());
+    let auth = RestAuth::client_credentials(&credentials, None, None);
+    let catalog = connect(proxy.url(), auth).await.expect("connect");
+    seen.push_str(&format!("{catalog:?}\n"));
+    proxy.inject(
+        "GET",
+        &commit_path(&t.name()),
+        Fault::Status(500),
+        usize::MAX,
+    );
+    let failed = convert(&catalog, &t.name(), &options)
+        .await
+        .expect_err("failing loads convert");
+    seen.push_str(&everything_about(&failed));
+
+    // A static token: the catalog takes it, then refuses it for the table.
+    let proxy = Proxy::start(&rest_uri());
+    proxy.inject(
+        "GET",
+        &commit_path(&t.name()),
+        Fault::Status(403),
+        usize::MAX,
+    );
+    let sent = format!("authorization: bearer {STATIC_TOKEN}");
+    proxy.inject_request(
+        "GET",
+        &sent,
+        Fault::Delay(std::time::Duration::ZERO),
+        usize::MAX,
+    );
+    let catalog = connect(proxy.url(), RestAuth::Token(STATIC_TOKEN.into()))
+        .await
+        .expect("connect with a static token");
+    seen.push_str(&format!("{catalog:?}\n"));
+    let failed = convert(&catalog, &t.name(), &options)
+        .await
+        .expect_err("a refused token converts");
+    seen.push_str(&everything_about(&failed));
+    assert!(proxy.matched() > 0, "the static token was not sent");
+
+    seen.push_str(&printed.text());
+    assert!(
+        seen.contains(&t.name().to_string()) && seen.contains("500") && seen.contains("DEBUG"),
+        "the runs did not print what they failed on: {seen}"
+    );
+    for secret in [CLIENT_SECRET, STATIC_TOKEN, ISSUED_TOKEN] {
+        assert!(
+            !seen.contains(secret),
+            "{secret} was printed:\n{}",
+            seen.lines()
+                .filter(|l| l.contains(secret))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+}
