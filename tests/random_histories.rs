@@ -18,7 +18,8 @@
 //! names the seed and the operations so far; `EQDV_RANDOM_SEED_START=<seed>
 //! EQDV_RANDOM_SEEDS=1` with the same EQDV_RANDOM_OPS replays it. Snapshot expiry uses
 //! Java's reachable-file cleanup; `EQDV_RANDOM_INCREMENTAL_EXPIRY=1` uses the incremental one
-//! (see `incremental_expiry`).
+//! (see `incremental_expiry`). `EQDV_RANDOM_SOAK=1` asks Java for the soak's mix of operations
+//! and `EQDV_RANDOM_RESULTS=FILE` records the totals: `tests/soak` runs both.
 
 mod common;
 
@@ -47,6 +48,45 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// compaction or a merged DV) and that snapshot expires; by default the reachable-file cleanup.
 fn incremental_expiry() -> bool {
     env_u64("EQDV_RANDOM_INCREMENTAL_EXPIRY", 0) == 1
+}
+
+/// `EQDV_RANDOM_SOAK=1`: Java's soak mix of operations (branch `b` created sooner,
+/// columns dropped, the key column among them, so that refusals are exercised).
+fn soak_mix() -> bool {
+    env_u64("EQDV_RANDOM_SOAK", 0) == 1
+}
+
+/// `EQDV_RANDOM_RESULTS=FILE`: a run's totals are appended there as a row of
+/// tab-separated values (a header first in a new file), for docs/reliability.md.
+fn record_results(start: u64, ops: u64, totals: &Totals, seconds: f64) {
+    let Ok(path) = std::env::var("EQDV_RANDOM_RESULTS") else {
+        return;
+    };
+    let header = "date\tcommit\tseed_start\tseeds\tops_per_seed\toperations\tjava_op_errors\tconversions\tnothing_to_do\trefusals\tfailures\tsoak_mix\tseconds\n";
+    let row = format!(
+        "{}\t{}\t{start}\t{}\t{ops}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{seconds:.0}\n",
+        std::env::var("EQDV_RANDOM_DATE").unwrap_or_default(),
+        std::env::var("EQDV_RANDOM_COMMIT").unwrap_or_default(),
+        totals.seeds,
+        totals.ops,
+        totals.java_op_errors,
+        totals.conversions,
+        totals.nothing_to_do,
+        totals.refusals,
+        totals.failures.len(),
+        u8::from(soak_mix()),
+    );
+    let new = !std::path::Path::new(&path).exists();
+    let text = if new { format!("{header}{row}") } else { row };
+    use std::io::Write;
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()));
+    if let Err(e) = written {
+        panic!("cannot record the results in {path}: {e}");
+    }
 }
 
 fn difference(before: &[String], after: &[String]) -> String {
@@ -412,8 +452,7 @@ async fn history(seed: u64, ops: u64, formats: Formats, totals: &mut Totals) {
     for i in 0..ops {
         let op_seed = seed.wrapping_mul(1_000_003).wrapping_add(i);
         totals.ops += 1;
-        let cmd =
-            json!({"op": "random-op", "seed": op_seed, "incremental_expiry": incremental_expiry()});
+        let cmd = json!({"op": "random-op", "seed": op_seed, "incremental_expiry": incremental_expiry(), "soak": soak_mix()});
         match server.call(cmd) {
             Ok(v) => log.push(v["desc"].as_str().unwrap_or("?").to_string()),
             Err(e) => {
@@ -498,6 +537,7 @@ async fn random_histories_java_agrees() {
         totals.avro_delete_files,
         t0.elapsed().as_secs_f64()
     );
+    record_results(start, ops, &totals, t0.elapsed().as_secs_f64());
     totals.assert_no_failures();
 }
 

@@ -67,6 +67,8 @@ import org.apache.iceberg.types.Types;
  *       or to branch {@code b}), add a column, rename a non-key column, promote an int column to
  *       long, change the partition spec, compact data files (RewriteFiles, as {@code rewrite}
  *       does), expire snapshots, create branch {@code b}. Answers {@code "desc"}: what it did.
+ *       With {@code "soak":true} (the soak's mix), branch {@code b} is created sooner and
+ *       columns are dropped too, the key column k among them (rarely).
  *   <li>{@code {"op":"dump","branch":B,"lineage":L}}: {@code "rows"}: the live rows of B with the
  *       lineage columns (unless L is false), canonical and sorted ({@code dump --lineage}).
  *   <li>{@code {"op":"check-dvs","branch":B}}: {@code check-dvs}'s result.
@@ -163,7 +165,8 @@ final class Serve {
         return answer;
       case "random-op":
         incrementalExpiry = Boolean.TRUE.equals(cmd.get("incremental_expiry"));
-        answer.put("desc", randomOp(new Random(seedOf(cmd))));
+        answer.put(
+            "desc", randomOp(new Random(seedOf(cmd)), Boolean.TRUE.equals(cmd.get("soak"))));
         return answer;
       case "dump":
         {
@@ -286,13 +289,32 @@ final class Serve {
 
   // --- random operations --------------------------------------------------------------------
 
-  String randomOp(Random random) throws IOException {
+  String randomOp(Random random, boolean soak) throws IOException {
     Table table = ref.load();
     boolean hasBranch = table.refs().containsKey(BRANCH);
     boolean empty = table.currentSnapshot() == null;
     String branch = hasBranch && random.nextInt(10) < 3 ? BRANCH : "main";
     if (empty) {
       return append(table, "main", random);
+    }
+    if (soak) {
+      // The soak's mix: the branch made early, and columns dropped (the key among them,
+      // rarely: eqdv must refuse the equality deletes on it from then on).
+      if (!hasBranch && random.nextInt(8) == 0) {
+        table.manageSnapshots().createBranch(BRANCH, table.currentSnapshot().snapshotId()).commit();
+        return "branch " + BRANCH + " from main";
+      }
+      int soakRoll = random.nextInt(100);
+      if (soakRoll < 1 && table.schema().findField(1) != null) {
+        String key = table.schema().findField(1).name();
+        table.updateSchema().deleteColumn(key).commit();
+        return "drop key column " + key + " (id 1)";
+      } else if (soakRoll < 5) {
+        String s = dropColumn(table, random);
+        if (s != null) {
+          return s;
+        }
+      }
     }
     int roll = random.nextInt(100);
     if (roll < 20) {
@@ -458,6 +480,22 @@ final class Serve {
     Type type = random.nextBoolean() ? Types.IntegerType.get() : Types.StringType.get();
     table.updateSchema().addColumn(name, type).commit();
     return "add column " + name + " " + type;
+  }
+
+  /** Drops a column that is neither the key (id 1) nor the partition source (id 2). */
+  String dropColumn(Table table, Random random) {
+    List<Types.NestedField> candidates = new ArrayList<>();
+    for (Types.NestedField f : table.schema().columns()) {
+      if (f.fieldId() > 2) {
+        candidates.add(f);
+      }
+    }
+    if (candidates.isEmpty()) {
+      return null;
+    }
+    Types.NestedField f = candidates.get(random.nextInt(candidates.size()));
+    table.updateSchema().deleteColumn(f.name()).commit();
+    return "drop column " + f.name() + " (id " + f.fieldId() + ")";
   }
 
   String rename(Table table, Random random) {
