@@ -1,7 +1,9 @@
-//! The real `eqdv` binary killed with SIGKILL at the two dangerous points of a commit:
-//! after the Puffin file is written, and after the new metadata.json is written but
-//! before the catalog pointer is swapped. A kill can happen anywhere; these are the
-//! points where it leaves the most behind.
+//! The real `eqdv` binary killed with SIGKILL at the dangerous points of a commit: after
+//! the Puffin file is written, after the new metadata.json is written but before the
+//! catalog pointer is swapped, and (with the key index) after the index's new run is
+//! written but before its metadata file. A kill can happen anywhere; these are the
+//! points where it leaves the most behind. `sigkill_at_every_pause_point_over_seeds`
+//! loops over all of them and over seeds (`tests/crash/run` for a long run).
 //!
 //! In every case: the table's rows are unchanged, a re-run converts the table, and
 //! `eqdv cleanup --older-than 0s` removes exactly the dead attempt's files (and nothing
@@ -18,7 +20,7 @@ use std::process::Output;
 use std::time::Instant;
 
 use common::{eqdv_command, eqdv_json, json};
-use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP};
+use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP, KEY_INDEX_UPKEEP};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::state::{TableState, expected_conversion};
 use support::*;
@@ -110,6 +112,16 @@ async fn assert_attempt_files(
             let puffins = count(&|n| n.starts_with(&data) && n.ends_with(".puffin"));
             let lists = count(&|n| n.contains("/metadata/snap-") && n.ends_with(".avro"));
             assert_eq!((puffins, lists), (1, 1), "{dead:#?}");
+        }
+        KEY_INDEX_UPKEEP => {
+            // The index's new run (leaves and covered list), before its metadata file,
+            // the Puffin upload and the conversion's metadata.
+            assert!(dead.len() >= 2, "{dead:#?}");
+            let index = format!("{}/metadata/eqdv-key-index-", table_dir(w));
+            assert!(
+                dead.iter().all(|f| f.starts_with(&index)),
+                "not only key index files: {dead:#?}"
+            );
         }
         _ => unreachable!(),
     }
@@ -250,6 +262,70 @@ async fn sigkill_before_the_swap_with_the_key_index() {
         .collect();
     // An index metadata file, a covered list and at least one leaf.
     assert!(index_files.len() >= 3, "{dead:#?}");
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
+        _ => default,
+    }
+}
+
+/// A kill at every pause point of a conversion that keeps its key index (its index
+/// update among them), over seeds: each time the table is unchanged, the dead attempt's
+/// files are exactly the orphans, `cleanup` removes exactly them after a re-run
+/// converted, and PyIceberg reads the converted rows. `EQDV_CRASH_SEEDS` seeds (1 in
+/// CI) from `EQDV_CRASH_SEED_START` (700), each with its own table layout;
+/// `EQDV_CRASH_RESULTS=FILE` appends the run's totals (`tests/crash/run` sets both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_at_every_pause_point_over_seeds() {
+    let seeds = env_u64("EQDV_CRASH_SEEDS", 1);
+    let start = env_u64("EQDV_CRASH_SEED_START", 700);
+    let points = [AFTER_FILES, BEFORE_SWAP, KEY_INDEX_UPKEEP];
+    let started = Instant::now();
+    let mut kills = 0;
+    for seed in start..start + seeds {
+        for point in points {
+            let mut spec = spec(seed);
+            spec.partition = match seed % 3 {
+                0 => PartitionKind::Identity,
+                1 => PartitionKind::Bucket(3),
+                _ => PartitionKind::None,
+            };
+            spec.table_properties.insert(
+                eqdv::key_index::MIN_FILES_PROPERTY.to_string(),
+                "1".to_string(),
+            );
+            killed_converting_at(point, spec, &["--key-index"]).await;
+            kills += 1;
+        }
+    }
+    if let Ok(path) = std::env::var("EQDV_CRASH_RESULTS") {
+        use std::io::Write;
+        let new = !std::path::Path::new(&path).exists();
+        let mut text = String::new();
+        if new {
+            text.push_str("date\tcommit\tseed_start\tseeds\tpoints\tkills\trows_lost\tfiles_left_after_cleanup\tseconds\n");
+        }
+        // Every kill asserted no row lost and no file left after cleanup: a run that
+        // records its totals had none.
+        text.push_str(&format!(
+            "{}\t{}\t{start}\t{seeds}\t{}\t{kills}\t0\t0\t{:.0}\n",
+            std::env::var("EQDV_CRASH_DATE").unwrap_or_default(),
+            std::env::var("EQDV_CRASH_COMMIT").unwrap_or_default(),
+            points.join(","),
+            started.elapsed().as_secs_f64()
+        ));
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .unwrap_or_else(|e| panic!("cannot record the results in {path}: {e}"));
+    }
 }
 
 /// A bad age is a usage error that names the value.
