@@ -376,3 +376,128 @@ async fn a_warm_planner_fetches_only_what_the_commits_since_added() {
         generate(&w.catalog, &name, &next).await.unwrap();
     }
 }
+
+/// The allowlist is applied before anything of a table is read, at every entry point:
+/// a table event, a sweep, a backfill of tables or of a database, a queued shard and a
+/// split task. The table outside it is booby-trapped (its pointer names a metadata file
+/// that does not exist): reading it at all would fail, so every entry point must say it
+/// is not in the allowlist instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_allowlist_is_applied_before_any_read_at_every_entry_point() {
+    use eqdv::convert::SplitJob;
+    use eqdv_functions::FunctionConfig;
+    use eqdv_functions::converter::Converter;
+    use eqdv_functions::split::SplitTask;
+
+    let w = warehouse();
+    let allowed = TableName::new("cdc", "orders");
+    let outside = TableName::new("ops", "audit");
+    for (i, t) in [&allowed, &outside].into_iter().enumerate() {
+        generate(&w.catalog, t, &spec(90 + i as u64)).await.unwrap();
+    }
+    // A shard of the outside table, as a planner without the allowlist would make it.
+    let t = eqdv::table::LoadedTable::load(&w.catalog, &outside)
+        .await
+        .unwrap();
+    let files = eqdv::table::TableFiles::read(&t, t.head("main").unwrap().as_ref())
+        .await
+        .unwrap();
+    let plan = eqdv::plan::plan(&t, "main", &files, &Default::default()).unwrap();
+    let shard = plan.shards[0].clone();
+    let job = SplitJob::new(shard.clone(), 2).unwrap();
+    // The trap.
+    let pointer = w.catalog.load_pointer(&outside).await.unwrap();
+    let missing = pointer
+        .metadata_location
+        .replace(".metadata.json", "-missing.metadata.json");
+    w.catalog
+        .swap_pointer(&outside, &pointer, &missing)
+        .await
+        .unwrap();
+
+    let planner = |allow: bool| PlannerConfig {
+        allowlist: Allowlist {
+            databases: if allow {
+                Vec::new()
+            } else {
+                vec!["cdc".into()]
+            },
+            tables: Vec::new(),
+        },
+        ..Default::default()
+    };
+    let events = [
+        json!({
+            "source": "aws.glue",
+            "detail-type": "Glue Data Catalog Table State Change",
+            "detail": {"databaseName": "ops", "tableName": "audit", "typeOfChange": "UpdateTable"}
+        }),
+        json!({"source": "aws.events", "detail-type": "Scheduled Event"}),
+        json!({"backfill": {"tables": ["ops.audit"]}}),
+        json!({"backfill": {"database": "ops"}}),
+    ];
+    for event in &events {
+        let triggers = parse_planner_event(event).unwrap();
+        // Without the allowlist the trap goes off: the entry point reads the table.
+        let open = plan_triggers(&w.catalog, &triggers, &planner(true))
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                open.tables.get("ops.audit"),
+                Some(TableDecision::Failed { .. })
+            ),
+            "{event}: the trap did not go off: {open:?}"
+        );
+        let summary = plan_triggers(&w.catalog, &triggers, &planner(false))
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                summary.tables.get("ops.audit"),
+                Some(TableDecision::Skipped { reason }) if reason == "not in the allowlist"
+            ),
+            "{event}: {summary:?}"
+        );
+        assert!(summary.shards.iter().all(|s| s.table != outside));
+    }
+
+    // The converter, given the shard and a split task of it anyway.
+    let dir = w.path().display().to_string();
+    let config = FunctionConfig::from_lookup(|name| match name {
+        "EQDV_CATALOG" => Some("sqlite".into()),
+        "EQDV_WAREHOUSE" => Some(dir.clone()),
+        "EQDV_ALLOWED_DATABASES" => Some("cdc".into()),
+        _ => None,
+    })
+    .unwrap();
+    let converter = Converter {
+        catalog: Box::new(w.another_handle()),
+        config,
+        dead_letters: None,
+        source: "test".into(),
+        kept_reads: Default::default(),
+    };
+    let err = converter.convert_shard(&shard, None).await.unwrap_err();
+    assert!(
+        err.to_string().contains("not in the allowlist"),
+        "a queued shard: {err}"
+    );
+    for task in [
+        SplitTask::Range {
+            split: job.clone(),
+            range: 0,
+        },
+        SplitTask::Commit { split: job.clone() },
+        SplitTask::Cleanup { split: job.clone() },
+    ] {
+        let Err(err) = converter.handle_split_task(&task, None).await else {
+            panic!("a split task of a table outside the allowlist ran");
+        };
+        assert!(
+            err.cause.contains("not in the allowlist"),
+            "a split task: {}",
+            err.cause
+        );
+    }
+}
