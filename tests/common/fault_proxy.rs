@@ -35,6 +35,9 @@ struct Rule {
     request_contains: Option<String>,
     fault: Fault,
     remaining: usize,
+    /// Applies to every `every`th matching request only (1: each), the others pass.
+    every: usize,
+    seen: usize,
 }
 
 /// One request as the proxy saw it.
@@ -99,6 +102,8 @@ impl Proxy {
             request_contains: None,
             fault,
             remaining: times,
+            every: 1,
+            seen: 0,
         });
     }
 
@@ -112,6 +117,22 @@ impl Proxy {
             request_contains: Some(needle.to_string()),
             fault,
             remaining: times,
+            every: 1,
+            seen: 0,
+        });
+    }
+
+    /// Applies `fault` to every `every`th request with this method whose head or body
+    /// contains `needle` (a share of the calls, for as long as the proxy runs).
+    pub fn inject_every(&self, method: &str, needle: &str, fault: Fault, every: usize) {
+        self.state.lock().unwrap().rules.push(Rule {
+            method: method.to_string(),
+            contains: String::new(),
+            request_contains: Some(needle.to_string()),
+            fault,
+            remaining: usize::MAX,
+            every: every.max(1),
+            seen: 0,
         });
     }
 
@@ -154,6 +175,10 @@ fn take_fault(
                 head.contains(&needle.to_ascii_lowercase()) || body.contains(needle.as_str())
             })
     })?;
+    rule.seen += 1;
+    if rule.seen % rule.every != 0 {
+        return None;
+    }
     rule.remaining -= 1;
     let fault = rule.fault;
     s.matched += 1;
@@ -171,6 +196,8 @@ fn error_response(code: u16, json: bool) -> String {
     };
     let (content_type, body) = if json {
         let kind = match code {
+            // What Glue answers a caller over its request rate.
+            400 => "ThrottlingException",
             403 => "AccessDeniedException",
             _ => "InternalServiceException",
         };
