@@ -70,6 +70,10 @@ pub const TARGETS: &[Target] = &[
         name: "range_result",
         run: messages::range_result,
     },
+    Target {
+        name: "properties",
+        run: messages::properties,
+    },
 ];
 
 /// The target named `name`.

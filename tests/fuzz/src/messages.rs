@@ -133,3 +133,37 @@ pub fn index_metadata(data: &[u8]) {
     };
     let _ = (metadata.entries(), metadata.leaf_bytes(), metadata.files());
 }
+
+/// A table's properties (one `key=value` per line), read as eqdv reads its own: the
+/// commit retry policy, manifest merging, the staging branch, the key index's mode,
+/// minimum and per-part locations. Whatever a property says, the policies keep
+/// usable values.
+pub fn properties(data: &[u8]) {
+    use eqdv::convert::RetryPolicy;
+    use eqdv::key_index::{IndexKey, KeyIndexMode};
+    use eqdv::snapshot::MergePolicy;
+    let text = String::from_utf8_lossy(data);
+    let map: std::collections::HashMap<String, String> = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let retry = RetryPolicy::from_properties(&map);
+    let _ = format!("{retry:?}");
+    let merge = MergePolicy::from_properties(&map);
+    let _ = format!("{merge:?}");
+    let _ = eqdv::staging::staging_branch_of(&map, "main");
+    for (key, value) in &map {
+        let _ = value.parse::<KeyIndexMode>();
+        if key.starts_with(eqdv::key_index::LOCATION_PROPERTY_PREFIX)
+            && let Some(index) = IndexKey::from_property(key)
+        {
+            // What it parsed names the same property again.
+            assert_eq!(
+                IndexKey::from_property(&index.property()).as_ref(),
+                Some(&index),
+                "{key} does not read back"
+            );
+        }
+    }
+}

@@ -217,4 +217,5 @@ replay_tests!(
     shard,
     split_task,
     range_result,
+    properties,
 );
