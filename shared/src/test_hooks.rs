@@ -13,7 +13,9 @@
 //! `before-swap` (any commit, through `commit::publish` (the generator's included) or
 //! `commit::publish_written` (a conversion's), wrote its manifests, manifest list and
 //! metadata.json; the catalog pointer is not swapped), `key-index-upkeep` (a conversion
-//! keeping its key index wrote the new run, not yet the index metadata file).
+//! keeping its key index wrote the new run, not yet the index metadata file),
+//! `before-range-result` (a split's range task wrote its Puffin file, not yet its
+//! result).
 
 use std::time::Duration;
 
@@ -35,6 +37,10 @@ pub const BEFORE_SWAP: &str = "before-swap";
 /// In a conversion's key index upkeep: after the new run's leaves and covered list are
 /// written, before the index metadata file.
 pub const KEY_INDEX_UPKEEP: &str = "key-index-upkeep";
+
+/// In a split's range task: after the range's Puffin file is written, before its result
+/// is stored beside the table.
+pub const BEFORE_RANGE_RESULT: &str = "before-range-result";
 
 /// Pauses here if `EQDV_TEST_PAUSE_AT` is `point`; returns at once otherwise.
 pub async fn pause_point(point: &str) {

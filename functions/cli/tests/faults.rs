@@ -20,7 +20,7 @@ use std::process::Output;
 use std::time::Instant;
 
 use common::{eqdv_command, eqdv_json, json};
-use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP, KEY_INDEX_UPKEEP};
+use eqdv::test_hooks::{AFTER_FILES, BEFORE_RANGE_RESULT, BEFORE_SWAP, KEY_INDEX_UPKEEP};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::state::{TableState, expected_conversion};
 use support::*;
@@ -262,6 +262,114 @@ async fn sigkill_before_the_swap_with_the_key_index() {
         .collect();
     // An index metadata file, a covered list and at least one leaf.
     assert!(index_files.len() >= 3, "{dead:#?}");
+}
+
+/// A split's tasks killed at their pause points, each in its own process as the state
+/// machine runs them: a range after its Puffin file is written and before its result is
+/// stored, then the fan-in after its metadata is written and before the swap. After each
+/// kill the table is unchanged and everything new is an orphan; the tasks run again
+/// commit the split once (PyIceberg reads the converted rows), and `cleanup` leaves no
+/// orphan behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
+    let w = warehouse();
+    let report = generate_table(&w.catalog, &global_deletes_spec(65)).await;
+    let expected = expected_rows(&report.state).unwrap();
+    let before = state(&w).await;
+    assert!(before.orphans.is_empty(), "{:#?}", before.orphans);
+    let jobs = tempfile::tempdir().unwrap();
+    let job = jobs.path().join("job.json").display().to_string();
+    let warehouse = w.path().display().to_string();
+    let task = |name: &str, extra: &[&str]| {
+        let mut command = eqdv_command();
+        command
+            .args([
+                "split",
+                name,
+                "--json",
+                "--warehouse",
+                &warehouse,
+                "--job",
+                &job,
+            ])
+            .args(extra);
+        command
+    };
+    let out = eqdv_command()
+        .args(["split", "job", "--json", "--warehouse", &warehouse])
+        .args([
+            "--table",
+            &table().to_string(),
+            "--ranges",
+            "2",
+            "--output",
+            &job,
+        ])
+        .output()
+        .expect("run eqdv split job");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Range 0 dies between its Puffin file and its result: an orphan Puffin file.
+    kill::kill_when_paused(task("range", &["--range", "0"]), BEFORE_RANGE_RESULT);
+    let killed = state(&w).await;
+    let dead: BTreeSet<String> = killed
+        .objects
+        .difference(&before.objects)
+        .cloned()
+        .collect();
+    assert!(
+        dead.len() == 1 && dead.iter().all(|f| f.ends_with(".puffin")),
+        "not just the range's Puffin file: {dead:#?}"
+    );
+    before.assert_failed(&killed, &dead);
+
+    // Both ranges run again (range 0 rewrites its Puffin file under its fixed name);
+    // the fan-in dies before its swap.
+    for range in ["0", "1"] {
+        let out = task("range", &["--range", range]).output().expect("range");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    kill::kill_when_paused(task("commit", &[]), BEFORE_SWAP);
+    let killed = state(&w).await;
+    assert_eq!(killed.pointer, before.pointer, "the fan-in's pointer moved");
+    assert!(killed.rows == before.rows, "the rows changed");
+    assert!(
+        killed
+            .objects
+            .difference(&before.objects)
+            .all(|f| killed.orphans.contains(f)),
+        "a new object is referenced"
+    );
+
+    // The fan-in again: the split commits once.
+    let out = task("commit", &[]).output().expect("commit");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(json(&out)["outcome"], "converted");
+    assert_converted(&w.catalog, &expected).await;
+    let out = eqdv(&w, "cleanup", &["--older-than", "0s"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_no_orphans(&w.catalog).await;
+    assert_converted(&w.catalog, &expected).await;
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {

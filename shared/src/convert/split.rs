@@ -213,6 +213,7 @@ pub async fn run_range_task(
     let mut options = job.options(options);
     options.dv_file_stem = Some(job.dv_file_stem(range));
     let result = convert_range_of(&table, &options, job.shard.base_snapshot_id, range).await?;
+    crate::test_hooks::pause_point(crate::test_hooks::BEFORE_RANGE_RESULT).await;
     let result_location = job.result_location(&result.table_location, range);
     let storing = std::time::Instant::now();
     let stored = serde_json::to_vec(&result)
