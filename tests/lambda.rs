@@ -692,6 +692,53 @@ async fn rest_catalog_sweep_to_planner_to_sqs_to_converter() {
         gets,
         "every GET carries the token of the secret's client: {log:?}"
     );
+
+    // The catalog refuses the table now: the planner's sweep fails on it, and a shard of
+    // it sent to the converter is a dead letter. Neither what the functions print (JSON
+    // logs, EMF metrics) nor the dead letter holds the secret or the token it got.
+    rest.clear();
+    rest.inject(
+        "GET",
+        &format!("/tables/{}", name.name),
+        proxy::Fault::Status(403),
+        usize::MAX,
+    );
+    let refused_sweep = planner.invoke(&sweep).await;
+    let shard = json!({
+        "id": "00000000000000ff",
+        "table": {"namespace": name.namespace, "name": name.name},
+        "branch": "main",
+        "base_snapshot_id": 1,
+        "partitions": [],
+        "groups": [],
+        "estimated_bytes": 0
+    });
+    let event = json!({"Records": [sqs_record("m-refused", &shard.to_string(), 1)]});
+    let response = converter.invoke(&event).await;
+    let dead = queues.receive_all(&queues.dlq, 1).await;
+    assert_eq!(dead.len(), 1, "{response}\n{}", converter.logs());
+    let mut printed = format!(
+        "{refused_sweep}\n{response}\n{}\n{}\n",
+        planner.logs(),
+        converter.logs()
+    );
+    for m in &dead {
+        printed.push_str(&format!("{:?}\n", m.body()));
+        for (key, value) in m.message_attributes().into_iter().flatten() {
+            printed.push_str(&format!("{key}={:?}\n", value.string_value()));
+        }
+    }
+    assert!(
+        printed.contains("403") && printed.contains(&name.name),
+        "the failures were not printed: {printed}"
+    );
+    for secret in [
+        "from-the-secret",
+        "client-credentials-token:sub=eqdv-lambda",
+    ] {
+        let lines: Vec<&str> = printed.lines().filter(|l| l.contains(secret)).collect();
+        assert!(lines.is_empty(), "{secret} was printed: {lines:#?}");
+    }
 }
 
 /// A Secrets Manager secret holding OAuth2 client credentials for client `eqdv-lambda`
