@@ -286,6 +286,9 @@ impl AvroType {
                                     "field name {name:?} is not an Avro name"
                                 ));
                             }
+                            if parsed.iter().any(|(seen, _)| seen == name) {
+                                return declined(format!("field name {name:?} appears twice"));
+                            }
                             let ty = field
                                 .get("type")
                                 .ok_or_else(|| DecodeError(format!("field {name} without type")))?;
@@ -615,8 +618,9 @@ mod tests {
         assert!(err.to_string().contains("does not fit"), "{err}");
     }
 
-    /// apache-avro refuses schemas with names that are not Avro names, or named types
-    /// without a name; this decoder declines them too (found by fuzzing).
+    /// apache-avro refuses schemas with names that are not Avro names, named types
+    /// without a name, or a record with a field name twice; this decoder declines them
+    /// too (found by fuzzing).
     #[test]
     fn schemas_apache_avro_refuses_are_declined() {
         for bad in [
@@ -625,6 +629,7 @@ mod tests {
             r#"{"type":"record","fields":[{"name":"a","type":"long"}]}"#,
             r#"{"type":"fixed","size":4}"#,
             r#"{"type":"record","name":"a-b","fields":[]}"#,
+            r#"{"type":"record","name":"r","fields":[{"name":"a","type":"long"},{"name":"a","type":"int"}]}"#,
         ] {
             let json = serde_json::from_str(bad).unwrap();
             assert!(
