@@ -34,20 +34,10 @@ use eqdv_functions::converter::Converter;
 use eqdv_functions::planner::Planner;
 use eqdv_functions::queue::{InProcessQueue, ShardQueue};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
-use eqdv_workload::support::{java, services};
+use eqdv_workload::support::{java, runs, services};
 use futures::StreamExt;
 use proxy::{Fault, Proxy};
 use serde_json::json;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
-        _ => default,
-    }
-}
 
 /// The queue the planners send to, shared with the test that drains it.
 struct Shared(Arc<InProcessQueue>);
@@ -87,9 +77,9 @@ fn config(warehouse: &str) -> FunctionConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_table_events_drains_through_throttling() {
-    let tables = env_usize("EQDV_BURST_TABLES", 12);
-    let repeats = env_usize("EQDV_BURST_EVENTS_PER_TABLE", 10);
-    let concurrency = env_usize("EQDV_BURST_CONCURRENCY", 16);
+    let tables = runs::env_u64("EQDV_BURST_TABLES", 12) as usize;
+    let repeats = runs::env_u64("EQDV_BURST_EVENTS_PER_TABLE", 10) as usize;
+    let concurrency = runs::env_u64("EQDV_BURST_CONCURRENCY", 16) as usize;
     let warehouse_root = services::require_services();
     let unique = services::unique_name("burst");
     let warehouse = format!("{}/{unique}", warehouse_root.trim_end_matches('/'));
@@ -285,25 +275,19 @@ async fn a_burst_of_table_events_drains_through_throttling() {
         s3.injected().len()
     );
     eprintln!("{line}");
-    if let Ok(path) = std::env::var("EQDV_BURST_RESULTS") {
-        use std::io::Write;
-        let new = !std::path::Path::new(&path).exists();
-        let mut text = String::new();
-        if new {
-            text.push_str("date\tcommit\ttables\tevents\tshards_sent\tconverted\tnothing_to_do\treceived_again\tdead_letters\tglue_faults\ts3_faults\tdrain_seconds\n");
-        }
-        text.push_str(&format!(
-            "{}\t{}\t{tables}\t{event_count}\t{shards_sent}\t{converted}\t{nothing_to_do}\t{retried}\t0\t{}\t{}\t{drain_s:.1}\n",
-            std::env::var("EQDV_BURST_DATE").unwrap_or_default(),
-            std::env::var("EQDV_BURST_COMMIT").unwrap_or_default(),
-            glue.injected().len(),
-            s3.injected().len()
-        ));
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .unwrap_or_else(|e| panic!("cannot record the results in {path}: {e}"));
-    }
+    runs::record(
+        "EQDV_BURST",
+        &[
+            ("tables", tables.to_string()),
+            ("events", event_count.to_string()),
+            ("shards_sent", shards_sent.to_string()),
+            ("converted", converted.to_string()),
+            ("nothing_to_do", nothing_to_do.to_string()),
+            ("received_again", retried.to_string()),
+            ("dead_letters", dead_letters.len().to_string()),
+            ("glue_faults", glue.injected().len().to_string()),
+            ("s3_faults", s3.injected().len().to_string()),
+            ("drain_seconds", format!("{drain_s:.1}")),
+        ],
+    );
 }

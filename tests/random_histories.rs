@@ -33,15 +33,7 @@ use eqdv::table::{LoadedTable, TableFiles};
 use java::{JavaServer as Server, JavaTable};
 use serde_json::json;
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
-        _ => default,
-    }
-}
+use eqdv_workload::support::runs::env_u64;
 
 /// `EQDV_RANDOM_INCREMENTAL_EXPIRY=1`: snapshot expiry with Java's incremental file cleanup,
 /// which deletes a Puffin file that still holds live DVs once one of its DVs is removed (by a
@@ -54,39 +46,6 @@ fn incremental_expiry() -> bool {
 /// columns dropped, the key column among them, so that refusals are exercised).
 fn soak_mix() -> bool {
     env_u64("EQDV_RANDOM_SOAK", 0) == 1
-}
-
-/// `EQDV_RANDOM_RESULTS=FILE`: a run's totals are appended there as a row of
-/// tab-separated values (a header first in a new file), for docs/reliability.md.
-fn record_results(start: u64, ops: u64, totals: &Totals, seconds: f64) {
-    let Ok(path) = std::env::var("EQDV_RANDOM_RESULTS") else {
-        return;
-    };
-    let header = "date\tcommit\tseed_start\tseeds\tops_per_seed\toperations\tjava_op_errors\tconversions\tnothing_to_do\trefusals\tfailures\tsoak_mix\tseconds\n";
-    let row = format!(
-        "{}\t{}\t{start}\t{}\t{ops}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{seconds:.0}\n",
-        std::env::var("EQDV_RANDOM_DATE").unwrap_or_default(),
-        std::env::var("EQDV_RANDOM_COMMIT").unwrap_or_default(),
-        totals.seeds,
-        totals.ops,
-        totals.java_op_errors,
-        totals.conversions,
-        totals.nothing_to_do,
-        totals.refusals,
-        totals.failures.len(),
-        u8::from(soak_mix()),
-    );
-    let new = !std::path::Path::new(&path).exists();
-    let text = if new { format!("{header}{row}") } else { row };
-    use std::io::Write;
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()));
-    if let Err(e) = written {
-        panic!("cannot record the results in {path}: {e}");
-    }
 }
 
 fn difference(before: &[String], after: &[String]) -> String {
@@ -537,7 +496,23 @@ async fn random_histories_java_agrees() {
         totals.avro_delete_files,
         t0.elapsed().as_secs_f64()
     );
-    record_results(start, ops, &totals, t0.elapsed().as_secs_f64());
+    // `EQDV_RANDOM_RESULTS=FILE` records the totals (tests/soak/run sets it).
+    eqdv_workload::support::runs::record(
+        "EQDV_RANDOM",
+        &[
+            ("seed_start", start.to_string()),
+            ("seeds", totals.seeds.to_string()),
+            ("ops_per_seed", ops.to_string()),
+            ("operations", totals.ops.to_string()),
+            ("java_op_errors", totals.java_op_errors.to_string()),
+            ("conversions", totals.conversions.to_string()),
+            ("nothing_to_do", totals.nothing_to_do.to_string()),
+            ("refusals", totals.refusals.to_string()),
+            ("failures", totals.failures.len().to_string()),
+            ("soak_mix", u8::from(soak_mix()).to_string()),
+            ("seconds", format!("{:.0}", t0.elapsed().as_secs_f64())),
+        ],
+    );
     totals.assert_no_failures();
 }
 

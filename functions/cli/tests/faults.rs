@@ -372,16 +372,6 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
     assert_converted(&w.catalog, &expected).await;
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    match std::env::var(name) {
-        Ok(v) if !v.trim().is_empty() => v
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v}: not a number")),
-        _ => default,
-    }
-}
-
 /// A kill at every pause point of a conversion that keeps its key index (its index
 /// update among them), over seeds: each time the table is unchanged, the dead attempt's
 /// files are exactly the orphans, `cleanup` removes exactly them after a re-run
@@ -390,8 +380,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 /// `EQDV_CRASH_RESULTS=FILE` appends the run's totals (`tests/crash/run` sets both).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_at_every_pause_point_over_seeds() {
-    let seeds = env_u64("EQDV_CRASH_SEEDS", 1);
-    let start = env_u64("EQDV_CRASH_SEED_START", 700);
+    let seeds = support::runs::env_u64("EQDV_CRASH_SEEDS", 1);
+    let start = support::runs::env_u64("EQDV_CRASH_SEED_START", 700);
     let points = [AFTER_FILES, BEFORE_SWAP, KEY_INDEX_UPKEEP];
     let started = Instant::now();
     let mut kills = 0;
@@ -411,29 +401,20 @@ async fn sigkill_at_every_pause_point_over_seeds() {
             kills += 1;
         }
     }
-    if let Ok(path) = std::env::var("EQDV_CRASH_RESULTS") {
-        use std::io::Write;
-        let new = !std::path::Path::new(&path).exists();
-        let mut text = String::new();
-        if new {
-            text.push_str("date\tcommit\tseed_start\tseeds\tpoints\tkills\trows_lost\tfiles_left_after_cleanup\tseconds\n");
-        }
-        // Every kill asserted no row lost and no file left after cleanup: a run that
-        // records its totals had none.
-        text.push_str(&format!(
-            "{}\t{}\t{start}\t{seeds}\t{}\t{kills}\t0\t0\t{:.0}\n",
-            std::env::var("EQDV_CRASH_DATE").unwrap_or_default(),
-            std::env::var("EQDV_CRASH_COMMIT").unwrap_or_default(),
-            points.join(","),
-            started.elapsed().as_secs_f64()
-        ));
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(text.as_bytes()))
-            .unwrap_or_else(|e| panic!("cannot record the results in {path}: {e}"));
-    }
+    // Every kill asserted that no row was lost and no file was left after cleanup: a
+    // run that records its totals had none.
+    support::runs::record(
+        "EQDV_CRASH",
+        &[
+            ("seed_start", start.to_string()),
+            ("seeds", seeds.to_string()),
+            ("points", points.join(",")),
+            ("kills", kills.to_string()),
+            ("rows_lost", "0".into()),
+            ("files_left_after_cleanup", "0".into()),
+            ("seconds", format!("{:.0}", started.elapsed().as_secs_f64())),
+        ],
+    );
 }
 
 /// A bad age is a usage error that names the value.

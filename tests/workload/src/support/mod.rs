@@ -14,6 +14,7 @@ pub mod flink;
 pub mod java;
 pub mod manifests;
 pub mod race;
+pub mod runs;
 pub mod services;
 pub mod state;
 
