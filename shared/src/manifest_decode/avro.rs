@@ -391,8 +391,13 @@ impl AvroType {
             Self::Double => {
                 cursor.take(8)?;
             }
-            Self::Bytes | Self::String => {
+            Self::Bytes => {
                 cursor.bytes()?;
+            }
+            // apache-avro decodes every string, skipped or not, and refuses one that is
+            // not UTF-8 (found by fuzzing): so does this decoder.
+            Self::String => {
+                cursor.string()?;
             }
             Self::Fixed(n) => {
                 cursor.take(*n)?;
@@ -412,7 +417,7 @@ impl AvroType {
                     break;
                 }
                 for _ in 0..n {
-                    cursor.bytes()?;
+                    cursor.string()?;
                     values.skip(cursor)?;
                 }
             },
@@ -616,6 +621,25 @@ mod tests {
         header.extend([0; 64]);
         let err = check_container(&header).unwrap_err();
         assert!(err.to_string().contains("does not fit"), "{err}");
+    }
+
+    /// A skipped string must be UTF-8 too, as apache-avro decodes it (found by fuzzing);
+    /// skipped bytes need not be.
+    #[test]
+    fn skipped_strings_must_be_utf8() {
+        let mut bad = zigzag(2);
+        bad.extend([0xff, 0xfe]);
+        assert!(AvroType::String.skip(&mut Cursor::new(&bad)).is_err());
+        assert!(AvroType::Bytes.skip(&mut Cursor::new(&bad)).is_ok());
+        let mut map = zigzag(1);
+        map.extend(&bad);
+        map.extend(zigzag(7));
+        map.extend(zigzag(0));
+        let ty = AvroType::Map(Box::new(AvroType::Long));
+        assert!(
+            ty.skip(&mut Cursor::new(&map)).is_err(),
+            "a map key is a string"
+        );
     }
 
     /// apache-avro refuses schemas with names that are not Avro names, named types
