@@ -10,8 +10,8 @@
 //! received again (up to 5 receives, then it is a dead letter).
 //!
 //! What must hold: every table's pointer loads, no equality delete is left live on any
-//! table, no table has two conversion commits of the same deletes (one shard each: an
-//! unpartitioned table), the dead letters are empty, and Java reads a sample of the
+//! table, every table that had equality deletes has exactly one conversion commit (one
+//! shard each: an unpartitioned table) and the others none, the dead letters are empty, and Java reads a sample of the
 //! tables as it did before (every table by eqdv's reference reader). The run's size and
 //! drain time are printed, and appended to `EQDV_BURST_RESULTS` when set.
 
@@ -107,6 +107,23 @@ async fn a_burst_of_table_events_drains_through_throttling() {
         })
         .await;
     let generated_s = started.elapsed().as_secs_f64();
+    // Which tables the generator left equality deletes in (a few seeds of a small
+    // table write none): those must be converted once, the others never.
+    let mut with_deletes = std::collections::HashSet::new();
+    for name in &names {
+        let t = LoadedTable::load(&direct, name).await.expect("load");
+        let files = TableFiles::read(&t, t.head("main").unwrap().as_ref())
+            .await
+            .expect("files");
+        if !files.equality_deletes.is_empty() {
+            with_deletes.insert(name.clone());
+        }
+    }
+    assert!(
+        with_deletes.len() * 10 >= tables * 9,
+        "only {} of {tables} tables have equality deletes",
+        with_deletes.len()
+    );
     let sample: Vec<&TableName> = names.iter().step_by((tables / 3).max(1)).take(3).collect();
     let before: Vec<(java::JavaTable, Vec<String>)> = sample
         .iter()
@@ -261,7 +278,11 @@ async fn a_burst_of_table_events_drains_through_throttling() {
                     .contains_key(SOURCE_PROPERTY)
             })
             .count();
-        assert_eq!(conversions, 1, "{name} was converted {conversions} times");
+        let expected = usize::from(with_deletes.contains(name));
+        assert_eq!(
+            conversions, expected,
+            "{name} was converted {conversions} times"
+        );
     }
     for (t, rows) in &before {
         t.assert_converted(rows);
