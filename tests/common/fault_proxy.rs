@@ -96,42 +96,38 @@ impl Proxy {
     /// Applies `fault` to the next `times` requests with this method whose target
     /// (path and query) contains `contains`. Rules are tried in the order added.
     pub fn inject(&self, method: &str, contains: &str, fault: Fault, times: usize) {
-        self.state.lock().unwrap().rules.push(Rule {
-            method: method.to_string(),
-            contains: contains.to_string(),
-            request_contains: None,
-            fault,
-            remaining: times,
-            every: 1,
-            seen: 0,
-        });
+        self.add_rule(method, contains, None, fault, times, 1);
     }
 
     /// Applies `fault` to the next `times` requests with this method whose head
     /// (request line and headers, case-insensitively) or body contains `needle`,
     /// e.g. `X-Amz-Target: AWSGlue.UpdateTable`.
     pub fn inject_request(&self, method: &str, needle: &str, fault: Fault, times: usize) {
-        self.state.lock().unwrap().rules.push(Rule {
-            method: method.to_string(),
-            contains: String::new(),
-            request_contains: Some(needle.to_string()),
-            fault,
-            remaining: times,
-            every: 1,
-            seen: 0,
-        });
+        self.add_rule(method, "", Some(needle), fault, times, 1);
     }
 
     /// Applies `fault` to every `every`th request with this method whose head or body
     /// contains `needle` (a share of the calls, for as long as the proxy runs).
     pub fn inject_every(&self, method: &str, needle: &str, fault: Fault, every: usize) {
+        self.add_rule(method, "", Some(needle), fault, usize::MAX, every.max(1));
+    }
+
+    fn add_rule(
+        &self,
+        method: &str,
+        contains: &str,
+        request_contains: Option<&str>,
+        fault: Fault,
+        remaining: usize,
+        every: usize,
+    ) {
         self.state.lock().unwrap().rules.push(Rule {
             method: method.to_string(),
-            contains: String::new(),
-            request_contains: Some(needle.to_string()),
+            contains: contains.to_string(),
+            request_contains: request_contains.map(str::to_string),
             fault,
-            remaining: usize::MAX,
-            every: every.max(1),
+            remaining,
+            every,
             seen: 0,
         });
     }

@@ -19,7 +19,7 @@ use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;
 
-use common::{eqdv_command, eqdv_json, json};
+use common::{assert_exit, eqdv_command, eqdv_json, json};
 use eqdv::test_hooks::{AFTER_FILES, BEFORE_RANGE_RESULT, BEFORE_SWAP, KEY_INDEX_UPKEEP};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
 use support::state::{TableState, expected_conversion};
@@ -307,12 +307,7 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
         ])
         .output()
         .expect("run eqdv split job");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "eqdv split");
 
     // Range 0 dies between its Puffin file and its result: an orphan Puffin file.
     kill::kill_when_paused(task("range", &["--range", "0"]), BEFORE_RANGE_RESULT);
@@ -332,12 +327,7 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
     // the fan-in dies before its swap.
     for range in ["0", "1"] {
         let out = task("range", &["--range", range]).output().expect("range");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit(&out, 0, "eqdv split");
     }
     kill::kill_when_paused(task("commit", &[]), BEFORE_SWAP);
     let killed = state(&w).await;
@@ -353,21 +343,11 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
 
     // The fan-in again: the split commits once.
     let out = task("commit", &[]).output().expect("commit");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "eqdv split");
     assert_eq!(json(&out)["outcome"], "converted");
     assert_converted(&w.catalog, &expected).await;
     let out = eqdv(&w, "cleanup", &["--older-than", "0s"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0, "eqdv split");
     assert_no_orphans(&w.catalog).await;
     assert_converted(&w.catalog, &expected).await;
 }
