@@ -68,7 +68,8 @@ import org.apache.iceberg.types.Types;
  *       long, change the partition spec, compact data files (RewriteFiles, as {@code rewrite}
  *       does), expire snapshots, create branch {@code b}. Answers {@code "desc"}: what it did.
  *       With {@code "soak":true} (the soak's mix), branch {@code b} is created sooner and
- *       columns are dropped too, the key column k among them (rarely).
+ *       columns are dropped too, the key column k among them (rarely, right after a delete by key,
+ *       so that the drop meets live equality deletes on it).
  *   <li>{@code {"op":"dump","branch":B,"lineage":L}}: {@code "rows"}: the live rows of B with the
  *       lineage columns (unless L is false), canonical and sorted ({@code dump --lineage}).
  *   <li>{@code {"op":"check-dvs","branch":B}}: {@code check-dvs}'s result.
@@ -306,9 +307,11 @@ final class Serve {
       }
       int soakRoll = random.nextInt(100);
       if (soakRoll < 1 && table.schema().findField(1) != null) {
+        // Rows deleted by key first, so that the drop meets live equality deletes on it.
+        String deleted = deleteRows(table, "main", random, false);
         String key = table.schema().findField(1).name();
         table.updateSchema().deleteColumn(key).commit();
-        return "drop key column " + key + " (id 1)";
+        return deleted + "; drop key column " + key + " (id 1)";
       } else if (soakRoll < 5) {
         String s = dropColumn(table, random);
         if (s != null) {
