@@ -5,9 +5,10 @@
 //! `b`), and eqdv converts `main` (sometimes `b`) in between, in-process. Every conversion
 //! is judged by Java: its rows of both branches, row lineage included, are the same multiset
 //! before and after, and its DV loader accepts every DV with no equality delete left live on
-//! the converted branch. The one refusal allowed is of an equality field the schema dropped
-//! (the soak's mix); it must leave the pointer and Java's rows as they were, and the run
-//! goes on and counts it. Any other error fails the history.
+//! the converted branch. The one refusal allowed is of a field the schema dropped (an
+//! equality field, or the source of an older spec's partition: the soak's mix). It must
+//! leave the pointer and Java's rows as they were, and the run goes on and counts it. Any
+//! other error fails the history.
 //!
 //! Every conversion keeps eqdv's key index, and before each one the resolve runs with
 //! and without the index on the head it converts: the positions must be the same; after
@@ -127,10 +128,19 @@ async fn branch_files(
     let Ok(head) = table.head(branch) else {
         return Ok(None);
     };
-    let files = TableFiles::read(&table, head.as_ref())
-        .await
-        .map_err(|e| format!("read {branch}: {e}"))?;
+    let files = match TableFiles::read(&table, head.as_ref()).await {
+        Ok(files) => files,
+        // A manifest of a spec on a dropped field: eqdv refuses to read the branch.
+        Err(e) if dropped_field(&e) => return Ok(None),
+        Err(e) => return Err(format!("read {branch}: {e}")),
+    };
     Ok(Some((table, files)))
+}
+
+/// Whether `e` is eqdv's refusal of a field the schema dropped (an equality field, or a
+/// partition source of a manifest's spec): the one refusal a history may earn.
+fn dropped_field(e: &eqdv::Error) -> bool {
+    matches!(e, eqdv::Error::FieldUnresolvable { message, .. } if message.contains("was dropped"))
 }
 
 /// Resolves the live equality deletes of `branch`'s head without and with the key
@@ -358,11 +368,9 @@ async fn convert_and_judge(
             log.push(format!("eqdv convert {branch}: {what}"));
         }
         Err(e) => {
-            // The one refusal a history can earn: an equality field its schema dropped
-            // since (the soak's column drops). Any other error is eqdv's failure.
-            let dropped = matches!(&e, eqdv::Error::FieldUnresolvable { message, .. }
-                if message.contains("was dropped"));
-            if !dropped {
+            // The one refusal a history can earn: a field its schema dropped since (the
+            // soak's column drops). Any other error is eqdv's failure.
+            if !dropped_field(&e) {
                 return Err(format!("eqdv convert {branch} failed: {e}"));
             }
             totals.refusals += 1;

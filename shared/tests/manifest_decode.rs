@@ -380,3 +380,41 @@ async fn a_v1_manifest_is_left_to_iceberg_and_still_loads() {
     assert_eq!(ours, iceberg_loaded_entries(&file_io, &m).await);
     assert_eq!(ours.len(), 3);
 }
+
+/// A manifest whose spec is on a field its own schema dropped (Java writes one when it
+/// rewrites entries of an older spec after the drop): neither decoder can type its
+/// partition values, and the load refuses it as that field, naming the manifest.
+#[tokio::test]
+async fn a_partition_source_its_schema_dropped_is_refused_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file_io = FileIO::new_with_fs();
+    let m = write_manifest(&file_io, dir.path(), DataContentType::Data).await;
+    let bytes = std::fs::read(&m.manifest_path).expect("read");
+    let (mut meta, sync, blocks) = split(&bytes);
+    let schema = meta
+        .iter_mut()
+        .find(|(k, _)| k == "schema")
+        .expect("a schema in the manifest's metadata");
+    let mut json: serde_json::Value = serde_json::from_slice(&schema.1).expect("schema json");
+    let fields = json["fields"].as_array_mut().expect("fields");
+    fields.retain(|f| f["id"] != 3);
+    schema.1 = serde_json::to_vec(&json).expect("json");
+    std::fs::write(
+        &m.manifest_path,
+        join(&meta, "null", &sync, &blocks, <[u8]>::to_vec),
+    )
+    .expect("write");
+    let err = load_manifest(&file_io, &m).await.expect_err("refused");
+    match &err {
+        eqdv::Error::FieldUnresolvable {
+            path,
+            field,
+            field_id,
+            ..
+        } => {
+            assert_eq!(path, &m.manifest_path);
+            assert_eq!((field.as_str(), *field_id), ("l_p", 3));
+        }
+        other => panic!("not refused as the field: {other}"),
+    }
+}

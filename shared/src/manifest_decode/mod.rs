@@ -85,6 +85,50 @@ pub async fn read_manifest_bytes(
     .await
 }
 
+/// A manifest whose partition spec is on a field its own schema dropped (Java writes
+/// one when it rewrites entries of an older spec after the drop) cannot be read by
+/// iceberg-rust, which types partition values from that schema: refused as the field
+/// it cannot resolve, naming the manifest.
+fn refuse_dropped_partition_source(path: &str, bytes: &[u8]) -> Result<()> {
+    /// A field of the manifest's `partition-spec` (as much of it as is needed here).
+    #[derive(serde::Deserialize)]
+    struct SpecField {
+        #[serde(rename = "source-id")]
+        source_id: i32,
+        name: String,
+    }
+    let Ok(container) = Container::parse(bytes) else {
+        return Ok(());
+    };
+    let json = |key: &str| container.metadata.get(key).map(Vec::as_slice);
+    let (Some(schema), Some(spec)) = (json("schema"), json("partition-spec")) else {
+        return Ok(());
+    };
+    let (Ok(schema), Ok(spec)) = (
+        serde_json::from_slice::<iceberg::spec::Schema>(schema),
+        serde_json::from_slice::<Vec<SpecField>>(spec),
+    ) else {
+        return Ok(());
+    };
+    match spec
+        .into_iter()
+        .find(|f| schema.field_by_id(f.source_id).is_none())
+    {
+        None => Ok(()),
+        Some(field) => Err(Error::FieldUnresolvable {
+            path: path.to_string(),
+            message: format!(
+                "partition field {} is on a source field that was dropped from the \
+                 manifest's schema; eqdv cannot read its partition values, so the table is \
+                 not converted",
+                field.name
+            ),
+            field: field.name,
+            field_id: field.source_id,
+        }),
+    }
+}
+
 /// [`load_manifest`] of bytes already read (an unencrypted manifest's whole file).
 pub fn parse_manifest(
     manifest: &ManifestFile,
@@ -96,6 +140,7 @@ pub fn parse_manifest(
         Err(why) => {
             tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
             check_avro_file(path, bytes)?;
+            refuse_dropped_partition_source(path, bytes)?;
             Manifest::parse_avro(bytes)
                 .map(owned_parts)
                 .map_err(|e| Error::file(path, "cannot parse manifest", e))?
@@ -175,6 +220,7 @@ pub fn parse_manifest_kept(
         Err(why) => {
             tracing::debug!(manifest = %path, reason = %why, "manifest decoded by iceberg-rust");
             check_avro_file(path, bytes)?;
+            refuse_dropped_partition_source(path, bytes)?;
             let (_, mut entries) = Manifest::parse_avro(bytes)
                 .map(owned_parts)
                 .map_err(|e| Error::file(path, "cannot parse manifest", e))?;

@@ -53,7 +53,7 @@ use reader::FileReader;
 /// `future`'s output, or an error naming `path` when it panicked. The Parquet and Arrow
 /// readers panic on some corrupt files (an embedded Arrow schema of an unknown type, a
 /// dictionary page missing, found by fuzzing): a corrupt file must fail its conversion,
-/// not the process.
+/// not the process. (apache-avro's encoder, under iceberg's manifest writer, panics too.)
 pub(crate) async fn unless_panicked<T>(
     path: &str,
     what: &str,
@@ -85,7 +85,7 @@ fn panicked(path: &str, what: &str, panic: &(dyn std::any::Any + Send)) -> Error
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied())
         .unwrap_or("no message");
-    Error::file(path, what, format!("the reader panicked: {why}"))
+    Error::file(path, what, format!("it panicked: {why}"))
 }
 
 /// `metadata` with the file's offset index added (read through `reader`, most often

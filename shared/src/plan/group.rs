@@ -27,11 +27,13 @@ pub struct DeleteGroup {
 }
 
 impl DeleteGroup {
+    /// The rows the group's delete files state (saturating: the counts are another
+    /// writer's).
     pub fn delete_rows(&self) -> u64 {
         self.delete_files
             .iter()
             .map(|f| f.file.record_count())
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 
     /// Whether the group's deletes may apply to `data` (partition scope and sequence).

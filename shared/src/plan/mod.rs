@@ -154,7 +154,10 @@ pub fn plan(
         branch: branch.to_string(),
         base_snapshot_id: files.snapshot_id,
         equality_delete_files: files.equality_deletes.len(),
-        equality_delete_rows: groups.iter().map(DeleteGroup::delete_rows).sum(),
+        equality_delete_rows: groups
+            .iter()
+            .map(DeleteGroup::delete_rows)
+            .fold(0, u64::saturating_add),
         groups: groups.len(),
         skipped_data: files.skipped_data,
         shards: Vec::new(),
@@ -181,15 +184,18 @@ pub fn plan(
             .iter()
             .filter(|d| group.may_apply_to(d))
             .map(|d| d.file.file_size_in_bytes())
-            .sum();
+            .fold(0, u64::saturating_add);
         let delete_bytes: u64 = group
             .delete_files
             .iter()
             .map(|f| f.file.file_size_in_bytes())
-            .sum();
+            .fold(0, u64::saturating_add);
         let entry = partitions.entry(key).or_default();
         entry.0.push(group);
-        entry.1 += candidate_bytes + delete_bytes;
+        // Sizes from manifests: saturating, so that a hostile one cannot wrap a total.
+        entry.1 = entry
+            .1
+            .saturating_add(candidate_bytes.saturating_add(delete_bytes));
     }
 
     // First-fit decreasing bin packing by estimated bytes, within each queue group (a
@@ -206,12 +212,12 @@ pub fn plan(
         let label = key;
         match bins
             .iter_mut()
-            .find(|b| b.3 == group && b.2 + bytes <= options.target_shard_bytes)
+            .find(|b| b.3 == group && b.2.saturating_add(bytes) <= options.target_shard_bytes)
         {
             Some(bin) => {
                 bin.0.push(label);
                 bin.1.extend(groups);
-                bin.2 += bytes;
+                bin.2 = bin.2.saturating_add(bytes);
             }
             None => bins.push((vec![label], groups, bytes, group)),
         }

@@ -29,7 +29,7 @@ const BLOCK_SIZE: usize = 16_000;
 
 /// A manifest's writer: eqdv's encoder where the partition type allows it, iceberg's
 /// otherwise.
-pub(super) enum EntryWriter {
+pub enum EntryWriter {
     Fast(Box<FastManifest>),
     Iceberg(Box<ManifestWriter>),
 }
@@ -37,7 +37,7 @@ pub(super) enum EntryWriter {
 impl EntryWriter {
     /// `header` is iceberg's writer for the same file, given no entries: its header is
     /// the file's.
-    pub(super) fn new(
+    pub fn new(
         header: ManifestWriter,
         path: &str,
         staging: &FileIO,
@@ -79,19 +79,22 @@ impl EntryWriter {
     }
 
     /// A new file (status ADDED), its sequence numbers inherited from the snapshot.
-    pub(super) fn add_file(&mut self, file: DataFile) -> Result<()> {
+    pub fn add_file(&mut self, file: DataFile) -> Result<()> {
         match self {
             EntryWriter::Fast(w) => {
                 let snapshot_id = w.snapshot_id;
                 w.add(ManifestStatus::Added, Some(snapshot_id), None, None, file)
             }
-            EntryWriter::Iceberg(w) => Ok(w.add_file(file, -1)?),
+            EntryWriter::Iceberg(w) => {
+                let path = file.file_path().to_string();
+                unless_panicked(&path, || w.add_file(file, -1))
+            }
         }
     }
 
     /// A base entry in a rewritten or merged manifest: DELETED when this snapshot
     /// removes it, else EXISTING, with the snapshot and sequence numbers it had.
-    pub(super) fn carry(
+    pub fn carry(
         &mut self,
         file: DataFile,
         added_by: i64,
@@ -119,27 +122,40 @@ impl EntryWriter {
                 file,
             ),
             EntryWriter::Iceberg(w) if removed => {
-                Ok(w.add_delete_file(file, sequence_number, file_seq)?)
+                let path = file.file_path().to_string();
+                unless_panicked(&path, || w.add_delete_file(file, sequence_number, file_seq))
             }
             EntryWriter::Iceberg(w) => {
-                Ok(w.add_existing_file(file, added_by, sequence_number, file_seq)?)
+                let path = file.file_path().to_string();
+                unless_panicked(&path, || {
+                    w.add_existing_file(file, added_by, sequence_number, file_seq)
+                })
             }
         }
     }
 
     /// Writes the file (to the staging IO it was made with) and returns its entry for
     /// the manifest list.
-    pub(super) async fn finish(self, path: &str) -> Result<ManifestFile> {
+    pub async fn finish(self, path: &str) -> Result<ManifestFile> {
         let written = match self {
             EntryWriter::Fast(w) => w.finish().await,
-            EntryWriter::Iceberg(w) => (*w).write_manifest_file().await,
+            // apache-avro panics on some values it cannot encode (a decimal wider than
+            // its fixed size): an error naming the manifest, not a crash.
+            EntryWriter::Iceberg(w) => {
+                crate::parquet_io::unless_panicked(
+                    path,
+                    "iceberg's manifest writer",
+                    (*w).write_manifest_file(),
+                )
+                .await?
+            }
         };
         written.map_err(|e| Error::file(path, "cannot write manifest", e))
     }
 }
 
 /// Entries encoded as they are added; see the module's documentation.
-pub(super) struct FastManifest {
+pub struct FastManifest {
     header: ManifestWriter,
     path: String,
     staging: FileIO,
@@ -177,20 +193,21 @@ impl FastManifest {
     ) -> Result<()> {
         self.check_content(&file)?;
         let records = file.record_count();
-        match status {
-            ManifestStatus::Added => {
-                self.counts.added_files += 1;
-                self.counts.added_rows += records;
-            }
-            ManifestStatus::Existing => {
-                self.counts.existing_files += 1;
-                self.counts.existing_rows += records;
-            }
-            ManifestStatus::Deleted => {
-                self.counts.deleted_files += 1;
-                self.counts.deleted_rows += records;
-            }
-        }
+        // Counts a manifest read elsewhere states, summed: saturating, never wrapping (a
+        // count past a long is refused below, naming the file).
+        let (files, rows) = match status {
+            ManifestStatus::Added => (&mut self.counts.added_files, &mut self.counts.added_rows),
+            ManifestStatus::Existing => (
+                &mut self.counts.existing_files,
+                &mut self.counts.existing_rows,
+            ),
+            ManifestStatus::Deleted => (
+                &mut self.counts.deleted_files,
+                &mut self.counts.deleted_rows,
+            ),
+        };
+        *files = files.saturating_add(1);
+        *rows = rows.saturating_add(records);
         if status != ManifestStatus::Deleted
             && let Some(seq) = sequence_number
         {
@@ -262,8 +279,8 @@ impl FastManifest {
                 }
             }
         }
-        put_long(out, to_i64(records)?);
-        put_long(out, to_i64(file.file_size_in_bytes())?);
+        put_long(out, to_i64(&file, "record count", records)?);
+        put_long(out, to_i64(&file, "file size", file.file_size_in_bytes())?);
         for counts in [
             file.column_sizes(),
             file.value_counts(),
@@ -274,7 +291,7 @@ impl FastManifest {
             put_block_len(out, counts.len());
             for (key, value) in counts {
                 put_long(out, i64::from(*key));
-                put_long(out, to_i64(*value)?);
+                put_long(out, to_i64(&file, "column statistic", *value)?);
             }
             put_long(out, 0);
         }
@@ -402,12 +419,31 @@ impl FastManifest {
     }
 }
 
+/// `add`'s result, or an error naming the file when iceberg's writer panicked on it.
+fn unless_panicked(path: &str, add: impl FnOnce() -> iceberg::Result<()>) -> Result<()> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(add)) {
+        Ok(added) => Ok(added?),
+        Err(_) => Err(Error::file(
+            path,
+            "iceberg's manifest writer cannot encode the entry",
+            "invalid manifest entry",
+        )),
+    }
+}
+
 fn partition_error(file: &DataFile, message: String) -> Error {
     Error::file(file.file_path(), message, "invalid partition value")
 }
 
-fn to_i64(v: u64) -> Result<i64> {
-    i64::try_from(v).map_err(|_| Error::InvalidInput(format!("{v} does not fit a long")))
+/// `v` as the Avro long a manifest stores, or an error naming the file and `what`.
+fn to_i64(file: &DataFile, what: &str, v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| {
+        Error::file(
+            file.file_path(),
+            format!("its {what} {v} does not fit a long"),
+            "invalid manifest entry",
+        )
+    })
 }
 
 /// The partition field types with one Avro encoding, written here.

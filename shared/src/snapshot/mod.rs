@@ -8,9 +8,9 @@
 //! delete manifests are merged once a spec has many (`merge`); every other manifest is
 //! reused as is. `summary` computes the snapshot summary.
 
-mod manifest_encode;
+pub mod manifest_encode;
 mod merge;
-mod summary;
+pub mod summary;
 
 pub use merge::{
     MERGE_ENABLED_PROPERTY, MIN_COUNT_TO_MERGE_PROPERTY, MergePolicy, TARGET_SIZE_PROPERTY,

@@ -71,32 +71,36 @@ impl Counts {
         ]
     }
 
+    /// Adds `file`'s counts. They come from manifests other writers wrote: summed
+    /// saturating, so that a hostile count cannot wrap a total.
     fn add(&mut self, file: &DataFile) {
+        let plus = |total: &mut u64, n: u64| *total = total.saturating_add(n);
         match file.content_type() {
             DataContentType::Data => {
-                self.data_files += 1;
-                self.records += file.record_count();
-                self.files_size += file.file_size_in_bytes();
+                plus(&mut self.data_files, 1);
+                plus(&mut self.records, file.record_count());
+                plus(&mut self.files_size, file.file_size_in_bytes());
             }
             DataContentType::EqualityDeletes => {
-                self.delete_files += 1;
-                self.equality_delete_files += 1;
-                self.equality_deletes += file.record_count();
-                self.files_size += file.file_size_in_bytes();
+                plus(&mut self.delete_files, 1);
+                plus(&mut self.equality_delete_files, 1);
+                plus(&mut self.equality_deletes, file.record_count());
+                plus(&mut self.files_size, file.file_size_in_bytes());
             }
             DataContentType::PositionDeletes => {
-                self.delete_files += 1;
-                self.position_deletes += file.record_count();
+                plus(&mut self.delete_files, 1);
+                plus(&mut self.position_deletes, file.record_count());
                 if file.file_format() == DataFileFormat::Puffin {
-                    self.dvs += 1;
+                    plus(&mut self.dvs, 1);
                     // A DV occupies only its blob of the shared Puffin file.
-                    self.files_size += file
+                    let size = file
                         .content_size_in_bytes()
                         .map(|s| s.max(0) as u64)
                         .unwrap_or_else(|| file.file_size_in_bytes());
+                    plus(&mut self.files_size, size);
                 } else {
-                    self.position_delete_files += 1;
-                    self.files_size += file.file_size_in_bytes();
+                    plus(&mut self.position_delete_files, 1);
+                    plus(&mut self.files_size, file.file_size_in_bytes());
                 }
             }
         }
@@ -108,7 +112,7 @@ impl Counts {
 /// data totals (records, data files, files size) are the parent's plus what was added
 /// less what was removed, and are left out where the parent has none. The delete
 /// totals are always exact: every delete manifest is read.
-pub(super) fn summarize(
+pub fn summarize(
     base: &TableFiles,
     parent: Option<&HashMap<String, String>>,
     changes: &SnapshotChanges,
@@ -167,7 +171,7 @@ pub(super) fn summarize(
         let value = if base.skipped_data.is_partial() {
             parent
                 .and_then(|p| p.get(key)?.parse::<u64>().ok())
-                .map(|before| (before + plus).saturating_sub(minus))
+                .map(|before| before.saturating_add(plus).saturating_sub(minus))
         } else {
             Some(exact)
         };

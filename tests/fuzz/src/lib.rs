@@ -16,6 +16,7 @@
 mod files;
 mod messages;
 pub mod mutate;
+mod writes;
 
 /// A fuzz target: its name (the corpus directory and the libFuzzer binary) and its
 /// function.
@@ -49,6 +50,14 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "index_leaf",
         run: files::index_leaf,
+    },
+    Target {
+        name: "manifest_encode",
+        run: writes::manifest_encode,
+    },
+    Target {
+        name: "summary",
+        run: writes::summary,
     },
     Target {
         name: "index_metadata",

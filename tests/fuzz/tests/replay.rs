@@ -207,6 +207,8 @@ macro_rules! replay_tests {
 
 replay_tests!(
     manifest,
+    manifest_encode,
+    summary,
     manifest_list,
     puffin,
     dv,
