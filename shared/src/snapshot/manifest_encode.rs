@@ -1000,4 +1000,65 @@ mod tests {
         let err = writer.add_file(file).expect_err("refused").to_string();
         assert!(err.contains("odd.parquet"), "{err}");
     }
+
+    /// A data file of `records` rows in `partition`.
+    fn data_file(path: &str, partition: Struct, records: u64) -> DataFile {
+        DataFileBuilder::default()
+            .content(DataContentType::Data)
+            .file_path(path.into())
+            .file_format(DataFileFormat::Parquet)
+            .partition(partition)
+            .record_count(records)
+            .file_size_in_bytes(1)
+            .build()
+            .expect("a data file")
+    }
+
+    /// A decimal wider than its Avro fixed size makes apache-avro panic under iceberg's
+    /// writer: an error naming the manifest instead.
+    #[tokio::test]
+    async fn a_panic_of_iceberg_s_writer_is_an_error_naming_the_manifest() {
+        let schema = schema();
+        let spec = spec(&schema, &[("dec", Transform::Identity)]);
+        let wide = Struct::from_iter([Some(Literal::decimal(i128::from(i64::MAX)))]);
+        let file = data_file("s3://b/t/data/wide.parquet", wide, 1);
+        let staging = FileIO::new_with_memory();
+        let path = "memory:///t/metadata/m.avro";
+        let partition_type = spec.partition_type(&schema).expect("partition type");
+        let header = ManifestWriterBuilder::new(
+            staging.new_output(path).expect("output"),
+            Some(1),
+            schema.clone(),
+            spec.clone(),
+        )
+        .build_v3_data();
+        let mut writer = EntryWriter::new(
+            header,
+            path,
+            &staging,
+            1,
+            ManifestContentType::Data,
+            &partition_type,
+        );
+        assert!(matches!(writer, EntryWriter::Iceberg(_)));
+        writer.add_file(file).expect("added");
+        let err = writer.finish(path).await.expect_err("refused").to_string();
+        assert!(err.contains(path) && err.contains("panicked"), "{err}");
+    }
+
+    /// Row counts other writers stated are summed saturating for the manifest list.
+    #[tokio::test]
+    async fn row_counts_past_a_long_do_not_wrap() {
+        let schema = schema();
+        let spec = spec(&schema, &[]);
+        let files: Vec<_> = (0..3)
+            .map(|i| {
+                let path = format!("s3://b/t/data/{i}.parquet");
+                (data_file(&path, Struct::empty(), i64::MAX as u64), 1)
+            })
+            .collect();
+        let written = write(&spec, &schema, ManifestContentType::Data, &files, true).await;
+        assert!(written.fast);
+        assert_eq!(written.manifest.existing_rows_count, Some(u64::MAX));
+    }
 }

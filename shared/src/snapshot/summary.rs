@@ -191,3 +191,48 @@ pub fn summarize(
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use iceberg::spec::{DataFileBuilder, Operation, Struct};
+
+    use super::*;
+    use crate::table::LiveFile;
+
+    /// Counts other writers stated, up to a long each, are summed saturating: three of
+    /// them overflow a 64-bit sum.
+    #[test]
+    fn totals_of_counts_past_a_long_do_not_wrap() {
+        let file = |i: usize| LiveFile {
+            file: DataFileBuilder::default()
+                .content(DataContentType::Data)
+                .file_path(format!("s3://b/t/data/{i}.parquet"))
+                .file_format(DataFileFormat::Parquet)
+                .partition(Struct::empty())
+                .record_count(i64::MAX as u64)
+                .file_size_in_bytes(i64::MAX as u64)
+                .build()
+                .expect("a data file"),
+            spec_id: 0,
+            data_sequence_number: 1,
+            file_sequence_number: 1,
+            snapshot_id: 1,
+            manifest_path: "s3://b/t/metadata/m.avro".into(),
+        };
+        let base = TableFiles {
+            data_files: (0..3).map(file).collect(),
+            ..TableFiles::default()
+        };
+        let changes = SnapshotChanges {
+            operation: Operation::Delete,
+            added_data_files: Vec::new(),
+            added_delete_files: Vec::new(),
+            removed_files: Vec::new(),
+            extra_summary: HashMap::new(),
+            set_properties: Vec::new(),
+        };
+        let summary = summarize(&base, None, &changes);
+        assert_eq!(summary["total-records"], u64::MAX.to_string());
+        assert_eq!(summary["total-files-size"], u64::MAX.to_string());
+    }
+}
