@@ -31,6 +31,7 @@ pub mod reader;
 mod stream;
 #[cfg(test)]
 mod tests;
+mod thrift_walk;
 
 use std::sync::Arc;
 
@@ -103,6 +104,9 @@ async fn with_offset_index(
         .with_column_index_policy(PageIndexPolicy::Skip)
         .with_offset_index_policy(PageIndexPolicy::Optional);
     let load = async {
+        reader
+            .check_page_indexes(metadata.metadata(), false, true)
+            .await?;
         loader.load_page_index(reader::FooterFetch(reader)).await?;
         let m = loader.finish()?;
         ArrowReaderMetadata::try_new(Arc::new(m), ArrowReaderOptions::new())

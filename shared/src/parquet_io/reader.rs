@@ -26,6 +26,7 @@ use parquet::arrow::async_reader::{AsyncFileReader, MetadataFetch};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 
+use super::thrift_walk;
 use crate::Error;
 
 /// Bytes read from the end of a file to find its footer (the whole file when smaller).
@@ -51,6 +52,8 @@ pub struct FileReader {
     coalesce_gap: u64,
     /// The file's last bytes as read for the footer: `(offset, bytes)`.
     tail: Option<(u64, Bytes)>,
+    /// The page indexes as read to be checked, when outside the tail.
+    index: Option<(u64, Bytes)>,
     /// Reads issued to `inner` (for tests and diagnostics).
     reads: u64,
     /// Bytes the footer's reads fetched.
@@ -71,6 +74,7 @@ impl FileReader {
             footer_hint: DEFAULT_FOOTER_HINT,
             coalesce_gap: DEFAULT_COALESCE_GAP,
             tail: None,
+            index: None,
             reads: 0,
             footer_bytes: 0,
             kept_ranges: None,
@@ -142,10 +146,12 @@ impl FileReader {
         Some(u64::from(u32::from_le_bytes(len)))
     }
 
-    /// `range` from the kept tail, if it lies wholly inside it.
+    /// `range` from the kept tail or page indexes, if it lies wholly inside them.
     fn cached(&self, range: &Range<u64>) -> Option<Bytes> {
-        let (offset, bytes) = self.tail.as_ref()?;
-        slice_within(*offset, bytes, range)
+        [&self.tail, &self.index]
+            .into_iter()
+            .flatten()
+            .find_map(|(offset, bytes)| slice_within(*offset, bytes, range))
     }
 
     /// Reads `range` from the file, failing on a short read (a truncated file).
@@ -216,20 +222,124 @@ impl MetadataFetch for FooterFetch<'_> {
     fn fetch(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
         async move {
             let reader = &mut *self.0;
-            if let Some(bytes) = reader.cached(&range) {
-                return Ok(bytes);
-            }
-            reader.check_range(&range)?;
-            reader.reads += 1;
-            let bytes =
-                FileReader::fetch_range(reader.inner.as_ref(), &reader.path, range.clone()).await?;
-            reader.footer_bytes += bytes.len() as u64;
-            if reader.tail.is_none() && range.end == reader.size {
-                reader.tail = Some((range.start, bytes.clone()));
-            }
+            let bytes = match reader.cached(&range) {
+                Some(bytes) => bytes,
+                None => {
+                    reader.check_range(&range)?;
+                    reader.reads += 1;
+                    let bytes =
+                        FileReader::fetch_range(reader.inner.as_ref(), &reader.path, range.clone())
+                            .await?;
+                    reader.footer_bytes += bytes.len() as u64;
+                    if reader.tail.is_none() && range.end == reader.size {
+                        reader.tail = Some((range.start, bytes.clone()));
+                    }
+                    bytes
+                }
+            };
+            reader.check_footer(&range, &bytes)?;
             Ok(bytes)
         }
         .boxed()
+    }
+}
+
+impl FileReader {
+    /// Walks the footer's Thrift (see [`thrift_walk`](super::thrift_walk)) when `bytes`,
+    /// the file's `range`, hold all of it: a suffix of the file, or the footer alone (the
+    /// second read of a footer longer than the first).
+    fn check_footer(&self, range: &Range<u64>, bytes: &Bytes) -> parquet::errors::Result<()> {
+        let footer = if range.end == self.size {
+            let n = bytes.len();
+            let trailer = n.checked_sub(8).and_then(|at| bytes.get(at..));
+            let Some(trailer) = trailer.filter(|t| t[4..] == *b"PAR1") else {
+                // Not a plain Parquet trailer: parquet's own check names what is wrong.
+                return Ok(());
+            };
+            let len = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
+            match (n - 8).checked_sub(len as usize) {
+                Some(start) => &bytes[start..n - 8],
+                // Longer than this read: walked when it is read alone.
+                None => return Ok(()),
+            }
+        } else if range.end.checked_add(8) == Some(self.size) {
+            &bytes[..]
+        } else {
+            return Ok(());
+        };
+        thrift_walk::walk_struct(footer, thrift_walk::FILE_METADATA)
+            .map(drop)
+            .map_err(|why| external(&self.path, "corrupt footer", why))
+    }
+
+    /// Walks the page indexes `metadata` points at (column indexes, offset indexes or
+    /// both) before parquet decodes them, each as exactly one Thrift struct in its
+    /// range. They are read in one range (kept, so that parquet's read of them costs no
+    /// further request).
+    pub(crate) async fn check_page_indexes(
+        &mut self,
+        metadata: &ParquetMetaData,
+        column: bool,
+        offset: bool,
+    ) -> parquet::errors::Result<()> {
+        let mut ranges = Vec::new();
+        for row_group in metadata.row_groups() {
+            for chunk in row_group.columns() {
+                let indexes = [
+                    (
+                        column,
+                        chunk.column_index_offset(),
+                        chunk.column_index_length(),
+                        thrift_walk::COLUMN_INDEX,
+                    ),
+                    (
+                        offset,
+                        chunk.offset_index_offset(),
+                        chunk.offset_index_length(),
+                        thrift_walk::OFFSET_INDEX,
+                    ),
+                ];
+                for (wanted, at, len, fields) in indexes {
+                    if let (true, Some(at), Some(len)) = (wanted, at, len) {
+                        let (Ok(at), Ok(len)) = (u64::try_from(at), u64::try_from(len)) else {
+                            return Err(external(
+                                &self.path,
+                                "corrupt page index",
+                                "a negative offset or length",
+                            ));
+                        };
+                        ranges.push((at..at.saturating_add(len), fields));
+                    }
+                }
+            }
+        }
+        let (Some(start), Some(end)) = (
+            ranges.iter().map(|(r, _)| r.start).min(),
+            ranges.iter().map(|(r, _)| r.end).max(),
+        ) else {
+            return Ok(());
+        };
+        let bytes = FooterFetch(self).fetch(start..end).await?;
+        if self.cached(&(start..end)).is_none() {
+            self.index = Some((start, bytes.clone()));
+        }
+        for (range, fields) in ranges {
+            let Some(index) = slice_within(start, &bytes, &range) else {
+                return Err(external(
+                    &self.path,
+                    "corrupt page index",
+                    "a range outside its read",
+                ));
+            };
+            thrift_walk::walk_struct(&index, fields).map_err(|why| {
+                external(
+                    &self.path,
+                    format!("corrupt page index at bytes {}..{}", range.start, range.end),
+                    why,
+                )
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -318,12 +428,23 @@ impl AsyncFileReader for FileReader {
                 });
             let metadata = ParquetMetaDataReader::new()
                 .with_metadata_options(options.map(|o| o.metadata_options().clone()))
-                .with_column_index_policy(column_index)
-                .with_offset_index_policy(offset_index)
+                .with_column_index_policy(PageIndexPolicy::Skip)
+                .with_offset_index_policy(PageIndexPolicy::Skip)
                 .with_prefetch_hint(Some(self.footer_hint))
                 .load_and_finish(FooterFetch(self), size)
                 .await?;
-            Ok(Arc::new(metadata))
+            let skip = |p: PageIndexPolicy| matches!(p, PageIndexPolicy::Skip);
+            if skip(column_index) && skip(offset_index) {
+                return Ok(Arc::new(metadata));
+            }
+            // The page indexes walked before parquet decodes them (see `thrift_walk`).
+            self.check_page_indexes(&metadata, !skip(column_index), !skip(offset_index))
+                .await?;
+            let mut loader = ParquetMetaDataReader::new_with_metadata(metadata)
+                .with_column_index_policy(column_index)
+                .with_offset_index_policy(offset_index);
+            loader.load_page_index(FooterFetch(self)).await?;
+            Ok(Arc::new(loader.finish()?))
         }
         .boxed()
     }
