@@ -24,14 +24,14 @@ use aws_sdk_s3tables::Client;
 use iceberg::io::FileIO;
 
 use super::aws_failure::{catalog_error, update_error};
-use super::storage::{S3Settings, build_file_io, table_file_io};
+use super::storage::{KeysOnly, S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, not_found};
 use crate::{Error, Result};
 
 /// How to reach a table bucket and its storage. Unset values come from the standard AWS
 /// configuration (environment, profile, role), including `AWS_ENDPOINT_URL_S3TABLES`
 /// and `AWS_ENDPOINT_URL_S3`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct S3TablesConfig {
     /// The table bucket: `arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME`.
     pub table_bucket_arn: String,
@@ -45,6 +45,20 @@ pub struct S3TablesConfig {
     pub s3_path_style: Option<bool>,
     /// Extra FileIO properties (`s3.*`).
     pub file_io_properties: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for S3TablesConfig {
+    // The properties' values are left out: they may hold S3 secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3TablesConfig")
+            .field("table_bucket_arn", &self.table_bucket_arn)
+            .field("region", &self.region)
+            .field("endpoint", &self.endpoint)
+            .field("s3_endpoint", &self.s3_endpoint)
+            .field("s3_path_style", &self.s3_path_style)
+            .field("file_io_properties", &KeysOnly(&self.file_io_properties))
+            .finish()
+    }
 }
 
 /// The parts of a table bucket ARN eqdv uses.

@@ -21,7 +21,7 @@ use aws_sdk_glue::types::{DatabaseInput, StorageDescriptor, Table, TableInput};
 use iceberg::io::FileIO;
 
 use super::aws_failure::{catalog_error, update_error};
-use super::storage::{S3Settings, build_file_io, table_file_io};
+use super::storage::{KeysOnly, S3Settings, build_file_io, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 
@@ -33,7 +33,7 @@ const ICEBERG: &str = "ICEBERG";
 /// How to reach Glue and S3. Unset values come from the standard AWS configuration
 /// (environment, profile, instance role), including `AWS_ENDPOINT_URL_GLUE` and
 /// `AWS_ENDPOINT_URL_S3`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct GlueConfig {
     /// Where new tables go: `s3://bucket/prefix` (tables at `<warehouse>/<db>.db/<table>`).
     pub warehouse: Option<String>,
@@ -49,6 +49,22 @@ pub struct GlueConfig {
     pub skip_archive: Option<bool>,
     /// Extra FileIO properties (`s3.*`).
     pub file_io_properties: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for GlueConfig {
+    // The properties' values are left out: they may hold S3 secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GlueConfig")
+            .field("warehouse", &self.warehouse)
+            .field("catalog_id", &self.catalog_id)
+            .field("region", &self.region)
+            .field("glue_endpoint", &self.glue_endpoint)
+            .field("s3_endpoint", &self.s3_endpoint)
+            .field("s3_path_style", &self.s3_path_style)
+            .field("skip_archive", &self.skip_archive)
+            .field("file_io_properties", &KeysOnly(&self.file_io_properties))
+            .finish()
+    }
 }
 
 /// A Glue Data Catalog client with S3 storage.

@@ -41,12 +41,12 @@ use answers::{
     CommitAnswer, ConfigAnswer, LoadTableAnswer, NamespacesPage, TablesPage, is_storage_setting,
 };
 
-use super::storage::{S3Settings, build_file_io, env, table_file_io};
+use super::storage::{KeysOnly, S3Settings, build_file_io, env, table_file_io};
 use super::{Catalog, TableName, TablePointer, already_exists, not_found};
 use crate::{Error, Result};
 
 /// How to reach a REST catalog and the storage of its tables.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct RestConfig {
     /// The catalog's base URI (the one before `/v1/...`).
     pub uri: String,
@@ -64,6 +64,23 @@ pub struct RestConfig {
     pub s3_path_style: Option<bool>,
     /// Extra FileIO properties (`s3.*`); the catalog's and the table's own win.
     pub file_io_properties: HashMap<String, String>,
+}
+
+impl std::fmt::Debug for RestConfig {
+    // The properties' values are left out: they may hold S3 secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestConfig")
+            .field("uri", &self.uri)
+            .field("warehouse", &self.warehouse)
+            .field("auth", &self.auth)
+            .field("vended_credentials", &self.vended_credentials)
+            .field("timeout", &self.timeout)
+            .field("region", &self.region)
+            .field("s3_endpoint", &self.s3_endpoint)
+            .field("s3_path_style", &self.s3_path_style)
+            .field("file_io_properties", &KeysOnly(&self.file_io_properties))
+            .finish()
+    }
 }
 
 /// An Iceberg REST catalog client with the storage its tables live on.

@@ -11,6 +11,19 @@ use iceberg_storage_opendal::OpenDalResolvingStorageFactory;
 
 mod credentials;
 
+/// FileIO properties in a debug form that names their keys and never their values
+/// (`s3.secret-access-key`, `s3.session-token` hold secrets): what a configuration's
+/// `Debug` prints.
+pub(super) struct KeysOnly<'a>(pub &'a HashMap<String, String>);
+
+impl std::fmt::Debug for KeysOnly<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<&str> = self.0.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        f.debug_list().entries(keys).finish()
+    }
+}
+
 /// Where S3 is, as a catalog's configuration says; unset values come from the
 /// environment (`AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL`).
 pub(super) struct S3Settings {
@@ -84,4 +97,53 @@ pub(super) fn table_file_io(
     let mut merged = props.as_ref().clone();
     merged.extend(overrides.into_iter().map(|(k, v)| (k.clone(), v.clone())));
     build_file_io(&merged)
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use std::collections::HashMap;
+
+    use crate::catalog::{GlueConfig, RestConfig, S3TablesConfig};
+
+    /// A configuration's debug form names its FileIO properties, never their values.
+    #[test]
+    fn configurations_print_property_keys_not_values() {
+        let properties = HashMap::from([
+            (
+                "s3.secret-access-key".to_string(),
+                "SECRET-1f2e".to_string(),
+            ),
+            ("s3.session-token".to_string(), "TOKEN-9a8b".to_string()),
+        ]);
+        let printed = [
+            format!(
+                "{:?}",
+                GlueConfig {
+                    file_io_properties: properties.clone(),
+                    ..Default::default()
+                }
+            ),
+            format!(
+                "{:?}",
+                RestConfig {
+                    file_io_properties: properties.clone(),
+                    ..Default::default()
+                }
+            ),
+            format!(
+                "{:?}",
+                S3TablesConfig {
+                    file_io_properties: properties.clone(),
+                    ..Default::default()
+                }
+            ),
+        ];
+        for text in printed {
+            assert!(text.contains("s3.secret-access-key"), "{text}");
+            assert!(
+                !text.contains("SECRET-1f2e") && !text.contains("TOKEN-9a8b"),
+                "{text}"
+            );
+        }
+    }
 }
