@@ -31,7 +31,10 @@ const BLOCK_SIZE: usize = 16_000;
 /// otherwise.
 pub enum EntryWriter {
     Fast(Box<FastManifest>),
-    Iceberg(Box<ManifestWriter>),
+    /// iceberg's writer, and the byte width of each partition field that is a decimal:
+    /// apache-avro panics on a value wider than its fixed size, so such a value is
+    /// refused first.
+    Iceberg(Box<ManifestWriter>, Vec<Option<u32>>),
 }
 
 impl EntryWriter {
@@ -56,7 +59,7 @@ impl EntryWriter {
             })
             .collect();
         let Some(partition) = partition else {
-            return EntryWriter::Iceberg(Box::new(header));
+            return EntryWriter::iceberg(header, partition_type);
         };
         let (partition_types, partition_required): (Vec<_>, Vec<_>) = partition.into_iter().unzip();
         EntryWriter::Fast(Box::new(FastManifest {
@@ -78,6 +81,21 @@ impl EntryWriter {
         }))
     }
 
+    /// iceberg's writer for a manifest of `partition_type`.
+    pub fn iceberg(header: ManifestWriter, partition_type: &StructType) -> Self {
+        let decimal_bytes = partition_type
+            .fields()
+            .iter()
+            .map(|field| match &*field.field_type {
+                Type::Primitive(PrimitiveType::Decimal { precision, .. }) => {
+                    Type::decimal_required_bytes(*precision).ok()
+                }
+                _ => None,
+            })
+            .collect();
+        EntryWriter::Iceberg(Box::new(header), decimal_bytes)
+    }
+
     /// A new file (status ADDED), its sequence numbers inherited from the snapshot.
     pub fn add_file(&mut self, file: DataFile) -> Result<()> {
         match self {
@@ -85,7 +103,8 @@ impl EntryWriter {
                 let snapshot_id = w.snapshot_id;
                 w.add(ManifestStatus::Added, Some(snapshot_id), None, None, file)
             }
-            EntryWriter::Iceberg(w) => {
+            EntryWriter::Iceberg(w, decimal_bytes) => {
+                check_decimals(&file, decimal_bytes)?;
                 let path = file.file_path().to_string();
                 unless_panicked(&path, || w.add_file(file, -1))
             }
@@ -121,11 +140,13 @@ impl EntryWriter {
                 file_seq,
                 file,
             ),
-            EntryWriter::Iceberg(w) if removed => {
+            EntryWriter::Iceberg(w, decimal_bytes) if removed => {
+                check_decimals(&file, decimal_bytes)?;
                 let path = file.file_path().to_string();
                 unless_panicked(&path, || w.add_delete_file(file, sequence_number, file_seq))
             }
-            EntryWriter::Iceberg(w) => {
+            EntryWriter::Iceberg(w, decimal_bytes) => {
+                check_decimals(&file, decimal_bytes)?;
                 let path = file.file_path().to_string();
                 unless_panicked(&path, || {
                     w.add_existing_file(file, added_by, sequence_number, file_seq)
@@ -141,7 +162,7 @@ impl EntryWriter {
             EntryWriter::Fast(w) => w.finish().await,
             // apache-avro panics on some values it cannot encode (a decimal wider than
             // its fixed size): an error naming the manifest, not a crash.
-            EntryWriter::Iceberg(w) => {
+            EntryWriter::Iceberg(w, _) => {
                 crate::parquet_io::unless_panicked(
                     path,
                     "iceberg's manifest writer",
@@ -417,6 +438,31 @@ impl FastManifest {
         );
         Ok(manifest)
     }
+}
+
+/// Refuses a decimal partition value wider than its field's Avro fixed size, naming
+/// the file (`decimal_bytes` as [`EntryWriter::iceberg`] computes them).
+fn check_decimals(file: &DataFile, decimal_bytes: &[Option<u32>]) -> Result<()> {
+    for (value, bytes) in file.partition().iter().zip(decimal_bytes) {
+        let (Some(value), Some(bytes)) = (value, bytes) else {
+            continue;
+        };
+        let Some(PrimitiveLiteral::Int128(v)) = value.as_primitive_literal() else {
+            continue;
+        };
+        let bits = bytes.saturating_mul(8);
+        let fits = bits >= 128 || {
+            let limit = 1i128 << (bits - 1);
+            (-limit..limit).contains(&v)
+        };
+        if !fits {
+            return Err(partition_error(
+                file,
+                format!("decimal partition value {v} does not fit its {bytes}-byte fixed"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `add`'s result, or an error naming the file when iceberg's writer panicked on it.
@@ -863,7 +909,7 @@ mod tests {
         let mut writer = if ours {
             EntryWriter::new(header, path, &staging, 77, content, &partition_type)
         } else {
-            EntryWriter::Iceberg(Box::new(header))
+            EntryWriter::iceberg(header, &partition_type)
         };
         let fast = matches!(writer, EntryWriter::Fast(_));
         for (i, (file, how)) in files.iter().enumerate() {
@@ -1014,10 +1060,10 @@ mod tests {
             .expect("a data file")
     }
 
-    /// A decimal wider than its Avro fixed size makes apache-avro panic under iceberg's
-    /// writer: an error naming the manifest instead.
+    /// A decimal wider than its Avro fixed size, which makes apache-avro panic under
+    /// iceberg's writer, is refused first, naming the file.
     #[tokio::test]
-    async fn a_panic_of_iceberg_s_writer_is_an_error_naming_the_manifest() {
+    async fn a_decimal_wider_than_its_fixed_is_refused_naming_the_file() {
         let schema = schema();
         let spec = spec(&schema, &[("dec", Transform::Identity)]);
         let wide = Struct::from_iter([Some(Literal::decimal(i128::from(i64::MAX)))]);
@@ -1040,10 +1086,12 @@ mod tests {
             ManifestContentType::Data,
             &partition_type,
         );
-        assert!(matches!(writer, EntryWriter::Iceberg(_)));
-        writer.add_file(file).expect("added");
-        let err = writer.finish(path).await.expect_err("refused").to_string();
-        assert!(err.contains(path) && err.contains("panicked"), "{err}");
+        assert!(matches!(writer, EntryWriter::Iceberg(..)));
+        let err = writer.add_file(file).expect_err("refused").to_string();
+        assert!(
+            err.contains("wide.parquet") && err.contains("4-byte"),
+            "{err}"
+        );
     }
 
     /// Row counts other writers stated are summed saturating for the manifest list.

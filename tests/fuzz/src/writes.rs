@@ -236,7 +236,7 @@ fn write(
     let mut writer = if ours {
         EntryWriter::new(header, MANIFEST, &staging, 77, content, &partition_type)
     } else {
-        EntryWriter::Iceberg(Box::new(header))
+        EntryWriter::iceberg(header, &partition_type)
     };
     let fast = matches!(writer, EntryWriter::Fast(_));
     for (file, how, added_by, seq, file_seq) in entries {
