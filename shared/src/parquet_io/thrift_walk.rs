@@ -279,12 +279,32 @@ impl Walk<'_> {
         }
     }
 
+    /// The depth of a value nested in one at `depth`, refused past [`MAX_DEPTH`] so that
+    /// hostile nesting cannot exhaust the stack.
+    fn deeper(&self, depth: u32) -> Result<u32, String> {
+        if depth >= MAX_DEPTH {
+            return self.fail(format!("nested deeper than {MAX_DEPTH}"));
+        }
+        Ok(depth + 1)
+    }
+
+    /// A list's element type and a count its bytes can hold, or `None` for an empty list
+    /// (some writers give one no element type).
+    fn list_header(&mut self) -> Result<Option<(u8, usize)>, String> {
+        let header = self.byte()?;
+        if header == 0 {
+            return Ok(None);
+        }
+        let n = match header >> 4 {
+            15 => self.varint()?,
+            short => u64::from(short),
+        };
+        Ok(Some((header & 0x0f, self.count(n, 1)?)))
+    }
+
     /// A struct parquet reads as `fields`: each field it knows of the type it expects,
     /// the others skipped.
     fn known_struct(&mut self, fields: Fields, depth: u32) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return self.fail(format!("nested deeper than {MAX_DEPTH}"));
-        }
         let mut id: i64 = 0;
         loop {
             let header = self.byte()?;
@@ -305,8 +325,8 @@ impl Walk<'_> {
                 }
                 // A boolean field's value is its type.
                 _ if matches!(wire, BOOL_TRUE | BOOL_FALSE) => {}
-                Some(&(_, ty)) => self.known_value(ty, depth + 1)?,
-                None => self.skip_value(wire, depth + 1)?,
+                Some(&(_, ty)) => self.known_value(ty, self.deeper(depth)?)?,
+                None => self.skip_value(wire, self.deeper(depth)?)?,
             }
         }
     }
@@ -320,27 +340,18 @@ impl Walk<'_> {
             Binary => self.skip_value(BINARY, depth),
             Struct(fields) => self.known_struct(fields, depth),
             List(element) => {
-                if depth > MAX_DEPTH {
-                    return self.fail(format!("nested deeper than {MAX_DEPTH}"));
-                }
-                let header = self.byte()?;
-                // Some writers give an empty list no element type.
-                if header == 0 {
+                let Some((wire, n)) = self.list_header()? else {
                     return Ok(());
-                }
-                let wire = header & 0x0f;
+                };
                 if !element.is(wire) {
                     return self.fail(format!(
                         "a list of type {wire} where parquet reads a list of {}",
                         element.name()
                     ));
                 }
-                let n = match header >> 4 {
-                    15 => self.varint()?,
-                    short => u64::from(short),
-                };
-                for _ in 0..self.count(n, 1)? {
-                    self.known_value(*element, depth + 1)?;
+                let depth = self.deeper(depth)?;
+                for _ in 0..n {
+                    self.known_value(*element, depth)?;
                 }
                 Ok(())
             }
@@ -349,9 +360,6 @@ impl Walk<'_> {
 
     /// A struct parquet skips: its fields by the types they declare.
     fn skip_struct(&mut self, depth: u32) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return self.fail(format!("nested deeper than {MAX_DEPTH}"));
-        }
         loop {
             let header = self.byte()?;
             if header == 0 {
@@ -364,7 +372,7 @@ impl Walk<'_> {
             match header & 0x0f {
                 // A boolean field's value is its type.
                 BOOL_TRUE | BOOL_FALSE => {}
-                ty => self.skip_value(ty, depth + 1)?,
+                ty => self.skip_value(ty, self.deeper(depth)?)?,
             }
         }
     }
@@ -388,39 +396,27 @@ impl Walk<'_> {
     }
 
     fn skip_list(&mut self, depth: u32) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return self.fail(format!("nested deeper than {MAX_DEPTH}"));
-        }
-        let header = self.byte()?;
-        // Some writers give an empty list no element type.
-        if header == 0 {
+        let Some((ty, n)) = self.list_header()? else {
             return Ok(());
-        }
-        let n = match header >> 4 {
-            15 => self.varint()?,
-            short => u64::from(short),
         };
-        let n = self.count(n, 1)?;
-        let ty = header & 0x0f;
+        let depth = self.deeper(depth)?;
         for _ in 0..n {
-            self.skip_value(ty, depth + 1)?;
+            self.skip_value(ty, depth)?;
         }
         Ok(())
     }
 
     fn skip_map(&mut self, depth: u32) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return self.fail(format!("nested deeper than {MAX_DEPTH}"));
-        }
         let n = self.varint()?;
         if n == 0 {
             return Ok(());
         }
         let types = self.byte()?;
         let n = self.count(n, 2)?;
+        let depth = self.deeper(depth)?;
         for _ in 0..n {
-            self.skip_value(types >> 4, depth + 1)?;
-            self.skip_value(types & 0x0f, depth + 1)?;
+            self.skip_value(types >> 4, depth)?;
+            self.skip_value(types & 0x0f, depth)?;
         }
         Ok(())
     }
