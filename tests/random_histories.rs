@@ -294,14 +294,6 @@ fn java_rows(server: &mut Server, branch: &str) -> Result<Result<Vec<String>, St
     }
 }
 
-/// The error of the two reads of a branch that failed.
-fn e_of(before: &Result<Vec<String>, String>, after: &Result<Vec<String>, String>) -> String {
-    match (before, after) {
-        (Err(e), _) | (_, Err(e)) => e.clone(),
-        _ => String::new(),
-    }
-}
-
 /// One eqdv conversion of `branch`, judged by Java. `Err` is a failure message.
 async fn convert_and_judge(
     server: &mut Server,
@@ -396,11 +388,10 @@ async fn convert_and_judge(
                     difference(before, after)
                 ));
             }
-            (Ok(_), Err(_)) | (Err(_), Ok(_)) => {
+            (Ok(_), Err(e)) | (Err(e), Ok(_)) => {
                 return Err(format!(
                     "Java's read of {b} changed with the conversion of {branch} (from \
-                     readable to not, or back): {}",
-                    e_of(before, after)
+                     readable to not, or back): {e}"
                 ));
             }
             _ => {}

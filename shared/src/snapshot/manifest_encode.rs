@@ -10,10 +10,11 @@
 //! manifest with no entries, and the `ManifestFile` it returns is completed with the
 //! counts and partition summaries iceberg computes the same way.
 //!
-//! It takes only manifests whose partition fields are of types with one Avro encoding
-//! (booleans, numbers, dates, times, timestamps, strings, binary); a partition of
-//! decimals, UUIDs or fixed-length values goes through iceberg's writer (see
-//! [`EntryWriter`]).
+//! It takes manifests whose partition fields are of every type but UUID: iceberg-rust
+//! declares a UUID partition field an Avro string while giving it 16 raw bytes, so a
+//! partition of UUIDs goes through iceberg's writer as before (see [`EntryWriter`]).
+//! Decimals and fixed-length values are Avro fixeds here as there; writing them here
+//! also keeps them out of iceberg's writer, whose Avro serde leaks memory on them.
 
 use iceberg::io::FileIO;
 use iceberg::spec::{
@@ -450,12 +451,7 @@ fn check_decimals(file: &DataFile, decimal_bytes: &[Option<u32>]) -> Result<()> 
         let Some(PrimitiveLiteral::Int128(v)) = value.as_primitive_literal() else {
             continue;
         };
-        let bits = bytes.saturating_mul(8);
-        let fits = bits >= 128 || {
-            let limit = 1i128 << (bits - 1);
-            (-limit..limit).contains(&v)
-        };
-        if !fits {
+        if !decimal_fits(v, *bytes) {
             return Err(partition_error(
                 file,
                 format!("decimal partition value {v} does not fit its {bytes}-byte fixed"),
@@ -492,7 +488,7 @@ fn to_i64(file: &DataFile, what: &str, v: u64) -> Result<i64> {
     })
 }
 
-/// The partition field types with one Avro encoding, written here.
+/// The partition field types written here (all but UUID: see the module's documentation).
 fn encodes(ty: &PrimitiveType) -> bool {
     use PrimitiveType as P;
     matches!(
@@ -510,6 +506,8 @@ fn encodes(ty: &PrimitiveType) -> bool {
             | P::TimestamptzNs
             | P::String
             | P::Binary
+            | P::Fixed(_)
+            | P::Decimal { .. }
     )
 }
 
@@ -533,6 +531,14 @@ fn datum(ty: &PrimitiveType, literal: &PrimitiveLiteral) -> std::result::Result<
         (P::TimestamptzNs, L::Long(v)) => Datum::timestamptz_nanos(*v),
         (P::String, L::String(v)) => Datum::string(v),
         (P::Binary, L::Binary(v)) => Datum::binary(v.iter().copied()),
+        // The Datum iceberg's writer builds (its type, not the value's): from the bytes
+        // that `put_primitive` has checked.
+        (P::Fixed(_), L::Binary(v)) => {
+            Datum::try_from_bytes(v, ty.clone()).map_err(|e| e.to_string())?
+        }
+        (P::Decimal { .. }, L::Int128(v)) => {
+            Datum::try_from_bytes(&v.to_be_bytes(), ty.clone()).map_err(|e| e.to_string())?
+        }
         _ => return Err(format!("{literal:?} is not a value of type {ty}")),
     })
 }
@@ -555,9 +561,36 @@ fn put_primitive(
         (P::Double, L::Double(v)) => out.extend_from_slice(&v.0.to_le_bytes()),
         (P::String, L::String(v)) => put_bytes(out, v.as_bytes()),
         (P::Binary, L::Binary(v)) => put_bytes(out, v),
+        // An Avro fixed has no length: the value must be the type's.
+        (P::Fixed(len), L::Binary(v)) => {
+            if u64::try_from(v.len()).ok() != Some(*len) {
+                return Err(format!("a value of {} bytes for type {ty}", v.len()));
+            }
+            out.extend_from_slice(v);
+        }
+        // The unscaled value, two's complement big-endian, in the fixed of the fewest
+        // bytes the precision needs.
+        (P::Decimal { precision, .. }, L::Int128(v)) => {
+            let bytes = Type::decimal_required_bytes(*precision).map_err(|e| e.to_string())?;
+            if !decimal_fits(*v, bytes) {
+                return Err(format!(
+                    "decimal partition value {v} does not fit its {bytes}-byte fixed"
+                ));
+            }
+            out.extend_from_slice(&v.to_be_bytes()[16 - bytes as usize..]);
+        }
         _ => return Err(format!("{literal:?} is not a value of type {ty}")),
     }
     Ok(())
+}
+
+/// Whether `v` fits a two's complement integer of `bytes` bytes.
+fn decimal_fits(v: i128, bytes: u32) -> bool {
+    let bits = bytes.saturating_mul(8);
+    bits >= 128 || {
+        let limit = 1i128 << (bits - 1);
+        (-limit..limit).contains(&v)
+    }
 }
 
 /// Avro's long: zig-zag, then 7 bits a byte, least significant first.
@@ -697,6 +730,15 @@ mod tests {
                     scale: 2,
                 },
             ),
+            (
+                "dec38",
+                PrimitiveType::Decimal {
+                    precision: 38,
+                    scale: 0,
+                },
+            ),
+            ("fx", PrimitiveType::Fixed(3)),
+            ("u", PrimitiveType::Uuid),
         ];
         let fields: Vec<_> = types
             .into_iter()
@@ -752,7 +794,12 @@ mod tests {
             PrimitiveType::Binary => {
                 Literal::binary((0..rng.random_range(0..6)).map(|_| rng.random::<u8>()))
             }
+            PrimitiveType::Decimal { precision: 38, .. } => {
+                Literal::decimal(rng.random_range(-(10i128.pow(37))..10i128.pow(37)))
+            }
             PrimitiveType::Decimal { .. } => Literal::decimal(rng.random_range(-9999..9999)),
+            PrimitiveType::Fixed(len) => Literal::fixed((0..*len).map(|_| rng.random::<u8>())),
+            PrimitiveType::Uuid => Literal::uuid(uuid::Uuid::from_u128(rng.random())),
             other => panic!("no values of {other}"),
         })
     }
@@ -886,18 +933,20 @@ mod tests {
         fast: bool,
     }
 
-    async fn write(
+    const PATH: &str = "memory:///t/metadata/m.avro";
+
+    /// A writer of a manifest of `spec` at [`PATH`] in memory: eqdv's (`ours`, which may
+    /// still be iceberg's for some partition types) or iceberg's.
+    fn writer(
         spec: &PartitionSpec,
         schema: &Arc<Schema>,
         content: ManifestContentType,
-        files: &[(DataFile, u8)],
         ours: bool,
-    ) -> Written {
+    ) -> (EntryWriter, FileIO) {
         let staging = FileIO::new_with_memory();
-        let path = "memory:///t/metadata/m.avro";
         let partition_type = spec.partition_type(schema).expect("partition type");
         let builder = ManifestWriterBuilder::new(
-            staging.new_output(path).expect("output"),
+            staging.new_output(PATH).expect("output"),
             Some(77),
             schema.clone(),
             spec.clone(),
@@ -906,11 +955,22 @@ mod tests {
             ManifestContentType::Data => builder.build_v3_data(),
             ManifestContentType::Deletes => builder.build_v3_deletes(),
         };
-        let mut writer = if ours {
-            EntryWriter::new(header, path, &staging, 77, content, &partition_type)
+        let writer = if ours {
+            EntryWriter::new(header, PATH, &staging, 77, content, &partition_type)
         } else {
             EntryWriter::iceberg(header, &partition_type)
         };
+        (writer, staging)
+    }
+
+    async fn write(
+        spec: &PartitionSpec,
+        schema: &Arc<Schema>,
+        content: ManifestContentType,
+        files: &[(DataFile, u8)],
+        ours: bool,
+    ) -> Written {
+        let (mut writer, staging) = writer(spec, schema, content, ours);
         let fast = matches!(writer, EntryWriter::Fast(_));
         for (i, (file, how)) in files.iter().enumerate() {
             let seq = 3 + i as i64 % 5;
@@ -924,9 +984,9 @@ mod tests {
                     .expect("remove"),
             }
         }
-        let manifest = writer.finish(path).await.expect("finish");
+        let manifest = writer.finish(PATH).await.expect("finish");
         let bytes = staging
-            .new_input(path)
+            .new_input(PATH)
             .expect("input")
             .read()
             .await
@@ -958,6 +1018,15 @@ mod tests {
                 ("tsns", Transform::Identity),
                 ("bin", Transform::Identity),
                 ("s", Transform::Truncate(2)),
+            ],
+            vec![
+                ("dec", Transform::Identity),
+                ("dec38", Transform::Identity),
+                ("fx", Transform::Identity),
+            ],
+            vec![
+                ("dec", Transform::Bucket(8)),
+                ("dec38", Transform::Truncate(10)),
             ],
         ];
         let mut rng = StdRng::seed_from_u64(7);
@@ -996,19 +1065,24 @@ mod tests {
         }
     }
 
-    /// A partition of decimals has another Avro encoding (fixed): iceberg writes it.
+    /// A partition of UUIDs goes through iceberg's writer (see the module's doc), which
+    /// cannot encode one: the manifest is refused, named, and nothing is written.
     #[tokio::test]
-    async fn other_partition_types_go_through_iceberg_s_writer() {
+    async fn uuid_partitions_are_refused_naming_the_manifest() {
         let schema = schema();
-        let spec = spec(&schema, &[("dec", Transform::Identity)]);
-        let partition_type = spec.partition_type(&schema).expect("partition type");
-        let mut rng = StdRng::seed_from_u64(8);
-        let content = ManifestContentType::Deletes;
-        let files = entries(&mut rng, content, &partition_type, 20);
-        let ours = write(&spec, &schema, content, &files, true).await;
-        assert!(!ours.fast);
-        let read = Manifest::parse_avro(&ours.bytes).expect("iceberg reads it");
-        assert_eq!(read.entries().len(), files.len());
+        let spec = spec(&schema, &[("u", Transform::Identity)]);
+        let (mut writer, staging) = writer(&spec, &schema, ManifestContentType::Data, true);
+        assert!(!matches!(writer, EntryWriter::Fast(_)));
+        let id = Struct::from_iter([Some(Literal::uuid(uuid::Uuid::from_u128(7)))]);
+        writer
+            .add_file(data_file("s3://b/t/data/u.parquet", id, 1))
+            .expect("taken");
+        let err = writer.finish(PATH).await.expect_err("refused").to_string();
+        assert!(err.contains("m.avro"), "{err}");
+        assert!(
+            !staging.exists(PATH).await.expect("exists"),
+            "a file was left"
+        );
     }
 
     /// A value of another type than its partition field's is refused, naming the file.
@@ -1016,33 +1090,9 @@ mod tests {
     async fn a_partition_value_of_the_wrong_type_is_refused() {
         let schema = schema();
         let spec = spec(&schema, &[("l", Transform::Identity)]);
-        let partition_type = spec.partition_type(&schema).expect("partition type");
-        let staging = FileIO::new_with_memory();
-        let path = "memory:///t/metadata/m.avro";
-        let header = ManifestWriterBuilder::new(
-            staging.new_output(path).expect("output"),
-            Some(1),
-            schema.clone(),
-            spec.clone(),
-        )
-        .build_v3_data();
-        let mut writer = EntryWriter::new(
-            header,
-            path,
-            &staging,
-            1,
-            ManifestContentType::Data,
-            &partition_type,
-        );
-        let file = DataFileBuilder::default()
-            .content(DataContentType::Data)
-            .file_path("s3://b/t/data/odd.parquet".into())
-            .file_format(DataFileFormat::Parquet)
-            .partition(Struct::from_iter([Some(Literal::string("x"))]))
-            .record_count(1)
-            .file_size_in_bytes(1)
-            .build()
-            .expect("a data file");
+        let (mut writer, _) = writer(&spec, &schema, ManifestContentType::Data, true);
+        let odd = Struct::from_iter([Some(Literal::string("x"))]);
+        let file = data_file("s3://b/t/data/odd.parquet", odd, 1);
         let err = writer.add_file(file).expect_err("refused").to_string();
         assert!(err.contains("odd.parquet"), "{err}");
     }
@@ -1060,38 +1110,39 @@ mod tests {
             .expect("a data file")
     }
 
-    /// A decimal wider than its Avro fixed size, which makes apache-avro panic under
-    /// iceberg's writer, is refused first, naming the file.
+    /// A decimal wider than its Avro fixed size (which makes apache-avro panic under
+    /// iceberg's writer) and a fixed value of another length are refused, naming the
+    /// file, by eqdv's encoder and before iceberg's writer alike.
     #[tokio::test]
-    async fn a_decimal_wider_than_its_fixed_is_refused_naming_the_file() {
+    async fn values_that_do_not_fit_their_fixed_are_refused_naming_the_file() {
         let schema = schema();
-        let spec = spec(&schema, &[("dec", Transform::Identity)]);
-        let wide = Struct::from_iter([Some(Literal::decimal(i128::from(i64::MAX)))]);
-        let file = data_file("s3://b/t/data/wide.parquet", wide, 1);
-        let staging = FileIO::new_with_memory();
-        let path = "memory:///t/metadata/m.avro";
-        let partition_type = spec.partition_type(&schema).expect("partition type");
-        let header = ManifestWriterBuilder::new(
-            staging.new_output(path).expect("output"),
-            Some(1),
-            schema.clone(),
-            spec.clone(),
-        )
-        .build_v3_data();
-        let mut writer = EntryWriter::new(
-            header,
-            path,
-            &staging,
-            1,
-            ManifestContentType::Data,
-            &partition_type,
-        );
-        assert!(matches!(writer, EntryWriter::Iceberg(..)));
-        let err = writer.add_file(file).expect_err("refused").to_string();
-        assert!(
-            err.contains("wide.parquet") && err.contains("4-byte"),
-            "{err}"
-        );
+        let wide = Literal::decimal(i128::from(i64::MAX));
+        let cases = [
+            ("dec", wide, "4-byte"),
+            ("fx", Literal::fixed([1, 2]), "2 bytes"),
+        ];
+        for (column, value, why) in cases {
+            let spec = spec(&schema, &[(column, Transform::Identity)]);
+            for ours in [true, false] {
+                let (mut writer, _) = writer(&spec, &schema, ManifestContentType::Data, ours);
+                assert_eq!(matches!(writer, EntryWriter::Fast(_)), ours, "{column}");
+                let file = data_file(
+                    "s3://b/t/data/wide.parquet",
+                    Struct::from_iter([Some(value.clone())]),
+                    1,
+                );
+                let added = writer.add_file(file);
+                if !ours && column == "fx" {
+                    // iceberg's writer takes it; the file it writes fails.
+                    added.expect("iceberg's writer takes the entry");
+                    let err = writer.finish(PATH).await.expect_err("refused");
+                    assert!(err.to_string().contains("m.avro"), "{err}");
+                    continue;
+                }
+                let err = added.expect_err("refused").to_string();
+                assert!(err.contains("wide.parquet") && err.contains(why), "{err}");
+            }
+        }
     }
 
     /// Row counts other writers stated are summed saturating for the manifest list.

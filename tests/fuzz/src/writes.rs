@@ -91,6 +91,11 @@ fn schema() -> Arc<Schema> {
             precision: 9,
             scale: 2,
         },
+        P::Decimal {
+            precision: 38,
+            scale: 0,
+        },
+        P::Fixed(4),
     ];
     let fields = types.into_iter().enumerate().map(|(i, ty)| {
         let id = i as i32 + 1;
@@ -113,7 +118,7 @@ fn schema() -> Arc<Schema> {
 fn spec(choices: &mut Choices<'_>, schema: &Arc<Schema>) -> Option<PartitionSpec> {
     let mut builder = PartitionSpec::builder(schema.clone()).with_spec_id(0);
     for i in 0..choices.u8() % 5 {
-        let column = 1 + i32::from(choices.u8() % 13);
+        let column = 1 + i32::from(choices.u8() % 15);
         let transform = match choices.u8() % 8 {
             0 => Transform::Bucket(1 + u32::from(choices.u8())),
             1 => Transform::Truncate(1 + u32::from(choices.u8() % 8)),
@@ -148,7 +153,15 @@ fn partition_value(choices: &mut Choices<'_>, ty: &PrimitiveType) -> Option<Lite
         P::Double => Literal::double(f64::from_bits(choices.u64())),
         P::String => Literal::string(choices.string(24)),
         P::Binary => Literal::binary(choices.vec(24)),
+        P::Decimal { precision: 38, .. } => {
+            Literal::decimal(i128::from(choices.i64()) << (choices.u8() % 64))
+        }
         P::Decimal { .. } => Literal::decimal(i128::from(choices.i64())),
+        // Of its length mostly, of another now and then.
+        P::Fixed(len) => match choices.u8() {
+            0..8 => Literal::fixed(choices.vec(8)),
+            _ => Literal::fixed((0..*len).map(|_| choices.u8())),
+        },
         _ => Literal::long(choices.i64()),
     })
 }
@@ -329,8 +342,19 @@ pub fn manifest_encode(data: &[u8]) {
     if !fast {
         return;
     }
-    // What iceberg's writer accepts of the same: the same bytes and list entry.
-    if let Ok((theirs, theirs_list, _)) = write(&spec, &schema, content, &entries, false) {
+    // What iceberg's writer accepts of the same: the same bytes and list entry. Not for
+    // decimal and fixed partitions, on which iceberg's writer leaks memory (apache-avro's
+    // serde; docs/reliability.md, bug 10): the encoder's unit tests compare those.
+    let leaks = partition_type.fields().iter().any(|f| {
+        matches!(
+            f.field_type.as_primitive_type(),
+            Some(PrimitiveType::Decimal { .. } | PrimitiveType::Fixed(_))
+        )
+    });
+    let theirs = (!leaks)
+        .then(|| write(&spec, &schema, content, &entries, false).ok())
+        .flatten();
+    if let Some((theirs, theirs_list, _)) = theirs {
         assert!(
             blocks(&ours) == blocks(&theirs) && ours.len() == theirs.len(),
             "eqdv's encoder wrote other entries than iceberg's writer ({} bytes against {})",
