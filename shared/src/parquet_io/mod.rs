@@ -287,7 +287,8 @@ impl ParquetFile {
         footer_read_start: u64,
         footer_read: FooterRead,
     ) -> Self {
-        let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, metadata);
+        let builder =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader.reading_pages(), metadata);
         let has_ids = builder
             .metadata()
             .file_metadata()

@@ -39,6 +39,12 @@ pub const DEFAULT_COALESCE_GAP: u64 = 1024 * 1024;
 /// and the 1 MiB default would merge them back into most of it.
 pub const POSITIONED_COALESCE_GAP: u64 = 64 * 1024;
 
+/// A page that declares more bytes than this uncompressed is refused: parquet allocates
+/// (and for most codecs zeroes) the size a page header declares before it decompresses
+/// the page, so a header of a few bytes could ask for 2 GiB. Avro blocks have the same
+/// cap.
+pub const MAX_PAGE_BYTES: i32 = 256 << 20;
+
 /// Merged ranges of one read fetched at once (matters on object stores); iceberg-rust's
 /// `ArrowFileReader` default.
 const FETCH_CONCURRENCY: usize = 10;
@@ -61,6 +67,9 @@ pub struct FileReader {
     /// Where column reads are kept for a later reader of the file, and found again
     /// (see [`FileReader::with_kept_ranges`]).
     kept_ranges: Option<super::FooterCache>,
+    /// Whether the ranges asked for are parquet's column reads, their pages' headers
+    /// walked before parquet sees them (see [`FileReader::reading_pages`]).
+    pages: bool,
 }
 
 impl FileReader {
@@ -78,7 +87,18 @@ impl FileReader {
             reads: 0,
             footer_bytes: 0,
             kept_ranges: None,
+            pages: false,
         }
+    }
+
+    /// A reader whose [`get_byte_ranges`](AsyncFileReader::get_byte_ranges) serves
+    /// parquet's reads of column chunks or pages (each range starts at a page header):
+    /// every page header in them is walked (see `thrift_walk`) and a page larger than
+    /// [`MAX_PAGE_BYTES`] uncompressed is refused, naming the file, before parquet
+    /// allocates for it.
+    pub fn reading_pages(mut self) -> Self {
+        self.pages = true;
+        self
     }
 
     /// A reader whose column reads are looked for in `cache` first and kept there
@@ -179,6 +199,21 @@ impl FileReader {
                 ),
                 "file shorter than its recorded size (truncated?)",
             ));
+        }
+        Ok(bytes)
+    }
+
+    /// `bytes` of `ranges` as a read returns them, their pages walked first when the
+    /// reader is [`reading_pages`](FileReader::reading_pages).
+    fn served(
+        &self,
+        ranges: &[Range<u64>],
+        bytes: Vec<Bytes>,
+    ) -> parquet::errors::Result<Vec<Bytes>> {
+        if self.pages {
+            for (range, bytes) in ranges.iter().zip(&bytes) {
+                check_pages(&self.path, range.start, bytes)?;
+            }
         }
         Ok(bytes)
     }
@@ -377,7 +412,7 @@ impl AsyncFileReader for FileReader {
                 .map(|(r, _)| r.clone())
                 .collect();
             if missing.is_empty() {
-                return Ok(out.into_iter().flatten().collect());
+                return self.served(&ranges, out.into_iter().flatten().collect());
             }
             for range in &missing {
                 self.check_range(range)?;
@@ -410,7 +445,7 @@ impl AsyncFileReader for FileReader {
                     .map_err(|e| external(path, "range too large", e))?;
                 *slot = Some(fetched[i].slice(start..end));
             }
-            Ok(out.into_iter().flatten().collect())
+            self.served(&ranges, out.into_iter().flatten().collect())
         }
         .boxed()
     }
@@ -448,6 +483,38 @@ impl AsyncFileReader for FileReader {
         }
         .boxed()
     }
+}
+
+/// Walks the pages in `bytes`, the file's bytes from `offset` on, which parquet reads as
+/// consecutive pages: each header must walk (see `thrift_walk`) and declare at most
+/// [`MAX_PAGE_BYTES`] uncompressed. A page running past the bytes ends the walk (parquet
+/// fails on it itself).
+fn check_pages(path: &str, offset: u64, bytes: &[u8]) -> parquet::errors::Result<()> {
+    let mut at = 0usize;
+    while let Some(rest) = bytes.get(at..).filter(|rest| !rest.is_empty()) {
+        let byte = offset.saturating_add(at as u64);
+        let page = thrift_walk::page_header(rest)
+            .map_err(|why| external(path, format!("corrupt page header at byte {byte}"), why))?;
+        if page.uncompressed > MAX_PAGE_BYTES {
+            return Err(external(
+                path,
+                format!(
+                    "the page at byte {byte} declares {} bytes uncompressed",
+                    page.uncompressed
+                ),
+                format!("more than eqdv's limit of {MAX_PAGE_BYTES} bytes a page"),
+            ));
+        }
+        let Ok(compressed) = usize::try_from(page.compressed) else {
+            return Err(external(
+                path,
+                format!("corrupt page header at byte {byte}"),
+                format!("a compressed size of {}", page.compressed),
+            ));
+        };
+        at = at.saturating_add(page.header).saturating_add(compressed);
+    }
+    Ok(())
 }
 
 /// Sorted, disjoint ranges covering `ranges`, merging those that overlap, touch or are
@@ -637,6 +704,79 @@ mod tests {
         // A range past the end is an error naming the file.
         let err = reader.get_bytes(2_999_990..3_000_010).await.unwrap_err();
         assert!(err.to_string().contains("blob.bin"), "{err}");
+    }
+
+    /// A reader of column data walks the pages of what it serves: one declaring more
+    /// than [`MAX_PAGE_BYTES`] uncompressed is refused, naming the file and the page,
+    /// whether it was fetched or kept in the footer's read.
+    #[tokio::test]
+    async fn a_page_declaring_too_many_bytes_is_refused_naming_the_file() {
+        use super::super::thrift_walk::tests::page_header_bytes;
+        let dir = tempfile::tempdir().unwrap();
+        let page = |uncompressed: i64| {
+            let mut page = page_header_bytes(uncompressed, 10);
+            page.extend([9; 10]);
+            page
+        };
+        let small = page(4000);
+        for (hint, served_from) in [(0, "fetched"), (DEFAULT_FOOTER_HINT, "kept")] {
+            let path = dir.path().join(format!("pages-{served_from}.parquet"));
+            let good = small.repeat(2);
+            let mut bytes = good.clone();
+            bytes.extend(page(i64::from(MAX_PAGE_BYTES) + 1));
+            std::fs::write(&path, &bytes).unwrap();
+            let mut reader = reader_of(&path, None)
+                .await
+                .with_footer_hint(hint)
+                .reading_pages();
+            if hint > 0 {
+                // The footer's read keeps the whole (small) file.
+                let _ = reader.get_metadata(None).await;
+            }
+            let ranges = std::iter::once(0..good.len() as u64).collect();
+            let got = reader
+                .get_byte_ranges(ranges)
+                .await
+                .expect("two small pages");
+            assert_eq!(&got[0][..], &good[..], "{served_from}");
+            let err = reader
+                .get_byte_ranges(std::iter::once(0..bytes.len() as u64).collect())
+                .await
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                err.contains(&format!("pages-{served_from}.parquet"))
+                    && err.contains(&format!("page at byte {}", good.len()))
+                    && err.contains("uncompressed"),
+                "{err}"
+            );
+            // A reader of bytes that are not pages does not walk them.
+            let mut raw = reader_of(&path, None).await;
+            raw.get_byte_ranges(std::iter::once(0..bytes.len() as u64).collect())
+                .await
+                .expect("not walked");
+        }
+    }
+
+    /// Every page of a file parquet wrote walks: a real column chunk is served whole.
+    #[tokio::test]
+    async fn the_pages_of_a_real_file_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("real.parquet");
+        write_parquet(&path, 3, 5000, 1000);
+        let mut reader = reader_of(&path, None).await.reading_pages();
+        let meta = reader.get_metadata(None).await.unwrap();
+        let ranges: Vec<Range<u64>> = meta
+            .row_groups()
+            .iter()
+            .flat_map(|rg| rg.columns())
+            .map(|c| {
+                let (start, len) = c.byte_range();
+                start..start + len
+            })
+            .collect();
+        assert!(ranges.len() >= 15);
+        reader.get_byte_ranges(ranges).await.expect("walks");
     }
 
     async fn open_error(path: &Path, size: Option<u64>) -> String {

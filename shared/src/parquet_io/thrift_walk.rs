@@ -162,6 +162,30 @@ pub(crate) const OFFSET_INDEX: Fields = &[
     (2, List(&I64)),
 ];
 
+/// A page's header, as parquet reads it before the page (without page statistics,
+/// which it skips).
+pub(crate) const PAGE_HEADER: Fields = &[
+    (1, I32),
+    (2, I32),
+    (3, I32),
+    (4, I32),
+    (5, Struct(&[(1, I32), (2, I32), (3, I32), (4, I32)])),
+    (6, Struct(EMPTY)),
+    (7, Struct(&[(1, I32), (2, I32), (3, Bool)])),
+    (
+        8,
+        Struct(&[
+            (1, I32),
+            (2, I32),
+            (3, I32),
+            (4, I32),
+            (5, I32),
+            (6, I32),
+            (7, Bool),
+        ]),
+    ),
+];
+
 /// Nesting deeper than this is refused: a Parquet footer nests about eight deep.
 const MAX_DEPTH: u32 = 64;
 
@@ -218,6 +242,43 @@ pub(crate) fn walk_struct(bytes: &[u8], fields: Fields) -> Result<usize, String>
     let mut walk = Walk { bytes, at: 0 };
     walk.known_struct(fields, 0)?;
     Ok(walk.at)
+}
+
+/// What a page header declares: its own length and the page's sizes after it.
+#[derive(Debug, PartialEq)]
+pub(crate) struct PageSizes {
+    pub(crate) header: usize,
+    pub(crate) uncompressed: i32,
+    pub(crate) compressed: i32,
+}
+
+/// Walks the page header at the start of `bytes` (see [`walk_struct`]) and returns the
+/// sizes it declares, as parquet reads them (the last of a repeated field).
+pub(crate) fn page_header(bytes: &[u8]) -> Result<PageSizes, String> {
+    let header = walk_struct(bytes, PAGE_HEADER)?;
+    // The walk checked the fields' types: 2 and 3, where present, are i32 varints.
+    let mut walk = Walk {
+        bytes: &bytes[..header],
+        at: 0,
+    };
+    let (mut uncompressed, mut compressed, mut id) = (None, None, 0);
+    while let Some((next, wire)) = walk.field_header(id)? {
+        id = next;
+        match (id, wire) {
+            (_, BOOL_TRUE | BOOL_FALSE) => {}
+            (2, _) => uncompressed = Some(zigzag(walk.varint()?) as i32),
+            (3, _) => compressed = Some(zigzag(walk.varint()?) as i32),
+            _ => walk.skip_value(wire, 1)?,
+        }
+    }
+    match (uncompressed, compressed) {
+        (Some(uncompressed), Some(compressed)) => Ok(PageSizes {
+            header,
+            uncompressed,
+            compressed,
+        }),
+        _ => Err("a page header without its sizes".to_string()),
+    }
 }
 
 struct Walk<'a> {
@@ -279,6 +340,26 @@ impl Walk<'_> {
         }
     }
 
+    /// A field's id and wire type, after the field `last`; `None` at the struct's stop.
+    /// As parquet reads it: a type of 0 is the stop whatever the id nibble, a field id
+    /// is an i16 (a delta past it is refused, a long id truncated).
+    fn field_header(&mut self, last: i16) -> Result<Option<(i16, u8)>, String> {
+        let header = self.byte()?;
+        let wire = header & 0x0f;
+        if wire == 0 {
+            return Ok(None);
+        }
+        let id = match header >> 4 {
+            // A delta of zero: the id follows as a zigzag varint.
+            0 => zigzag(self.varint()?) as i16,
+            delta => match last.checked_add(i16::from(delta)) {
+                Some(id) => id,
+                None => return self.fail(format!("a field id past {last}")),
+            },
+        };
+        Ok(Some((id, wire)))
+    }
+
     /// The depth of a value nested in one at `depth`, refused past [`MAX_DEPTH`] so that
     /// hostile nesting cannot exhaust the stack.
     fn deeper(&self, depth: u32) -> Result<u32, String> {
@@ -305,18 +386,13 @@ impl Walk<'_> {
     /// A struct parquet reads as `fields`: each field it knows of the type it expects,
     /// the others skipped.
     fn known_struct(&mut self, fields: Fields, depth: u32) -> Result<(), String> {
-        let mut id: i64 = 0;
+        let mut id = 0;
         loop {
-            let header = self.byte()?;
-            if header == 0 {
+            let Some((next, wire)) = self.field_header(id)? else {
                 return Ok(());
-            }
-            id = match header >> 4 {
-                0 => zigzag(self.varint()?),
-                delta => id + i64::from(delta),
             };
-            let wire = header & 0x0f;
-            match fields.iter().find(|(known, _)| i64::from(*known) == id) {
+            id = next;
+            match fields.iter().find(|(known, _)| *known == id) {
                 Some(&(_, ty)) if !ty.is(wire) => {
                     return self.fail(format!(
                         "field {id} of type {wire} where parquet reads a {}",
@@ -360,16 +436,13 @@ impl Walk<'_> {
 
     /// A struct parquet skips: its fields by the types they declare.
     fn skip_struct(&mut self, depth: u32) -> Result<(), String> {
+        let mut id = 0;
         loop {
-            let header = self.byte()?;
-            if header == 0 {
+            let Some((next, wire)) = self.field_header(id)? else {
                 return Ok(());
-            }
-            // A field id delta of zero: the id follows as a zigzag varint.
-            if header >> 4 == 0 {
-                self.varint()?;
-            }
-            match header & 0x0f {
+            };
+            id = next;
+            match wire {
                 // A boolean field's value is its type.
                 BOOL_TRUE | BOOL_FALSE => {}
                 ty => self.skip_value(ty, self.deeper(depth)?)?,
@@ -428,7 +501,7 @@ fn zigzag(v: u64) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A struct of one field `id` of type `wire` and then `payload`, with a stop.
@@ -511,6 +584,73 @@ mod tests {
         }
         len.push(v as u8);
         assert!(walk_struct(&field(6, BINARY, &len), FILE_METADATA).is_err());
+    }
+
+    /// A zigzag varint of `v`.
+    fn varint(v: i64) -> Vec<u8> {
+        let mut n = ((v << 1) ^ (v >> 63)) as u64;
+        let mut out = Vec::new();
+        while n >= 0x80 {
+            out.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out
+    }
+
+    /// A data page's header declaring `uncompressed` and `compressed` bytes.
+    pub(crate) fn page_header_bytes(uncompressed: i64, compressed: i64) -> Vec<u8> {
+        let mut out = vec![0x15, 0]; // 1: type DATA_PAGE
+        out.push(0x15);
+        out.extend(varint(uncompressed));
+        out.push(0x15);
+        out.extend(varint(compressed));
+        // 5: a data page header of four i32s.
+        out.extend([0x2c, 0x15, 0x02, 0x15, 0, 0x15, 0x06, 0x15, 0x06, 0]);
+        out.push(0);
+        out
+    }
+
+    #[test]
+    fn a_page_header_s_sizes_are_read_as_parquet_reads_them() {
+        let bytes = page_header_bytes(4000, 1200);
+        let mut with_page = bytes.clone();
+        with_page.extend([7; 1200]);
+        assert_eq!(
+            page_header(&with_page),
+            Ok(PageSizes {
+                header: bytes.len(),
+                uncompressed: 4000,
+                compressed: 1200
+            })
+        );
+        // An i32 past its range is truncated, as parquet truncates it.
+        let big = page_header(&page_header_bytes(1 << 32 | 5, 1)).expect("walks");
+        assert_eq!(big.uncompressed, 5);
+        // A field id 15 with a type of 0 is the stop, as parquet reads it.
+        let mut stop = page_header_bytes(1, 1);
+        *stop.last_mut().expect("stop") = 0xf0;
+        assert!(page_header(&stop).is_ok());
+    }
+
+    #[test]
+    fn a_page_header_of_other_types_or_without_sizes_is_refused() {
+        // 2: the uncompressed size declared a string.
+        let mut bytes = vec![0x15, 0, 0x18, 0x04];
+        bytes.extend(b"abcd");
+        bytes.extend([0x15, 0x02, 0]);
+        assert!(
+            page_header(&bytes)
+                .expect_err("refused")
+                .contains("field 2")
+        );
+        // No sizes at all.
+        assert!(page_header(&[0x15, 0, 0]).is_err());
+        // A field id delta past an i16.
+        let mut far = vec![0x05];
+        far.extend(varint(i64::from(i16::MAX)));
+        far.extend([0x00, 0x15, 0x02, 0]);
+        assert!(page_header(&far).expect_err("refused").contains("past"));
     }
 
     #[test]
