@@ -269,14 +269,44 @@ async fn sigkill_before_the_swap_with_the_key_index() {
 /// stored, then the fan-in after its metadata is written and before the swap. After each
 /// kill the table is unchanged and everything new is an orphan; the tasks run again
 /// commit the split once (PyIceberg reads the converted rows), and `cleanup` leaves no
-/// orphan behind.
+/// orphan behind. Over `EQDV_CRASH_SEEDS` seeds (1 in CI) from `EQDV_CRASH_SEED_START`
+/// (700), each seed with its own table, 2 to 4 ranges and another range killed;
+/// `EQDV_CRASH_RESULTS=FILE` appends the run's totals (`tests/crash/run` sets both).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
+async fn sigkill_in_a_splits_tasks_over_seeds() {
+    let seeds = support::runs::env_u64("EQDV_CRASH_SEEDS", 1);
+    let start = support::runs::env_u64("EQDV_CRASH_SEED_START", 700);
+    let started = Instant::now();
+    for seed in start..start + seeds {
+        split_killed(seed).await;
+    }
+    // Every seed asserted that no row was lost and no file was left after cleanup.
+    support::runs::record(
+        "EQDV_CRASH",
+        &[
+            ("seed_start", start.to_string()),
+            ("seeds", seeds.to_string()),
+            (
+                "points",
+                format!("split: {BEFORE_RANGE_RESULT},{BEFORE_SWAP}"),
+            ),
+            ("kills", (2 * seeds).to_string()),
+            ("rows_lost", "0".into()),
+            ("files_left_after_cleanup", "0".into()),
+            ("seconds", format!("{:.0}", started.elapsed().as_secs_f64())),
+        ],
+    );
+}
+
+/// One seed of [`sigkill_in_a_splits_tasks_over_seeds`].
+async fn split_killed(seed: u64) {
     let w = warehouse();
-    let report = generate_table(&w.catalog, &global_deletes_spec(65)).await;
+    let report = generate_table(&w.catalog, &global_deletes_spec(seed)).await;
     let expected = expected_rows(&report.state).unwrap();
     let before = state(&w).await;
     assert!(before.orphans.is_empty(), "{:#?}", before.orphans);
+    let ranges = 2 + seed % 3;
+    let killed_range = (seed % ranges).to_string();
     let jobs = tempfile::tempdir().unwrap();
     let job = jobs.path().join("job.json").display().to_string();
     let warehouse = w.path().display().to_string();
@@ -301,7 +331,7 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
             "--table",
             &table().to_string(),
             "--ranges",
-            "2",
+            &ranges.to_string(),
             "--output",
             &job,
         ])
@@ -309,8 +339,11 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
         .expect("run eqdv split job");
     assert_exit(&out, 0, "eqdv split");
 
-    // Range 0 dies between its Puffin file and its result: an orphan Puffin file.
-    kill::kill_when_paused(task("range", &["--range", "0"]), BEFORE_RANGE_RESULT);
+    // A range dies between its Puffin file and its result: an orphan Puffin file.
+    kill::kill_when_paused(
+        task("range", &["--range", &killed_range]),
+        BEFORE_RANGE_RESULT,
+    );
     let killed = state(&w).await;
     let dead: BTreeSet<String> = killed
         .objects
@@ -319,32 +352,37 @@ async fn sigkill_in_a_splits_range_and_fan_in_tasks() {
         .collect();
     assert!(
         dead.len() == 1 && dead.iter().all(|f| f.ends_with(".puffin")),
-        "not just the range's Puffin file: {dead:#?}"
+        "seed {seed}: not just range {killed_range}'s Puffin file: {dead:#?}"
     );
     before.assert_failed(&killed, &dead);
 
-    // Both ranges run again (range 0 rewrites its Puffin file under its fixed name);
-    // the fan-in dies before its swap.
-    for range in ["0", "1"] {
-        let out = task("range", &["--range", range]).output().expect("range");
+    // Every range runs again (the killed one rewrites its Puffin file under its fixed
+    // name); the fan-in dies before its swap.
+    for range in 0..ranges {
+        let out = task("range", &["--range", &range.to_string()])
+            .output()
+            .expect("range");
         assert_exit(&out, 0, "eqdv split");
     }
     kill::kill_when_paused(task("commit", &[]), BEFORE_SWAP);
     let killed = state(&w).await;
-    assert_eq!(killed.pointer, before.pointer, "the fan-in's pointer moved");
-    assert!(killed.rows == before.rows, "the rows changed");
+    assert_eq!(
+        killed.pointer, before.pointer,
+        "seed {seed}: the fan-in's pointer moved"
+    );
+    assert!(killed.rows == before.rows, "seed {seed}: the rows changed");
     assert!(
         killed
             .objects
             .difference(&before.objects)
             .all(|f| killed.orphans.contains(f)),
-        "a new object is referenced"
+        "seed {seed}: a new object is referenced"
     );
 
     // The fan-in again: the split commits once.
     let out = task("commit", &[]).output().expect("commit");
     assert_exit(&out, 0, "eqdv split");
-    assert_eq!(json(&out)["outcome"], "converted");
+    assert_eq!(json(&out)["outcome"], "converted", "seed {seed}");
     assert_converted(&w.catalog, &expected).await;
     let out = eqdv(&w, "cleanup", &["--older-than", "0s"]);
     assert_exit(&out, 0, "eqdv split");
