@@ -303,7 +303,7 @@ impl FileReader {
             return Ok(());
         };
         thrift_walk::walk_struct(footer, thrift_walk::FILE_METADATA)
-            .map(drop)
+            .and_then(|_| thrift_walk::check_schema_children(footer))
             .map_err(|why| external(&self.path, "corrupt footer", why))
     }
 

@@ -244,6 +244,52 @@ pub(crate) fn walk_struct(bytes: &[u8], fields: Fields) -> Result<usize, String>
     Ok(walk.at)
 }
 
+/// Refuses a footer (one that [`walk_struct`] took as [`FILE_METADATA`]) whose schema
+/// has an element declaring more children than the schema has elements: parquet
+/// reserves room for an element's children before it reads any of them.
+pub(crate) fn check_schema_children(footer: &[u8]) -> Result<(), String> {
+    let mut walk = Walk {
+        bytes: footer,
+        at: 0,
+    };
+    let mut id = 0;
+    while let Some((next, wire)) = walk.field_header(id)? {
+        id = next;
+        if matches!(wire, BOOL_TRUE | BOOL_FALSE) {
+            continue;
+        }
+        if id != 2 {
+            walk.skip_value(wire, 1)?;
+            continue;
+        }
+        // The schema: a list of structs, as the walk has checked.
+        let Some((_, elements)) = walk.list_header()? else {
+            continue;
+        };
+        for element in 0..elements {
+            let mut field = 0;
+            while let Some((next, wire)) = walk.field_header(field)? {
+                field = next;
+                match (field, wire) {
+                    (_, BOOL_TRUE | BOOL_FALSE) => {}
+                    // num_children, an i32 as parquet reads it.
+                    (5, _) => {
+                        let children = zigzag(walk.varint()?) as i32;
+                        if usize::try_from(children).is_ok_and(|c| c >= elements) {
+                            return walk.fail(format!(
+                                "schema element {element} declares {children} children in a \
+                                 schema of {elements} elements"
+                            ));
+                        }
+                    }
+                    _ => walk.skip_value(wire, 2)?,
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a page header declares: its own length and the page's sizes after it.
 #[derive(Debug, PartialEq)]
 pub(crate) struct PageSizes {
@@ -651,6 +697,29 @@ pub(crate) mod tests {
         far.extend(varint(i64::from(i16::MAX)));
         far.extend([0x00, 0x15, 0x02, 0]);
         assert!(page_header(&far).expect_err("refused").contains("past"));
+    }
+
+    /// A footer whose schema is one element declaring `children` children.
+    fn footer_of_one_element(children: i64) -> Vec<u8> {
+        let mut bytes = vec![0x29, 0x1c, 0x55]; // 2: a list of 1 struct; its 5: an i32
+        bytes.extend(varint(children));
+        bytes.extend([0, 0]);
+        bytes
+    }
+
+    #[test]
+    fn a_schema_element_with_more_children_than_the_schema_is_refused() {
+        for children in [0, -1] {
+            let footer = footer_of_one_element(children);
+            assert_eq!(walk_struct(&footer, FILE_METADATA), Ok(footer.len()));
+            assert_eq!(check_schema_children(&footer), Ok(()), "{children}");
+        }
+        for children in [1, 293_620_036] {
+            let footer = footer_of_one_element(children);
+            assert_eq!(walk_struct(&footer, FILE_METADATA), Ok(footer.len()));
+            let err = check_schema_children(&footer).expect_err("refused");
+            assert!(err.contains(&format!("{children} children")), "{err}");
+        }
     }
 
     #[test]
