@@ -24,3 +24,15 @@ pub(crate) fn manifest_file(content: ManifestContentType) -> ManifestFile {
         first_row_id: None,
     }
 }
+
+/// `v` as a zigzag varint: an Avro long, and a Thrift compact integer alike.
+pub(crate) fn zigzag_varint(v: i64) -> Vec<u8> {
+    let mut n = ((v << 1) ^ (v >> 63)) as u64;
+    let mut out = Vec::new();
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+    out
+}

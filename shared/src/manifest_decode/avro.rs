@@ -553,17 +553,7 @@ pub(super) fn read_int_map<V>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn zigzag(v: i64) -> Vec<u8> {
-        let mut n = ((v << 1) ^ (v >> 63)) as u64;
-        let mut out = Vec::new();
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out
-    }
+    use crate::test_fixtures::zigzag_varint as zigzag;
 
     #[test]
     fn skipping_a_varint_steps_exactly_over_it() {

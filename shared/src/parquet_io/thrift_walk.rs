@@ -549,6 +549,7 @@ fn zigzag(v: u64) -> i64 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::test_fixtures::zigzag_varint as varint;
 
     /// A struct of one field `id` of type `wire` and then `payload`, with a stop.
     fn field(id: u8, wire: u8, payload: &[u8]) -> Vec<u8> {
@@ -630,18 +631,6 @@ pub(crate) mod tests {
         }
         len.push(v as u8);
         assert!(walk_struct(&field(6, BINARY, &len), FILE_METADATA).is_err());
-    }
-
-    /// A zigzag varint of `v`.
-    fn varint(v: i64) -> Vec<u8> {
-        let mut n = ((v << 1) ^ (v >> 63)) as u64;
-        let mut out = Vec::new();
-        while n >= 0x80 {
-            out.push((n as u8) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
-        out
     }
 
     /// A data page's header declaring `uncompressed` and `compressed` bytes.
