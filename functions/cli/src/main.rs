@@ -104,7 +104,7 @@ fn init_logging(filter: &str) {
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(eqdv_functions::logging::without_credentials(filter))
         .with_writer(std::io::stderr)
         .init();
 }

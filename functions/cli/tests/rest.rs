@@ -15,9 +15,10 @@ use std::collections::BTreeSet;
 use std::process::Output;
 
 use common::{assert_exit, eqdv_command, eqdv_json, json, path_set};
+use eqdv::catalog::Catalog;
 use eqdv::catalog::TableName;
 use eqdv::cleanup::normalize_location;
-use eqdv::table::LoadedTable;
+use eqdv::table::{LoadedTable, TableFiles};
 use eqdv::test_hooks::BEFORE_SWAP;
 use eqdv_workload::support::java::JavaTable;
 use eqdv_workload::support::services::{rest_catalog, rest_uri};
@@ -165,4 +166,58 @@ async fn rest_sigkill_before_the_commit_changes_nothing_and_a_rerun_converts() {
     let cleaned = TableState::read(&catalog, &name).await;
     converted.assert_only_removed(&cleaned, &dead);
     t.assert_converted(&before_rows);
+}
+
+/// The services' REST server vends the storage credentials with each table it loads
+/// (`include-credentials`; tests/services/up). eqdv run with no credentials of its own
+/// reads the table with the vended ones; when the run then fails (the table's data files
+/// are gone), nothing it prints, at debug level, holds the vended secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vended_credentials_never_reach_what_a_failing_run_prints() {
+    let secret = std::env::var("AWS_SECRET_ACCESS_KEY").expect("tests/services/env");
+    let t = JavaTable::new_rest("cli_rest_vended");
+    t.write_cdc("15", "3", "600", "long", "none");
+    let catalog = rest_catalog().await;
+    let name = t.name();
+    let table = LoadedTable::load(&catalog, &name).await.expect("load");
+    let files = TableFiles::read(&table, table.head("main").expect("main").as_ref())
+        .await
+        .expect("files");
+    assert!(!files.equality_deletes.is_empty());
+    let io = catalog.table_file_io(&name, &Default::default());
+    for file in &files.data_files {
+        io.delete(file.path()).await.expect("delete a data file");
+    }
+
+    let out = eqdv_command()
+        .arg("convert")
+        .arg("--json")
+        .args(table_args(&name))
+        .env("RUST_LOG", "debug")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove(eqdv::test_hooks::PAUSE_AT_ENV)
+        .output()
+        .expect("run eqdv convert");
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "converted without its data files");
+    // It read the table's manifests with the vended credentials, and failed on a data
+    // file it could not find.
+    assert!(
+        files.data_files.iter().any(|f| printed.contains(f.path())),
+        "the failure names no data file: {printed}"
+    );
+    if let Some(at) = printed.find(&secret) {
+        let line_start = printed[..at].rfind('\n').map_or(0, |n| n + 1);
+        let line_end = printed[at..].find('\n').map_or(printed.len(), |n| at + n);
+        panic!(
+            "the vended secret was printed, in: {}",
+            &printed[line_start..line_end]
+        );
+    }
 }

@@ -4,12 +4,28 @@
 
 use tracing_subscriber::EnvFilter;
 
+/// Log targets that print credentials below info: reqsign (opendal's S3 request signer,
+/// `reqsign-core`, `reqsign-aws-v4`) logs each credential provider it tries, the secret
+/// key included, at debug. A target filter matches every target it prefixes.
+const CREDENTIAL_LOGGERS: &[&str] = &["reqsign"];
+
+/// `filter` with the targets that print credentials held at info, whatever it asks for
+/// them (RUST_LOG=debug included).
+pub fn without_credentials(filter: EnvFilter) -> EnvFilter {
+    CREDENTIAL_LOGGERS.iter().fold(filter, |filter, target| {
+        match format!("{target}=info").parse() {
+            Ok(directive) => filter.add_directive(directive),
+            Err(_) => filter,
+        }
+    })
+}
+
 /// Installs the JSON subscriber on stdout; a second call does nothing.
 pub fn init_json() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .json()
-        .with_env_filter(filter)
+        .with_env_filter(without_credentials(filter))
         .flatten_event(true)
         .with_current_span(true)
         .with_span_list(false)
@@ -30,4 +46,53 @@ pub fn peak_rss_bytes() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// What a subscriber wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut out) = self.0.lock() {
+                out.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// At debug, the signer's events are left out and the rest kept; at info, both
+    /// targets' events are kept.
+    #[test]
+    fn credential_loggers_are_held_at_info_under_a_debug_filter() {
+        let written = Written::default();
+        let writer = written.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(without_credentials(EnvFilter::new("debug")))
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(target: "reqsign_core::api", "provider secret=s3cr3t");
+            tracing::info!(target: "reqsign_aws_v4", "signer ready");
+            tracing::debug!(target: "eqdv::resolve", "resolving");
+        });
+        let text = String::from_utf8(written.0.lock().expect("log").clone()).expect("utf-8");
+        assert!(!text.contains("s3cr3t"), "{text}");
+        assert!(
+            text.contains("signer ready") && text.contains("resolving"),
+            "{text}"
+        );
+    }
 }
