@@ -164,8 +164,10 @@ def layouts_rerun(results):
     }
 
 
-def layout_title(name, layout):
+def layout_title(name, layout, markdown=False):
     part = "unpartitioned" if layout["buckets"] == 0 else f"bucket[{layout['buckets']}](k)"
+    if markdown and layout["buckets"]:
+        part = f"`{part}`"  # bare, Markdown would read it as a link to "k"
     return (
         f"{name}: {layout['files']:,} data files x {layout['rows_per_file']:,} rows, "
         f"{layout['key']} keys, {part} ({layout['data_bytes'] / 1e6:,.0f} MB of Parquet)"
@@ -707,7 +709,7 @@ def main():
         sel = [r for r in rows if r["layout"] == name]
         if not sel:
             continue
-        md.append(f"### {layout_title(name, layout)}\n\n")
+        md.append(f"### {layout_title(name, layout, markdown=True)}\n\n")
         md.append(f"Table built in {layout.get('build_s', 0):.0f} s. Runs per scenario: "
                   f"{len(results['scenarios'][[s['layout'] for s in results['scenarios']].index(name)]['runs']['eqdv'])}.\n\n")
         md.append(scenario_table(sel))

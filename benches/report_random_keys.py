@@ -347,7 +347,7 @@ def section(results):
                               for v in with_base) + ".\n")
     md.append(
         "\nReproduce: `benches/random_keys` (needs Go for Toxiproxy and the test services' prerequisites, see "
-        "README.md \"Test services\"; `--profile=dev` to reuse the dev build, `--baseline=REV`, `--reps=N`).\n\n")
+        "docs/testing.md, \"Test services\"; `--profile=dev` to reuse the dev build, `--baseline=REV`, `--reps=N`).\n\n")
     md.append(END)
     return "".join(md)
 

@@ -302,7 +302,7 @@ def section(results):
         md.append(runs_tables(results, streamed["name"]))
     md.append(
         "Reproduce: `benches/s3_latency` (needs Go for Toxiproxy and the test services' prerequisites, see "
-        "README.md \"Test services\"; `--profile=dev` to reuse the dev build, `--baseline=REV` for another "
+        "docs/testing.md, \"Test services\"; `--profile=dev` to reuse the dev build, `--baseline=REV` for another "
         "baseline, `--reps=N`).\n\n"
     )
     md.append(END)

@@ -267,7 +267,7 @@ def section(results):
                 "smaller shards whole).")
         md.append("\n\n")
     md.append("Reproduce: `benches/split_fanout` (needs Go for Toxiproxy and the test services' "
-              "prerequisites, see README.md \"Test services\"; `--profile=dev` to reuse the dev build, "
+              "prerequisites, see docs/testing.md, \"Test services\"; `--profile=dev` to reuse the dev build, "
               "`--reps=N`, `--latency=MS`, `--rows=N` for another table size, `--growing-keys` for keys whose "
               "file bounds prune, `--baseline=REV` for another revision's splits beside).\n")
     md.append(END)

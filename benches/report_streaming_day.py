@@ -513,7 +513,7 @@ def section(results):
             )
     md.append(
         "Reproduce: `benches/streaming_day` (needs Go for Toxiproxy and the test services' prerequisites, see "
-        "README.md \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
+        "docs/testing.md, \"Test services\"; `--commits=N` for a shorter day, `--profile=dev` to reuse the dev build, "
         "`--latency=MS`, `--baseline=REV` to run REV's eqdv on a copy of the day side by side, `--zipf-keys` for "
         "Zipf-skewed updates, `--planner-converts` for the planner converting a plan's one shard itself, "
         "`--baseline-planner-converts` for the baseline's planner too, `--warm-planner` for each converting "

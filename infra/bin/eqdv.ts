@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The CDK app: one env-agnostic stack (no account or region lookups at synth time).
-// Settings come from context; see ../README.md and lib/config.ts.
+// Settings come from context; see ../docs/deploy.md and lib/config.ts.
 import { App } from 'aws-cdk-lib';
 
 import { ConfigError, loadConfig } from '../lib/config';

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds tests/flink/target/eqdv-flink.jar (Apache Flink's Iceberg sink in upsert mode as a test
-# writer, see README.md "Java interop") with Maven, quietly, and prints the jar's path. Skips the
+# writer, see docs/java-interop.md) with Maven, quietly, and prints the jar's path. Skips the
 # build when the jar is newer than pom.xml and every file under src/. The module has no unit
 # tests of its own: tests/flink.rs judges what it writes.
 #

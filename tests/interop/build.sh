@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds tests/interop/target/eqdv-interop.jar (the Apache Iceberg Java reference as a CLI, see
-# README.md "Java interop") with Maven, quietly, and prints the jar's path. Skips the build
+# docs/java-interop.md) with Maven, quietly, and prints the jar's path. Skips the build
 # when the jar is newer than pom.xml and every file under src/. A build runs the JUnit tests
 # (surefire) unless EQDV_INTEROP_SKIP_TESTS=1 (tests/interop/junit sets it: it runs them
 # itself, whether or not the jar was rebuilt).

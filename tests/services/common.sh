@@ -3,7 +3,7 @@
 # Sourced, not run.
 # shellcheck disable=SC2034 # the variables are used by the scripts that source this
 
-# --- Pinned versions (bump deliberately; see README.md "Test services") -------------
+# --- Pinned versions (bump deliberately; see docs/testing.md, "Test services") -------------
 # MinIO has no semver tags (its tags are RELEASE.*), so the Go module proxy serves
 # pseudo-versions; this is the newest it served on 2026-11-30.
 MINIO_MODULE="github.com/minio/minio"

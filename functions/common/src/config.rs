@@ -1,4 +1,4 @@
-//! The functions' configuration, from environment variables (README, "Configuration").
+//! The functions' configuration, from environment variables (docs/configuration.md).
 //!
 //! Read through a lookup function rather than `std::env` directly, so tests can give
 //! their own. A bad value is an error naming the variable.
