@@ -137,7 +137,7 @@ pub enum DvError {
 
     /// Reading or writing a file failed.
     // iceberg::Error is boxed here and below: it is large and would bloat every Result.
-    #[error("I/O on {location}: {}", crate::error::cause(.source.as_ref()))]
+    #[error("I/O on {location}: {}", crate::error::storage::cause(.source.as_ref()))]
     Io {
         location: String,
         #[source]

@@ -6,15 +6,16 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::Args;
 use eqdv::catalog::TableName;
-use eqdv::planner::{BackfillScope, Trigger};
+use eqdv::planner::{BackfillScope, TableDecision, Trigger};
 use eqdv_functions::FunctionConfig;
 use eqdv_functions::converter::Converter;
-use eqdv_functions::planner::{InPlanner, Planner};
+use eqdv_functions::planner::{InPlanner, Planner, PlannerRun};
 use eqdv_functions::queue::InProcessQueue;
+use serde_json::{Value, json};
 
 use crate::args::CatalogArgs;
 use crate::exit;
-use crate::output;
+use crate::output::{out, print_json, print_table};
 
 #[derive(Args)]
 pub struct BackfillArgs {
@@ -127,7 +128,7 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
             }
         }
     }
-    output::print_backfill(&run, &reports, failed, dry_run, json)?;
+    print_backfill(&run, &reports, failed, dry_run, json)?;
     Ok(if failed > 0 || !run.failures.is_empty() {
         exit::FAILED
     } else if run.response.shards.is_empty() {
@@ -143,4 +144,45 @@ fn non_blank<'a>(flag: &str, value: &'a str) -> Result<&'a str> {
         return Err(eqdv::Error::InvalidInput(format!("--{flag}: must not be empty")).into());
     }
     Ok(value)
+}
+
+/// `eqdv backfill`: the planner's decision per table, then how the shards converted.
+pub fn print_backfill(
+    run: &PlannerRun,
+    conversions: &[Value],
+    failed: usize,
+    dry_run: bool,
+    json: bool,
+) -> Result<()> {
+    let summary = &run.response;
+    if json {
+        return print_json(
+            &json!({ "plan": summary, "conversions": conversions, "failures": run.failures }),
+        );
+    }
+    let rows: Vec<Vec<String>> = summary
+        .tables
+        .iter()
+        .map(|(t, d)| {
+            let (what, why) = match d {
+                TableDecision::Planned { shards } => {
+                    ("planned".to_string(), format!("{shards} shard(s)"))
+                }
+                TableDecision::NothingToDo { reason } => {
+                    ("nothing to do".to_string(), reason.clone())
+                }
+                TableDecision::Skipped { reason } => ("skipped".to_string(), reason.clone()),
+                TableDecision::Failed { error } => ("failed".to_string(), error.clone()),
+            };
+            vec![t.clone(), what, why]
+        })
+        .collect();
+    print_table(&["table", "decision", "why"], &rows);
+    if !dry_run {
+        out!(
+            "converted {} shard(s), {failed} failed",
+            conversions.len() - failed
+        );
+    }
+    Ok(())
 }

@@ -5,10 +5,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use eqdv::cleanup::CleanupReport;
 
 use crate::args::TableArgs;
 use crate::exit;
-use crate::output;
+use crate::output::{Summary, out, print_json};
 
 #[derive(Args)]
 pub struct CleanupArgs {
@@ -35,10 +36,72 @@ pub async fn run(args: &CleanupArgs, json: bool) -> Result<u8> {
         dry_run: args.dry_run,
     };
     let report = eqdv::cleanup::cleanup(catalog.as_ref(), &args.table.name()?, &options).await?;
-    output::print_cleanup_report(&report, json)?;
+    print_cleanup_report(&report, json)?;
     Ok(if report.delete_failures.is_empty() {
         exit::OK
     } else {
         exit::FAILED
     })
+}
+
+/// `eqdv cleanup`.
+pub fn print_cleanup_report(r: &CleanupReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    let title = if r.dry_run {
+        format!("{}: cleanup dry run (nothing deleted)", r.table)
+    } else {
+        format!("{}: cleanup", r.table)
+    };
+    let mut s = Summary::new(title);
+    s.row("location", &r.location)
+        .row("metadata", &r.metadata_location)
+        .row("files scanned", r.scanned)
+        .row("files reachable", r.reachable)
+        .row(
+            "referenced but missing (old versions)",
+            r.missing_referenced,
+        )
+        .row("orphans found", r.orphans_found)
+        .row(
+            if r.dry_run {
+                "orphans to delete"
+            } else {
+                "orphans eligible"
+            },
+            r.eligible.len(),
+        )
+        .row("deleted", r.deleted.len())
+        .row(
+            format!("kept: younger than {}", format_age(r.older_than_secs)),
+            r.kept_too_young.len(),
+        )
+        .row(
+            "kept: outside data/ and metadata/, or hidden",
+            r.kept_unmanaged.len(),
+        )
+        .row("delete failures", r.delete_failures.len());
+    s.print();
+    let listed = if r.dry_run { &r.eligible } else { &r.deleted };
+    for path in listed {
+        out!(
+            "  {} {path}",
+            if r.dry_run { "would delete" } else { "deleted" }
+        );
+    }
+    for f in &r.delete_failures {
+        out!("  FAILED {}: {}", f.path, f.error);
+    }
+    Ok(())
+}
+
+/// `259200` -> `3d`, `5400` -> `90m`: the largest unit that divides evenly.
+fn format_age(secs: u64) -> String {
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs > 0 && secs.is_multiple_of(n) {
+            return format!("{}{unit}", secs / n);
+        }
+    }
+    format!("{secs}s")
 }

@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use eqdv::convert::{ConvertOptions, Outcome, convert, convert_in_ranges};
+use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
 use eqdv::key_index::KeyIndexMode;
 use eqdv::plan::{Plan, Shard};
 use eqdv::staging::StagingOptions;
 
 use crate::args::{DEFAULT_BRANCH, TableArgs};
 use crate::exit;
-use crate::output::{self, spinner};
+use crate::output::{Summary, fmt_opt, print_json, spinner};
 
 #[derive(Args)]
 pub struct ConvertArgs {
@@ -175,7 +175,7 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         convert(catalog.as_ref(), &name, &options).await?
     };
     bar.finish_and_clear();
-    output::print_convert_report(&report, json)?;
+    print_convert_report(&report, json)?;
     Ok(match report.outcome {
         Outcome::NothingToDo => exit::NOTHING_TO_DO,
         Outcome::Converted | Outcome::DryRun => exit::OK,
@@ -195,4 +195,98 @@ pub(crate) fn load_shard(plan_file: &Path, id: &str) -> Result<Shard> {
         .into_iter()
         .find(|s| s.id == id)
         .with_context(|| format!("plan file {} has no shard {id}", plan_file.display()))
+}
+
+/// `eqdv convert`.
+pub fn print_convert_report(r: &ConvertReport, json: bool) -> Result<()> {
+    if json {
+        return print_json(r);
+    }
+    convert_summary(r).print();
+    Ok(())
+}
+
+pub fn convert_summary(r: &ConvertReport) -> Summary {
+    let outcome = match r.outcome {
+        Outcome::NothingToDo => "nothing to do",
+        Outcome::Converted => "converted",
+        Outcome::DryRun => "dry run (nothing written)",
+    };
+    let m = &r.resolve;
+    let mut s = Summary::new(format!("{}: {outcome}", r.table));
+    if !r.equality_deletes_elsewhere.is_empty() {
+        let elsewhere: Vec<String> = r
+            .equality_deletes_elsewhere
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}: {} rows (convert it with --branch {}, or apply it here with \
+                     --staging-branch {})",
+                    b.branch, b.equality_delete_rows, b.branch, b.branch
+                )
+            })
+            .collect();
+        s.row(
+            format!("equality deletes on other branches than {}", r.branch),
+            elsewhere.join("; "),
+        );
+    }
+    s.row("base snapshot", fmt_opt(r.base_snapshot_id))
+        .row("new snapshot", fmt_opt(r.new_snapshot_id))
+        .row("groups", r.groups)
+        .row(
+            "equality delete files removed",
+            r.equality_delete_files_removed,
+        )
+        .row("equality delete rows removed", r.equality_deletes_removed)
+        .row("deletion vectors written", r.dvs_written)
+        .row("deletion vectors replaced", r.dvs_replaced)
+        .row(
+            "position delete files removed",
+            r.position_delete_files_removed,
+        )
+        .row("positions newly deleted", r.positions_added)
+        .row("deleted keys", m.delete_keys)
+        .row("live data files in scope", m.live_data_files)
+        .row(
+            "out of scope: data manifests / files skipped",
+            format!("{} / {}", r.skipped_data.manifests, r.skipped_data.files),
+        )
+        .row("candidate data files", m.candidate_files)
+        .row("pruned by column bounds", m.pruned_by_bounds)
+        .row("data files opened", m.files_opened)
+        .row(
+            "footer bytes read (footers read twice)",
+            format!("{} ({})", m.footer_bytes_read, m.footers_read_twice),
+        )
+        .row("data files with matches", m.files_with_matches)
+        .row(
+            "data files holding a deleted key",
+            m.files_holding_deleted_values,
+        )
+        .row(
+            "bloom filter false positives expected",
+            format!("{:.1}", m.expected_bloom_false_positives),
+        )
+        .row(
+            "row groups read / pruned",
+            format!("{} / {}", m.row_groups_read, m.row_groups_pruned),
+        )
+        .row("rows scanned", m.rows_scanned)
+        .row("column chunk bytes read", m.bytes_read)
+        .row(
+            "data ranges (committed together)",
+            if r.ranges == 0 {
+                "not split".to_string()
+            } else {
+                r.ranges.to_string()
+            },
+        )
+        .row("commit attempts", r.commit_attempts)
+        .row(
+            "conflicts (rebased / re-planned)",
+            format!("{} ({} / {})", r.conflicts, r.rebases, r.replans),
+        )
+        .row("duration", format!("{} ms", r.duration_ms));
+    s
 }

@@ -1,8 +1,8 @@
 //! `eqdv`: convert Iceberg equality deletes into deletion vectors from the command line.
 //!
 //! Wiring only: the top-level command and its dispatch here, one module per subcommand
-//! (its arguments and what it runs), the printers in `output`. The work is in the engine
-//! (`shared/`), which the Lambdas use too.
+//! (its arguments, what it runs and what it prints), the printing helpers they share in
+//! `output`. The work is in the engine (`shared/`), which the Lambdas use too.
 
 mod args;
 mod backfill;

@@ -11,7 +11,7 @@ use eqdv::table::LoadedTable;
 
 use crate::args::TableArgs;
 use crate::exit;
-use crate::output;
+use crate::output::{Summary, fmt_opt, print_json, print_table};
 
 #[derive(Args)]
 pub struct PlanArgs {
@@ -38,7 +38,7 @@ pub async fn run(args: &PlanArgs, json: bool) -> Result<u8> {
         std::fs::write(path, serde_json::to_vec_pretty(&plan)?)
             .with_context(|| format!("writing plan to {}", path.display()))?;
     }
-    output::print_plan(&plan, json)?;
+    print_plan(&plan, json)?;
     Ok(if plan.shards.is_empty() {
         exit::NOTHING_TO_DO
     } else {
@@ -67,4 +67,51 @@ async fn make_plan(
         },
     )
     .await?)
+}
+
+/// `eqdv plan`.
+pub fn print_plan(plan: &Plan, json: bool) -> Result<()> {
+    if json {
+        return print_json(plan);
+    }
+    let mut s = Summary::new(format!("plan for {} ({})", plan.table, plan.branch));
+    s.row("base snapshot", fmt_opt(plan.base_snapshot_id))
+        .row("live equality delete files", plan.equality_delete_files)
+        .row("equality delete rows", plan.equality_delete_rows)
+        .row("groups", plan.groups)
+        .row(
+            "out of scope: data manifests / files skipped",
+            format!(
+                "{} / {}",
+                plan.skipped_data.manifests, plan.skipped_data.files
+            ),
+        )
+        .row("shards", plan.shards.len());
+    s.print();
+    if !plan.shards.is_empty() {
+        let rows: Vec<Vec<String>> = plan
+            .shards
+            .iter()
+            .map(|sh| {
+                vec![
+                    sh.id.clone(),
+                    sh.partitions.join(" "),
+                    sh.groups.len().to_string(),
+                    sh.delete_files().count().to_string(),
+                    sh.estimated_bytes.to_string(),
+                ]
+            })
+            .collect();
+        print_table(
+            &[
+                "shard",
+                "partitions",
+                "groups",
+                "delete files",
+                "est. bytes",
+            ],
+            &rows,
+        );
+    }
+    Ok(())
 }

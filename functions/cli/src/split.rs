@@ -99,7 +99,7 @@ pub async fn run(args: &SplitArgs, json: bool) -> Result<u8> {
             let job = read_job(&a.job)?;
             let catalog = a.catalog.connect().await?;
             let report = run_commit_task(catalog.as_ref(), &job, &options()).await?;
-            output::print_convert_report(&report, json)?;
+            crate::convert::print_convert_report(&report, json)?;
             Ok(match report.outcome {
                 Outcome::NothingToDo => exit::NOTHING_TO_DO,
                 Outcome::Converted | Outcome::DryRun => exit::OK,

@@ -55,7 +55,12 @@ impl CatalogConfig {
                     },
                 ) = (credential_secret_arn, &config.auth)
                 {
-                    let credential = crate::secrets::client_credential(arn).await?;
+                    let credential = crate::secrets::client_credential(arn).await.map_err(|e| {
+                        FunctionError::Config {
+                            var: ENV_REST_CREDENTIAL_SECRET_ARN.to_string(),
+                            message: e.to_string(),
+                        }
+                    })?;
                     config.auth = RestAuth::client_credentials(
                         &credential,
                         server_uri.clone(),

@@ -3,8 +3,10 @@
 
 use serde::Deserialize;
 
-use crate::config::ENV_REST_CREDENTIAL_SECRET_ARN;
-use crate::{FunctionError, Result};
+/// Why a secret gave no credential, in one line that never holds the secret's value.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SecretError(String);
 
 /// A secret's JSON form: `{"client_id": "...", "client_secret": "..."}`.
 #[derive(Deserialize)]
@@ -15,7 +17,7 @@ struct ClientCredentials {
 
 /// The OAuth2 client credential (`CLIENT_ID:CLIENT_SECRET`) in the secret `arn`: its
 /// SecretString as is, or built from its JSON form.
-pub async fn client_credential(arn: &str) -> Result<String> {
+pub async fn client_credential(arn: &str) -> Result<String, SecretError> {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .load()
         .await;
@@ -53,12 +55,9 @@ fn parse(text: &str) -> Option<String> {
     text.contains(':').then(|| text.to_string())
 }
 
-fn bad(message: String) -> FunctionError {
-    FunctionError::Config {
-        var: ENV_REST_CREDENTIAL_SECRET_ARN.to_string(),
-        // One line: the SDK's error context may span several.
-        message: message.split_whitespace().collect::<Vec<_>>().join(" "),
-    }
+fn bad(message: String) -> SecretError {
+    // One line: the SDK's error context may span several.
+    SecretError(message.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
 #[cfg(test)]

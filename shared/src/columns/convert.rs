@@ -4,10 +4,13 @@
 
 use std::sync::Arc;
 
-use arrow_array::ArrayRef;
+use arrow_array::{
+    ArrayRef, BinaryArray, BooleanArray, Decimal128Array, FixedSizeBinaryArray, Int32Array,
+    Int64Array, StringArray,
+};
 use arrow_cast::CastOptions;
 use arrow_schema::{DataType, SchemaRef as ArrowSchemaRef};
-use iceberg::spec::NestedFieldRef;
+use iceberg::spec::{Datum, Literal, NestedFieldRef, PrimitiveLiteral};
 
 use crate::Result;
 
@@ -73,6 +76,56 @@ pub(crate) fn strict_cast(
         ..Default::default()
     };
     arrow_cast::cast_with_options(col, to, &options)
+}
+
+/// A one-element Arrow array holding `datum` as `data_type`, if representable.
+pub fn datum_to_array(datum: &Datum, data_type: &DataType) -> Option<ArrayRef> {
+    primitive_to_array(datum.literal(), data_type)
+}
+
+/// A one-element Arrow array holding a primitive `literal` (such as a field's
+/// initial-default) as `data_type`, if representable.
+pub fn literal_to_array(literal: &Literal, data_type: &DataType) -> Option<ArrayRef> {
+    match literal {
+        Literal::Primitive(p) => primitive_to_array(p, data_type),
+        _ => None,
+    }
+}
+
+fn primitive_to_array(literal: &PrimitiveLiteral, data_type: &DataType) -> Option<ArrayRef> {
+    let array: ArrayRef = match (literal, data_type) {
+        (PrimitiveLiteral::Boolean(v), _) => Arc::new(BooleanArray::from(vec![*v])),
+        (PrimitiveLiteral::Int(v), _) => Arc::new(Int32Array::from(vec![*v])),
+        (PrimitiveLiteral::Long(v), _) => Arc::new(Int64Array::from(vec![*v])),
+        (PrimitiveLiteral::String(v), _) => Arc::new(StringArray::from(vec![v.as_str()])),
+        (PrimitiveLiteral::Binary(v), DataType::FixedSizeBinary(n)) => {
+            if v.len() != *n as usize {
+                return None;
+            }
+            Arc::new(FixedSizeBinaryArray::try_from_iter(std::iter::once(v.as_slice())).ok()?)
+        }
+        (PrimitiveLiteral::Binary(v), _) => Arc::new(BinaryArray::from(vec![v.as_slice()])),
+        (PrimitiveLiteral::UInt128(v), DataType::FixedSizeBinary(16)) => {
+            let bytes = v.to_be_bytes();
+            Arc::new(FixedSizeBinaryArray::try_from_iter(std::iter::once(&bytes[..])).ok()?)
+        }
+        (PrimitiveLiteral::Int128(v), DataType::Decimal128(p, s)) => Arc::new(
+            Decimal128Array::from(vec![*v])
+                .with_precision_and_scale(*p, *s)
+                .ok()?,
+        ),
+        _ => return None,
+    };
+    if array.data_type() == data_type {
+        Some(array)
+    } else {
+        // Strict: a value that does not fit is no bound (and no default), never a null.
+        let options = arrow_cast::CastOptions {
+            safe: false,
+            ..Default::default()
+        };
+        arrow_cast::cast_with_options(&array, data_type, &options).ok()
+    }
 }
 
 #[cfg(test)]

@@ -44,8 +44,8 @@ impl FileColumns {
                 }
                 FieldSource::Constant(None) => Projected::Null,
                 FieldSource::Constant(Some(value)) => {
-                    let one = crate::keys::literal_to_array(value, field.data_type()).ok_or_else(
-                        || {
+                    let one = super::convert::literal_to_array(value, field.data_type())
+                        .ok_or_else(|| {
                             Error::file(
                                 &self.path,
                                 format!(
@@ -55,8 +55,7 @@ impl FileColumns {
                                 ),
                                 "unsupported default",
                             )
-                        },
-                    )?;
+                        })?;
                     Projected::Constant(one)
                 }
             });

@@ -190,6 +190,25 @@ pub enum Outcome {
     DryRun,
 }
 
+/// How far a target is behind its staging branch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StagingLag {
+    /// Staging snapshots not applied yet.
+    pub snapshots: usize,
+    /// Seconds since the oldest of them was committed (0 when none is pending).
+    pub seconds: f64,
+}
+
+/// A staging application in short, as a [`ConvertReport`] carries it (the staging
+/// module, above this one, fills it in).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StagingSummary {
+    pub staging_branch: String,
+    pub snapshots_applied: usize,
+    pub applied_before: Option<i64>,
+    pub lag: StagingLag,
+}
+
 /// What a conversion did.
 #[derive(Clone, Debug, Serialize)]
 pub struct ConvertReport {
@@ -232,7 +251,7 @@ pub struct ConvertReport {
     pub equality_deletes_elsewhere: Vec<BranchDeletes>,
     /// In the staging mode: what was applied from the staging branch, and the lag left.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub staging: Option<crate::staging::StagingSummary>,
+    pub staging: Option<StagingSummary>,
 }
 
 /// A branch whose head holds live equality deletes.

@@ -3,10 +3,12 @@
 //! [`ErrorKind`] and says whether a later attempt can succeed ([`Error::retryable`]), so
 //! callers decide (retry, dead-letter) without reading messages.
 
-mod storage;
+pub(crate) mod storage;
 
 use crate::dv::DvError;
 use storage::Storage;
+pub use storage::cause;
+pub(crate) use storage::one_line;
 
 /// What failed, in the terms a caller acts on. Unlike the [`Error`] variants (which say
 /// where, with the names an operator needs), a kind groups failures that call for the
@@ -266,39 +268,6 @@ fn cause_suffix(source: Option<&(dyn std::error::Error + Send + Sync + 'static)>
         Some(s) => format!(": {}", cause(s)),
         None => String::new(),
     }
-}
-
-/// The longest cause text an error message carries (the raw detail stays in the error's
-/// source chain, for `--log debug` and the CLI's JSON `detail`).
-const MAX_CAUSE_CHARS: usize = 160;
-
-/// The cause of `error` in a few words, for a one-line message: not found, access
-/// denied, throttled, timeout, connection failed, a 5xx server error, corrupt, ...
-///
-/// Storage errors come from OpenDAL through iceberg-rust's FileIO: their Display holds
-/// the whole HTTP response (every header) and repeats itself along the source chain, so
-/// the cause is taken from the typed OpenDAL error instead.
-pub fn cause(error: &(dyn std::error::Error + 'static)) -> String {
-    if let Some(Storage::OpenDal(e)) = Storage::find(error) {
-        return storage::opendal_cause(e);
-    }
-    // No storage error below: the error's own text (with its context) is short.
-    let text = match error.downcast_ref::<iceberg::Error>() {
-        Some(e) if e.kind() == iceberg::ErrorKind::DataInvalid => format!("corrupt: {e}"),
-        _ => error.to_string(),
-    };
-    one_line(&text)
-}
-
-/// `text` on one line, at most [`MAX_CAUSE_CHARS`] characters.
-pub(crate) fn one_line(text: &str) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= MAX_CAUSE_CHARS {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(MAX_CAUSE_CHARS).collect();
-    cut.push('…');
-    cut
 }
 
 #[cfg(test)]

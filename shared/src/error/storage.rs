@@ -5,7 +5,38 @@
 use std::borrow::Cow;
 use std::error::Error as StdError;
 
-use super::one_line;
+/// The longest cause text an error message carries (the raw detail stays in the error's
+/// source chain, for `--log debug` and the CLI's JSON `detail`).
+const MAX_CAUSE_CHARS: usize = 160;
+
+/// The cause of `error` in a few words, for a one-line message: not found, access
+/// denied, throttled, timeout, connection failed, a 5xx server error, corrupt, ...
+///
+/// Storage errors come from OpenDAL through iceberg-rust's FileIO: their Display holds
+/// the whole HTTP response (every header) and repeats itself along the source chain, so
+/// the cause is taken from the typed OpenDAL error instead.
+pub fn cause(error: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(Storage::OpenDal(e)) = Storage::find(error) {
+        return opendal_cause(e);
+    }
+    // No storage error below: the error's own text (with its context) is short.
+    let text = match error.downcast_ref::<iceberg::Error>() {
+        Some(e) if e.kind() == iceberg::ErrorKind::DataInvalid => format!("corrupt: {e}"),
+        _ => error.to_string(),
+    };
+    one_line(&text)
+}
+
+/// `text` on one line, at most [`MAX_CAUSE_CHARS`] characters.
+pub(crate) fn one_line(text: &str) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= MAX_CAUSE_CHARS {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(MAX_CAUSE_CHARS).collect();
+    cut.push('…');
+    cut
+}
 
 /// A storage failure found along an error's source chain.
 #[derive(Clone, Copy, Debug)]

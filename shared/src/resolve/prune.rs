@@ -194,7 +194,7 @@ impl GroupKeys {
             return Ok(self.column_has_null(index));
         };
         let data_type = self.key_columns.data_type(index);
-        let Some(array) = crate::keys::literal_to_array(value, data_type) else {
+        let Some(array) = crate::columns::literal_to_array(value, data_type) else {
             // Cannot encode it: the rows must be read (and then fail loudly if need be).
             return Ok(true);
         };

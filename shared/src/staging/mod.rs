@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, TableName};
 use crate::convert::{ConvertOptions, ConvertReport, Outcome, RetryPolicy};
+pub use crate::convert::{StagingLag, StagingSummary};
 use crate::resolve::ResolveMetrics;
 use crate::table::LoadedTable;
 use crate::{Error, Result};
@@ -79,15 +80,6 @@ pub struct AppliedSnapshot {
     pub planned_dvs: BTreeMap<String, RoaringTreemap>,
 }
 
-/// How far a target is behind its staging branch.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct StagingLag {
-    /// Staging snapshots not applied yet.
-    pub snapshots: usize,
-    /// Seconds since the oldest of them was committed (0 when none is pending).
-    pub seconds: f64,
-}
-
 impl StagingLag {
     /// The lag of `standing`, as of now.
     pub fn of(standing: &Standing) -> Self {
@@ -118,15 +110,6 @@ pub struct StagingReport {
     pub commit_attempts: u32,
     pub conflicts: u32,
     pub duration_ms: u64,
-}
-
-/// A staging application in short, as a [`crate::convert::ConvertReport`] carries it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct StagingSummary {
-    pub staging_branch: String,
-    pub snapshots_applied: usize,
-    pub applied_before: Option<i64>,
-    pub lag: StagingLag,
 }
 
 impl StagingReport {
