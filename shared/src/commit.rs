@@ -8,9 +8,6 @@
 //! whether to rebase or re-plan. Nothing is deleted after a failed swap until the
 //! pointer has been read back ([`commit_outcome`]).
 
-use std::str::FromStr;
-
-use iceberg::MetadataLocation;
 use iceberg::spec::TableMetadata;
 
 use crate::catalog::Catalog;
@@ -41,7 +38,7 @@ pub async fn publish(
     if catalog.commits_changes() {
         return commit_changes(catalog, base, prepared).await;
     }
-    let next = next_metadata_location(base, &prepared.metadata)?;
+    let next = base.next_metadata_location(&prepared.metadata)?;
     let new_location = next.to_string();
     if let Err(e) = prepared.metadata.write_to(&base.file_io, &next).await {
         // The object may have landed before the error (e.g. a dropped connection), and
@@ -101,22 +98,6 @@ pub async fn publish_written(
             catalog.name()
         ))),
     }
-}
-
-/// Where the metadata file of the commit after `base`, holding `metadata`, goes: the
-/// next version number with a new UUID (and the compression `metadata`'s properties ask).
-pub fn next_metadata_location(
-    base: &LoadedTable,
-    metadata: &TableMetadata,
-) -> Result<MetadataLocation> {
-    let current = MetadataLocation::from_str(&base.pointer.metadata_location).map_err(|e| {
-        Error::file(
-            &base.pointer.metadata_location,
-            "metadata location does not follow <table>/metadata/<version>-<uuid>.metadata.json",
-            e,
-        )
-    })?;
-    Ok(current.with_next_version().with_new_metadata(metadata))
 }
 
 /// Swaps the pointer from `base`'s to `new_location` (written already), reading it

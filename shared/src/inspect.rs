@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::Result;
-use crate::plan::partition_label;
+use crate::partition::partition_label;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 
 /// Per-partition counts.

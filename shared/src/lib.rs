@@ -6,8 +6,10 @@
 //! The modules, in the order data flows through a conversion:
 //! - `catalog`: where a table's metadata pointer lives (Glue, SQLite) and its
 //!   compare-and-swap.
-//! - `table`: loading a table and the live files of a snapshot; `manifest_decode` is
-//!   its fast manifest decoder.
+//! - `table`: loading a table, the live files of a snapshot (pruned by a `DataScope`)
+//!   and the reads a warm instance keeps; `manifest_decode` is its fast manifest
+//!   decoder; `partition` compares partition tuples as values; `summary_keys` names
+//!   the snapshot summary properties read and written.
 //! - `plan`: which equality deletes are live, how they group, and how work splits into
 //!   shards; `planner` turns triggers (a table changed, a backfill, a sweep) into shards
 //!   with reasons for what it skips. Lambda event shapes and SQS ids live with the
@@ -31,6 +33,9 @@
 //! - `storage`: file names and I/O helpers; `error`: the typed error;
 //!   `test_hooks`: named pause points for fault tests.
 //!
+//! Arrows point one way: no module imports one that imports it back, directly or
+//! through others (`tests/module_arrows.rs` keeps it so).
+//!
 //! The CDC workload generator and eqdv's own reader (the test oracle) live in the
 //! `eqdv-workload` crate (tests/workload), outside what the functions run.
 
@@ -53,6 +58,7 @@ mod lru;
 pub mod manifest_decode;
 pub mod orc_io;
 pub mod parquet_io;
+pub mod partition;
 pub mod plan;
 pub mod planner;
 pub mod position_deletes;
@@ -62,6 +68,7 @@ pub mod resolve;
 pub mod snapshot;
 pub mod staging;
 pub mod storage;
+pub mod summary_keys;
 pub mod table;
 #[cfg(test)]
 mod test_fixtures;

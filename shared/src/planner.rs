@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, TableName};
 use crate::plan::{PlanOptions, Shard};
-use crate::snapshot::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
+use crate::summary_keys::{CONVERTED_FROM_PROPERTY, TOTAL_EQUALITY_DELETES_PROPERTY};
 use crate::table::{KeptReads, LoadedTable};
 use crate::{Error, Result};
 

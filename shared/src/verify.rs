@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::puffin::{DvEntryCheck, validate_dv_entries};
-use crate::resolve::DEFAULT_PARALLELISM;
+use crate::storage::DEFAULT_PARALLELISM;
 use crate::table::{LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -30,7 +30,7 @@ pub async fn verify_dvs(table: &LoadedTable, files: &TableFiles) -> Result<DvVer
             return Err(invalid("the data file it references is not live".into()));
         };
         if dv.spec_id != data.spec_id
-            || !crate::plan::same_partition(dv.file.partition(), data.file.partition())
+            || !crate::partition::same_partition(dv.file.partition(), data.file.partition())
         {
             return Err(invalid("its partition differs from the data file's".into()));
         }

@@ -105,7 +105,7 @@ pub trait Catalog: Send + Sync + fmt::Debug {
     /// Returns [`Error::CommitConflict`] only when the swap certainly was not applied
     /// (the pointer had moved), and [`Error::CommitStateUnknown`] when the outcome
     /// cannot be known. Callers read the pointer back after any other error before
-    /// deleting files ([`crate::commit::commit_outcome`]).
+    /// deleting files (`commit::commit_outcome`).
     async fn swap_pointer(
         &self,
         table: &TableName,

@@ -490,7 +490,7 @@ pub(crate) fn dv_added_file(
 /// types the new manifest is written with (the current schema's: a data file written
 /// before a promotion carries the old types).
 pub(super) fn dv_partition(table: &LoadedTable, data_file: &LiveFile) -> Result<Struct> {
-    Ok(crate::plan::partition_as_type(
+    Ok(crate::partition::partition_as_type(
         data_file.file.partition(),
         &dv_partition_type(table, data_file.spec_id)?,
     ))

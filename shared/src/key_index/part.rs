@@ -11,7 +11,8 @@
 use iceberg::spec::TableMetadata;
 
 use super::LOCATION_PROPERTY_PREFIX;
-use crate::plan::{DeleteGroup, normalize_partition, partition_label};
+use crate::partition::{normalize_partition, partition_label};
+use crate::plan::DeleteGroup;
 use crate::table::LiveFile;
 
 /// One index: of an equality field set, one part.

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use iceberg::spec::{Struct, TableMetadata};
 
-use super::partition::{normalize_partition, partition_label, same_partition};
 use crate::catalog::TableName;
+use crate::partition::{normalize_partition, partition_label, same_partition};
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 

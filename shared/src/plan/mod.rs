@@ -11,7 +11,6 @@
 //! under the queue's message size; this file bin-packs groups into a plan.
 
 mod group;
-mod partition;
 mod scope;
 mod shard;
 
@@ -21,13 +20,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::catalog::TableName;
-use crate::snapshot::TOTAL_FILES_SIZE_PROPERTY;
+use crate::summary_keys::TOTAL_FILES_SIZE_PROPERTY;
 use crate::table::{LoadedTable, SkippedData, TableFiles};
 
+pub use crate::table::{DataScope, PartitionTarget};
 pub(crate) use group::group_files;
 pub use group::{DeleteGroup, group_equality_deletes};
-pub use partition::{normalize_partition, partition_as_type, partition_label, same_partition};
-pub use scope::{DataScope, PartitionTarget};
 pub use shard::{
     QUEUE_GROUPS, QUEUE_GROUPS_PROPERTY, Shard, ShardGroup, partition_queue_group, queue_groups_of,
 };

@@ -92,7 +92,7 @@ pub(super) fn queue_group_of(key: &str, groups: u64) -> String {
     format!("g{:02}", fnv1a(&[key]) % groups.clamp(1, QUEUE_GROUPS))
 }
 
-/// The queue group of the partition labelled `label` (see [`crate::plan::partition_label`])
+/// The queue group of the partition labelled `label` (see [`crate::partition::partition_label`])
 /// of partition spec `spec_id`, when the table's partitions are dealt into `groups`.
 pub fn partition_queue_group(spec_id: i32, label: &str, groups: u64) -> String {
     queue_group_of(&format!("{spec_id}:{label}"), groups)

@@ -3,16 +3,14 @@
 //! of a filter's split blocks. A filter can only ever say "not here", so every doubt
 //! (a type this does not map, a filter that cannot be read) keeps the row group.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef};
 use arrow_schema::DataType;
-use parquet::basic::Type as Physical;
 use twox_hash::XxHash64;
 
-use super::key_set::GroupKeys;
+use super::group_keys::{GroupKeys, Hashes, MAX_CACHED_HASHES, Plain};
 use super::prune::ColumnRanges;
 use crate::Result;
 use crate::parquet_io::ParquetFile;
@@ -100,47 +98,6 @@ fn estimated_false_positive_rate(length: i32, values: i64) -> f64 {
     }
     rate.min(1.0)
 }
-
-/// Most deleted values of a key column whose hashes are kept (8 bytes each): past it,
-/// the values in a row group's range are hashed when probed instead, so that bloom
-/// filters never hold a large key set's memory budget hostage.
-const MAX_CACHED_HASHES: usize = 2_000_000;
-
-/// The PLAIN encodings bloom filters hash, as far as this maps them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Plain {
-    Int32,
-    Int64,
-    ByteArray,
-    FixedLenByteArray,
-}
-
-impl Plain {
-    fn of(data_type: &DataType, physical: Physical) -> Option<Plain> {
-        use arrow_schema::TimeUnit;
-        match (data_type, physical) {
-            (DataType::Int64 | DataType::Timestamp(TimeUnit::Microsecond, _), Physical::INT64) => {
-                Some(Plain::Int64)
-            }
-            (DataType::Int32 | DataType::Date32, Physical::INT32) => Some(Plain::Int32),
-            (DataType::Utf8 | DataType::Binary, Physical::BYTE_ARRAY) => Some(Plain::ByteArray),
-            // uuid and fixed[L]: the bytes themselves (a decimal stored this way is not,
-            // and never reaches here: its Arrow type is Decimal128).
-            (DataType::FixedSizeBinary(_), Physical::FIXED_LEN_BYTE_ARRAY) => {
-                Some(Plain::FixedLenByteArray)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Per key column and encoding, the xxHash64 of every sorted deleted value (what a
-/// bloom filter is probed with), built on a column's first probe.
-#[derive(Default)]
-pub(super) struct BloomHashes(Mutex<HashMap<(usize, Plain), Option<Hashes>>>);
-
-/// One column's hashes, in the order of its sorted values.
-type Hashes = Arc<[u64]>;
 
 /// What a group's bloom filters said of one row group.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -378,6 +335,8 @@ fn any_plain_value(
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    use parquet::basic::Type as Physical;
 
     use super::*;
 

@@ -24,7 +24,7 @@ use iceberg::io::FileIO;
 use tokio::task::JoinHandle;
 
 use super::budget::ReadBudget;
-use super::key_set::ColumnValues;
+use super::group_keys::ColumnValues;
 use super::prune::{DeletedValues, may_match_bounds};
 use crate::keys::KeyColumns;
 use crate::parquet_io::{FooterHint, ParquetFile};

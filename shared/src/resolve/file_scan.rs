@@ -17,7 +17,7 @@ use super::ResolveOptions;
 use super::bloom::BloomVerdict;
 use super::budget::ReadBudget;
 use super::early::{self, EarlyOpen};
-use super::key_set::{GroupKeys, KeySet};
+use super::group_keys::{GroupKeys, KeySet};
 use super::prune::ColumnRanges;
 use crate::orc_io::OrcFile;
 use crate::parquet_io::{FieldSource, FooterHint, FooterRead, ParquetFile, row_group_starts};

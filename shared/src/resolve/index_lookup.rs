@@ -11,7 +11,7 @@ use roaring::RoaringTreemap;
 
 use super::ResolveMetrics;
 use super::ResolveOptions;
-use super::key_set::GroupKeys;
+use super::group_keys::GroupKeys;
 use crate::key_index::{IndexKey, IndexState, IndexStates, OpenIndex};
 use crate::plan::DeleteGroup;
 use crate::table::{LiveFile, LoadedTable, TableFiles};

@@ -7,7 +7,7 @@
 
 use std::ops::Range;
 
-use super::key_set::mix64;
+use super::key_hash::mix64;
 
 /// One deleted value and the index (in [`LongKeys::seqs`]) of the highest sequence
 /// number of a delete file that holds it. Packed: 12 bytes, not 16.

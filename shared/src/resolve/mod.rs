@@ -20,7 +20,9 @@ mod bloom;
 mod budget;
 mod early;
 mod file_scan;
+mod group_keys;
 mod index_lookup;
+mod key_hash;
 mod key_set;
 mod long_keys;
 mod prune;
@@ -35,13 +37,13 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 
 pub use index_lookup::ExistingDvs;
-pub use key_set::{KeyHashBuilder, KeyHasher, mix64};
+pub use key_hash::{KeyHashBuilder, KeyHasher, mix64};
 
 use crate::Result;
 use crate::key_index::{IndexKey, IndexStates, KeyIndexOptions};
 use crate::plan::DeleteGroup;
 use crate::table::{LoadedTable, TableFiles};
-use key_set::KeyPass;
+use group_keys::KeyPass;
 
 /// Tuning knobs for resolving.
 #[derive(Clone, Debug)]
@@ -88,12 +90,7 @@ pub struct ResolveOptions {
 /// (`long_keys::BYTES_PER_LONG_KEY`).
 const BYTES_PER_KEY: u64 = 160;
 
-/// Reads in flight by default: through 20 ms to the first byte, 64 in flight convert a
-/// table of 1,000 files several times faster than 4 (BENCHMARKS.md, "Through S3
-/// latency"). Not more: at 10-50 ms a request, 64 in flight ask S3 for about 1,300 to
-/// 6,400 GETs a second, around the 5,500 a second it serves one prefix before it
-/// answers 503 SlowDown.
-pub const DEFAULT_PARALLELISM: usize = 64;
+pub use crate::storage::DEFAULT_PARALLELISM;
 
 /// Bytes the reads in flight hold by default: 64 reads of 1 MiB key column chunks.
 pub const DEFAULT_READ_MEMORY_BUDGET: u64 = 64 << 20;

@@ -9,7 +9,7 @@ use arrow_schema::DataType;
 use iceberg::spec::Literal;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 
-use super::key_set::GroupKeys;
+use super::group_keys::{GroupKeys, KeySet};
 use crate::keys::KeyColumns;
 use crate::parquet_io::{FieldSource, ParquetFile};
 use crate::table::LiveFile;
@@ -203,6 +203,31 @@ impl GroupKeys {
         Ok(!self
             .column_range_within(index, row.data(), row.data())?
             .is_empty())
+    }
+}
+
+impl DeletedValues for GroupKeys {
+    fn column_has_null(&self, i: usize) -> bool {
+        match &self.keys {
+            KeySet::Long(keys) => keys.has_null(),
+            KeySet::Rows(_) | KeySet::Str(_) => self.columns[i].has_null,
+        }
+    }
+
+    fn column_any_within(
+        &self,
+        i: usize,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Result<bool> {
+        match &self.keys {
+            KeySet::Long(keys) => {
+                let range =
+                    keys.range_within(self.long_bound(i, lower)?, self.long_bound(i, upper)?);
+                Ok(!range.is_empty())
+            }
+            KeySet::Rows(_) | KeySet::Str(_) => Ok(self.columns[i].any_within(lower, upper)),
+        }
     }
 }
 

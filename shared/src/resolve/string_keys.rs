@@ -14,7 +14,7 @@ use std::hash::{BuildHasher, Hasher};
 use arrow_array::Array;
 use arrow_array::cast::AsArray;
 
-use super::key_set::{KeyHashBuilder, mix64};
+use super::key_hash::{KeyHashBuilder, mix64};
 
 /// A group's deleted string values with the sequence number each was deleted at.
 pub(super) struct StringKeys {

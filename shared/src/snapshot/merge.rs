@@ -134,7 +134,7 @@ impl MergePolicy {
 pub fn writable_from_memory(entries: &[&LiveFile], partition_type: &StructType) -> bool {
     entries.iter().all(|f| {
         let partition = f.file.partition();
-        crate::plan::partition_as_type(partition, partition_type) == *partition
+        crate::partition::partition_as_type(partition, partition_type) == *partition
     })
 }
 

@@ -31,19 +31,10 @@ use crate::table::{FileEntryKey, LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 use manifest_encode::EntryWriter;
 
-/// Summary property naming the snapshot a conversion was planned on.
-pub const CONVERTED_FROM_PROPERTY: &str = "eqdv.converted-from";
-/// Summary property naming what ran the conversion (e.g. `eqdv-converter`, `eqdv-cli`).
-pub const SOURCE_PROPERTY: &str = "eqdv.source";
-/// Summary property naming the shard converted, when there was one.
-pub const SHARD_PROPERTY: &str = "eqdv.shard-id";
-/// Summary property naming the split whose data ranges a snapshot committed together.
-pub const SPLIT_PROPERTY: &str = "eqdv.split-id";
-/// Summary property counting the equality deletes live after a snapshot.
-pub const TOTAL_EQUALITY_DELETES_PROPERTY: &str = "total-equality-deletes";
-/// Summary property holding the size of a snapshot's files (Iceberg's name); the
-/// planner reads it to tell a table that fits one shard.
-pub const TOTAL_FILES_SIZE_PROPERTY: &str = "total-files-size";
+pub use crate::summary_keys::{
+    CONVERTED_FROM_PROPERTY, SHARD_PROPERTY, SOURCE_PROPERTY, SPLIT_PROPERTY,
+    TOTAL_EQUALITY_DELETES_PROPERTY, TOTAL_FILES_SIZE_PROPERTY,
+};
 
 /// A file to add, with the partition spec it was written for.
 #[derive(Clone, Debug)]
@@ -114,7 +105,7 @@ pub struct PreparedSnapshot {
 }
 
 /// A prepared snapshot whose files are all written: all that is left is the commit
-/// ([`crate::commit::publish_written`]). For a catalog that takes a pointer swap its
+/// (`commit::publish_written`). For a catalog that takes a pointer swap its
 /// metadata file is written too (`metadata_location`, among `written_files`); a catalog
 /// that takes changes writes its own.
 #[derive(Clone, Debug)]
@@ -470,7 +461,7 @@ async fn build_inner(
     let built = builder.build()?;
     let (new_metadata, updates) = (built.metadata, built.changes);
     let metadata_location = if write_metadata {
-        let next = crate::commit::next_metadata_location(table, &new_metadata)?;
+        let next = table.next_metadata_location(&new_metadata)?;
         let location = next.to_string();
         written.push(location.clone());
         new_metadata

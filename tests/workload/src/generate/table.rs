@@ -167,7 +167,7 @@ pub(super) async fn commit_metadata(
     table: &LoadedTable,
     metadata: TableMetadata,
 ) -> Result<LoadedTable> {
-    let next = eqdv::commit::next_metadata_location(table, &metadata)?;
+    let next = table.next_metadata_location(&metadata)?;
     metadata.write_to(&table.file_io, &next).await?;
     let next = next.to_string();
     if let Err(e) = catalog

@@ -190,7 +190,7 @@ impl Scope {
             Scope::Partition {
                 spec_id: s,
                 partition: p,
-            } => *s == spec_id && eqdv::plan::same_partition(p, partition),
+            } => *s == spec_id && eqdv::partition::same_partition(p, partition),
         }
     }
 }
