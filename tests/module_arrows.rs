@@ -4,9 +4,10 @@
 //!
 //! The arrows are read from the source text, as a newcomer reads them: `use` trees and
 //! `crate::` paths in code (not in comments), `super::sibling::` paths, and a parent
-//! module's paths into its own children. `super::Item` of the parent itself is the parent/child
-//! idiom (children implementing what their parent declares), not an arrow. Test modules
-//! (`#[cfg(test)] mod`) are left out: they may reach anywhere.
+//! module's paths into its own children. An item of a module's own parent or other
+//! ancestor (`super::Item`, or `crate::convert::ConvertOptions` from within `convert`) is
+//! the parent/child idiom (children implementing what their parent declares), not an
+//! arrow. Test modules (`#[cfg(test)] mod`) are left out: they may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -205,7 +206,8 @@ impl Crate {
                 let Some((to, name)) = self.target(&absolute, 0) else {
                     continue;
                 };
-                if &to != module && !to.is_empty() {
+                // An ancestor's own items are the parent/child idiom (see the header).
+                if !module.starts_with(&to) {
                     arrows
                         .entry(module.clone())
                         .or_default()

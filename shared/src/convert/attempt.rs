@@ -64,7 +64,7 @@ impl Attempt<'_> {
             .get_or_insert_with(|| options.retry_policy_for(&table))
             .clone();
         let head = table.head(&options.branch)?;
-        // Only the data the selected groups can touch is read (see plan::scope).
+        // Only the data the selected groups can touch is read (see table::DataScope).
         let (files, groups) = TableFiles::read_scoped(&table, head.as_ref(), |files| {
             let groups = select_groups(&table, files, options.shard.as_ref())?;
             Ok((data_scope(&groups, options), groups))

@@ -18,7 +18,6 @@
 mod attempt;
 mod index_upkeep;
 mod merge;
-mod ranges;
 mod split;
 mod validate;
 
@@ -39,12 +38,10 @@ pub(crate) use attempt::{dv_added_file, encode_dvs};
 pub(crate) use index_upkeep::keep_key_indexes;
 pub use merge::dvs_to_write;
 pub(crate) use merge::{DvPlan, with_existing_deletes};
-pub use ranges::{
-    DataRange, DvTarget, Membership, RangeDv, RangeLayout, RangePuffin, RangeResult, commit_ranges,
-    commit_ranges_of, convert_in_ranges, convert_range, convert_range_of, discard_ranges,
-};
 pub use split::{
-    MAX_RANGES, RangePhases, RangeTaskOutput, SplitCleanup, SplitJob, run_cleanup_task,
+    DataRange, DvTarget, MAX_RANGES, Membership, RangeDv, RangeLayout, RangePhases, RangePuffin,
+    RangeResult, RangeTaskOutput, SplitCleanup, SplitJob, commit_ranges, commit_ranges_of,
+    convert_in_ranges, convert_range, convert_range_of, discard_ranges, run_cleanup_task,
     run_commit_task, run_range_task,
 };
 

@@ -22,9 +22,9 @@ use iceberg::io::FileIO;
 use serde::{Deserialize, Serialize};
 use twox_hash::XxHash64;
 
-use super::ranges::{DataRange, RangeResult, commit_ranges_of, convert_range_of};
-use super::{ConvertOptions, ConvertReport, Outcome};
+use super::{DataRange, RangeResult, commit_ranges_of, convert_range_of};
 use crate::catalog::Catalog;
+use crate::convert::{ConvertOptions, ConvertReport, Outcome};
 use crate::plan::Shard;
 use crate::snapshot::SPLIT_PROPERTY;
 use crate::table::LoadedTable;
