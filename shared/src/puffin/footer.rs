@@ -18,7 +18,7 @@ use crate::dv::DvError;
 /// footer of a data file's existing DV as soon as its scan finds a newly deleted row,
 /// so that merging with the old DVs does not wait for another round of reads after the
 /// scans. Each file's footer is read once, with at most `parallelism` reads in flight;
-/// what is read ahead is checked as any footer is ([`validate_dv_entries_prefetched`]).
+/// what is read ahead is checked as any footer is ([`super::validate_dv_entries_prefetched`]).
 pub struct FooterPrefetch {
     file_io: FileIO,
     permits: std::sync::Arc<tokio::sync::Semaphore>,

@@ -147,7 +147,7 @@ pub async fn validate_dv_entries_prefetched(
 }
 
 /// The checks of [`validate_dv_entry`] against a footer already read (with
-/// [`read_puffin_footer`]); a blob within the bytes read with the footer is not read
+/// [`super::read_puffin_footer`]); a blob within the bytes read with the footer is not read
 /// again.
 pub async fn validate_dv_in(
     file_io: &FileIO,
