@@ -1,14 +1,11 @@
 //! The arguments several subcommands share: which catalog, which table and branch, and
 //! the shape of a generated workload.
 
-use std::path::Path;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use eqdv::catalog::{
-    Catalog, GlueCatalog, GlueConfig, RestAuth, RestCatalog, RestConfig, S3TablesCatalog,
-    S3TablesConfig, SqliteCatalog, TableName,
-};
+use eqdv::catalog::{Catalog, TableName};
+use eqdv_functions::FunctionError;
+use eqdv_functions::config::{self, CatalogConfig};
 
 /// Which catalog holds the tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -23,145 +20,168 @@ pub enum CatalogKind {
     S3tables,
 }
 
-/// Which catalog.
+impl CatalogKind {
+    /// The kind as `EQDV_CATALOG` spells it.
+    fn name(self) -> &'static str {
+        match self {
+            CatalogKind::Sqlite => "sqlite",
+            CatalogKind::Glue => "glue",
+            CatalogKind::Rest => "rest",
+            CatalogKind::S3tables => "s3tables",
+        }
+    }
+}
+
+/// Which catalog. Each option is also the variable the functions read (named in its
+/// help), and the CLI reads its catalog as they do (`CatalogConfig::from_lookup`): an
+/// option given wins over the variable. The one default of its own: the embedded
+/// catalog (`sqlite`) when neither `--catalog` nor `EQDV_CATALOG` names one.
 #[derive(Args, Clone)]
 pub struct CatalogArgs {
-    /// The catalog: `sqlite` (DIR/catalog.db, catalog name `eqdv`), `glue`, `rest` or
-    /// `s3tables`.
-    #[arg(long, value_enum, default_value = "sqlite", env = "EQDV_CATALOG")]
-    catalog: CatalogKind,
+    /// The catalog (EQDV_CATALOG): `sqlite` (DIR/catalog.db, catalog name `eqdv`; the
+    /// default), `glue`, `rest` or `s3tables`.
+    #[arg(long, value_enum)]
+    catalog: Option<CatalogKind>,
     /// sqlite: the warehouse directory (catalog and table data). glue: where new tables
     /// go, as s3://bucket/prefix (existing tables keep their own location). rest: the
-    /// warehouse to ask the catalog's configuration for (optional).
-    #[arg(long, value_name = "DIR|S3_URI", env = "EQDV_WAREHOUSE")]
+    /// warehouse to ask the catalog's configuration for (optional). (EQDV_WAREHOUSE)
+    #[arg(long, value_name = "DIR|S3_URI")]
     warehouse: Option<String>,
     /// glue: the catalog's AWS account id, when it is not the caller's.
-    #[arg(long, env = "EQDV_GLUE_CATALOG_ID")]
+    /// (EQDV_GLUE_CATALOG_ID)
+    #[arg(long)]
     glue_catalog_id: Option<String>,
     /// glue, s3tables: the AWS region (default: the standard AWS configuration; for
-    /// s3tables, the table bucket's).
-    #[arg(long, env = "EQDV_REGION")]
+    /// s3tables, the table bucket's). (EQDV_REGION)
+    #[arg(long)]
     region: Option<String>,
     /// glue: the Glue endpoint (default: AWS_ENDPOINT_URL_GLUE or AWS's).
-    #[arg(long, env = "EQDV_GLUE_ENDPOINT")]
+    /// (EQDV_GLUE_ENDPOINT)
+    #[arg(long)]
     glue_endpoint: Option<String>,
     /// glue, rest, s3tables: the S3 endpoint (default: AWS_ENDPOINT_URL_S3 or AWS's);
-    /// path-style addressing is used when an endpoint is set.
-    #[arg(long, env = "EQDV_S3_ENDPOINT")]
+    /// path-style addressing is used when an endpoint is set. (EQDV_S3_ENDPOINT)
+    #[arg(long)]
     s3_endpoint: Option<String>,
-    /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit).
-    #[arg(long, env = "EQDV_GLUE_SKIP_ARCHIVE", default_value_t = true, action = clap::ArgAction::Set)]
-    glue_skip_archive: bool,
-    /// rest: the catalog's base URI (before /v1/...).
-    #[arg(long, value_name = "URI", env = "EQDV_REST_URI")]
+    /// glue: SkipArchive on UpdateTable (no Glue table version archived per commit;
+    /// default true). (EQDV_GLUE_SKIP_ARCHIVE)
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    glue_skip_archive: Option<bool>,
+    /// rest: the catalog's base URI (before /v1/...). (EQDV_REST_URI)
+    #[arg(long, value_name = "URI")]
     rest_uri: Option<String>,
     /// rest: OAuth2 client credentials, CLIENT_ID:CLIENT_SECRET, exchanged for a token.
-    #[arg(
-        long,
-        value_name = "ID:SECRET",
-        env = "EQDV_REST_CREDENTIAL",
-        hide_env_values = true,
-        conflicts_with = "rest_token"
-    )]
+    /// (EQDV_REST_CREDENTIAL)
+    #[arg(long, value_name = "ID:SECRET", conflicts_with = "rest_token")]
     rest_credential: Option<String>,
-    /// rest: a bearer token, sent as is.
-    #[arg(long, env = "EQDV_REST_TOKEN", hide_env_values = true)]
+    /// rest: a bearer token, sent as is. (EQDV_REST_TOKEN)
+    #[arg(long)]
     rest_token: Option<String>,
     /// rest: sign requests with AWS SigV4 for this service, with the standard AWS
     /// credentials: `glue` (the Glue Data Catalog's Iceberg endpoint) or `s3tables` (S3
-    /// Tables').
+    /// Tables'). (EQDV_REST_SIGV4)
     #[arg(
         long,
         value_name = "SERVICE",
-        env = "EQDV_REST_SIGV4",
         conflicts_with_all = ["rest_token", "rest_credential"]
     )]
     rest_sigv4: Option<String>,
     /// rest: the OAuth2 token endpoint (default: the catalog's v1/oauth/tokens).
-    #[arg(long, env = "EQDV_REST_OAUTH2_SERVER_URI")]
+    /// (EQDV_REST_OAUTH2_SERVER_URI)
+    #[arg(long)]
     rest_oauth2_server_uri: Option<String>,
-    /// rest: the OAuth2 scope (default: catalog).
-    #[arg(long, env = "EQDV_REST_SCOPE")]
+    /// rest: the OAuth2 scope (default: catalog). (EQDV_REST_SCOPE)
+    #[arg(long)]
     rest_scope: Option<String>,
-    /// rest: ask for credentials vended for each table's files, and use them.
-    #[arg(long, env = "EQDV_REST_VENDED_CREDENTIALS", default_value_t = true, action = clap::ArgAction::Set)]
-    rest_vended_credentials: bool,
+    /// rest: ask for credentials vended for each table's files, and use them (default
+    /// true). (EQDV_REST_VENDED_CREDENTIALS)
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    rest_vended_credentials: Option<bool>,
     /// s3tables: the table bucket, arn:aws:s3tables:REGION:ACCOUNT:bucket/NAME.
-    #[arg(long, value_name = "ARN", env = "EQDV_S3TABLES_BUCKET_ARN")]
+    /// (EQDV_S3TABLES_BUCKET_ARN)
+    #[arg(long, value_name = "ARN")]
     s3tables_bucket_arn: Option<String>,
     /// s3tables: the S3 Tables endpoint (default: AWS_ENDPOINT_URL_S3TABLES or AWS's).
-    #[arg(long, value_name = "URL", env = "EQDV_S3TABLES_ENDPOINT")]
+    /// (EQDV_S3TABLES_ENDPOINT)
+    #[arg(long, value_name = "URL")]
     s3tables_endpoint: Option<String>,
 }
 
 impl CatalogArgs {
+    /// The option given for the functions' variable `name`, if any.
+    fn option(&self, name: &str) -> Option<String> {
+        let text = |b: Option<bool>| b.map(|b| b.to_string());
+        match name {
+            config::ENV_CATALOG => self.catalog.map(|k| k.name().to_string()),
+            config::ENV_WAREHOUSE => self.warehouse.clone(),
+            config::ENV_GLUE_CATALOG_ID => self.glue_catalog_id.clone(),
+            config::ENV_REGION => self.region.clone(),
+            config::ENV_GLUE_ENDPOINT => self.glue_endpoint.clone(),
+            config::ENV_S3_ENDPOINT => self.s3_endpoint.clone(),
+            config::ENV_GLUE_SKIP_ARCHIVE => text(self.glue_skip_archive),
+            config::ENV_REST_URI => self.rest_uri.clone(),
+            config::ENV_REST_CREDENTIAL => self.rest_credential.clone(),
+            config::ENV_REST_TOKEN => self.rest_token.clone(),
+            config::ENV_REST_SIGV4 => self.rest_sigv4.clone(),
+            config::ENV_REST_OAUTH2_SERVER_URI => self.rest_oauth2_server_uri.clone(),
+            config::ENV_REST_SCOPE => self.rest_scope.clone(),
+            config::ENV_REST_VENDED_CREDENTIALS => text(self.rest_vended_credentials),
+            config::ENV_S3TABLES_BUCKET_ARN => self.s3tables_bucket_arn.clone(),
+            config::ENV_S3TABLES_ENDPOINT => self.s3tables_endpoint.clone(),
+            _ => None,
+        }
+    }
+
+    /// The functions' variables as this command sees them: an option given, else the
+    /// environment, else (for `EQDV_CATALOG` only) the embedded catalog.
+    pub fn lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        move |name| {
+            // A way to authenticate given as an option replaces those of the environment
+            // (the functions accept one at most).
+            let auth = [
+                config::ENV_REST_TOKEN,
+                config::ENV_REST_CREDENTIAL,
+                config::ENV_REST_CREDENTIAL_SECRET_ARN,
+                config::ENV_REST_SIGV4,
+            ];
+            let auth_given = auth.iter().any(|v| self.option(v).is_some());
+            if auth_given && auth.contains(&name) {
+                return self.option(name);
+            }
+            self.option(name)
+                .or_else(|| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+                .or_else(|| {
+                    (name == config::ENV_CATALOG).then(|| CatalogKind::Sqlite.name().into())
+                })
+        }
+    }
+
+    /// The catalog these options and the environment name.
+    pub fn config(&self) -> Result<CatalogConfig> {
+        CatalogConfig::from_lookup(self.lookup()).map_err(with_option)
+    }
+
     pub async fn connect(&self) -> Result<Box<dyn Catalog>> {
-        match self.catalog {
-            CatalogKind::Sqlite => {
-                let dir = self
-                    .warehouse
-                    .as_deref()
-                    .context("--warehouse DIR is required with the sqlite catalog")?;
-                let catalog = SqliteCatalog::open_warehouse(Path::new(dir))
-                    .with_context(|| format!("opening warehouse {dir}"))?;
-                Ok(Box::new(catalog))
-            }
-            CatalogKind::Glue => {
-                let config = GlueConfig {
-                    warehouse: self.warehouse.clone(),
-                    catalog_id: self.glue_catalog_id.clone(),
-                    region: self.region.clone(),
-                    glue_endpoint: self.glue_endpoint.clone(),
-                    s3_endpoint: self.s3_endpoint.clone(),
-                    skip_archive: Some(self.glue_skip_archive),
-                    ..Default::default()
-                };
-                Ok(Box::new(GlueCatalog::connect(config).await?))
-            }
-            CatalogKind::Rest => {
-                let uri = self
-                    .rest_uri
-                    .clone()
-                    .context("--rest-uri URI is required with the rest catalog")?;
-                let auth = match (&self.rest_token, &self.rest_credential) {
-                    _ if self.rest_sigv4.is_some() => RestAuth::SigV4 {
-                        signing_name: self.rest_sigv4.clone().unwrap_or_default(),
-                        region: self.region.clone(),
-                    },
-                    (Some(token), _) => RestAuth::Token(token.clone()),
-                    (None, Some(credential)) => RestAuth::client_credentials(
-                        credential,
-                        self.rest_oauth2_server_uri.clone(),
-                        self.rest_scope.clone(),
-                    ),
-                    (None, None) => RestAuth::None,
-                };
-                let config = RestConfig {
-                    uri,
-                    warehouse: self.warehouse.clone(),
-                    auth,
-                    vended_credentials: Some(self.rest_vended_credentials),
-                    region: self.region.clone(),
-                    s3_endpoint: self.s3_endpoint.clone(),
-                    ..Default::default()
-                };
-                Ok(Box::new(RestCatalog::connect(config).await?))
-            }
-            CatalogKind::S3tables => {
-                let table_bucket_arn = self
-                    .s3tables_bucket_arn
-                    .clone()
-                    .context("--s3tables-bucket-arn ARN is required with the s3tables catalog")?;
-                let config = S3TablesConfig {
-                    table_bucket_arn,
-                    region: self.region.clone(),
-                    endpoint: self.s3tables_endpoint.clone(),
-                    s3_endpoint: self.s3_endpoint.clone(),
-                    ..Default::default()
-                };
-                Ok(Box::new(S3TablesCatalog::connect(config).await?))
+        self.config()?.connect().await.map_err(with_option)
+    }
+}
+
+/// A configuration error naming the option beside its variable (`--warehouse`
+/// beside `EQDV_WAREHOUSE`): the user of the CLI may have given either.
+pub fn with_option(error: FunctionError) -> anyhow::Error {
+    match error {
+        FunctionError::Config { var, message } => {
+            let option = var
+                .strip_prefix("EQDV_")
+                .map(|v| v.to_lowercase().replace('_', "-"));
+            match option {
+                Some(option) if var != config::ENV_REST_CREDENTIAL_SECRET_ARN => {
+                    anyhow::anyhow!("--{option} ({var}): {message}")
+                }
+                _ => anyhow::anyhow!("{var}: {message}"),
             }
         }
+        other => other.into(),
     }
 }
 

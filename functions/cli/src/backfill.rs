@@ -13,7 +13,7 @@ use eqdv_functions::planner::{InPlanner, Planner, PlannerRun};
 use eqdv_functions::queue::InProcessQueue;
 use serde_json::{Value, json};
 
-use crate::args::CatalogArgs;
+use crate::args::{CatalogArgs, with_option};
 use crate::exit;
 use crate::output::{out, print_json, print_table};
 
@@ -49,8 +49,9 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         dry_run,
     } = args;
     let dry_run = *dry_run;
-    // The same variables as the functions (allowlist, memory budget, retries).
-    let mut config = FunctionConfig::from_env()?;
+    // The same variables as the functions (allowlist, memory budget, retries), the
+    // catalog's options over them.
+    let mut config = FunctionConfig::from_lookup(catalog.lookup()).map_err(with_option)?;
     config.emit_metrics = false;
     config.branch = branch.to_string();
     // The trigger the planner function would parse from a backfill request (a sweep
@@ -77,7 +78,7 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
     let in_planner = match config.convert_in_planner_bytes {
         0 => None,
         _ => Some(Converter {
-            catalog: catalog.connect().await?,
+            catalog: config.catalog.connect().await.map_err(with_option)?,
             config: config.clone(),
             dead_letters: None,
             source: SOURCE.into(),
@@ -85,7 +86,7 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         }),
     };
     let planner = Planner {
-        catalog: catalog.connect().await?,
+        catalog: config.catalog.connect().await.map_err(with_option)?,
         config: config.clone(),
         queue: Box::new(queue.clone()),
         // Nothing starts executions in-process: the shards are queued, and the big ones
@@ -97,7 +98,7 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
     };
     let run = planner.run_triggers(&[trigger], None).await?;
     let converter = Converter {
-        catalog: catalog.connect().await?,
+        catalog: config.catalog.connect().await.map_err(with_option)?,
         config,
         dead_letters: None,
         source: SOURCE.into(),

@@ -37,6 +37,113 @@ pub enum CatalogConfig {
 }
 
 impl CatalogConfig {
+    /// The catalog the variables name (`EQDV_CATALOG`, Glue when unset, and the
+    /// variables of that catalog), read through `lookup`; empty values count as unset.
+    /// The functions and the CLI read their catalog here alike (the CLI's flags over the
+    /// environment; see its `CatalogArgs`).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        Ok(match get(ENV_CATALOG).as_deref() {
+            None | Some("glue") => CatalogConfig::Glue(GlueConfig {
+                warehouse: get(ENV_WAREHOUSE),
+                catalog_id: get(ENV_GLUE_CATALOG_ID),
+                region: get(ENV_REGION),
+                glue_endpoint: get(ENV_GLUE_ENDPOINT),
+                s3_endpoint: get(ENV_S3_ENDPOINT),
+                skip_archive: get(ENV_GLUE_SKIP_ARCHIVE)
+                    .map(|v| parse_bool(ENV_GLUE_SKIP_ARCHIVE, &v))
+                    .transpose()?,
+                s3_path_style: None,
+                file_io_properties: HashMap::new(),
+            }),
+            Some("sqlite") => CatalogConfig::Sqlite {
+                warehouse: get(ENV_WAREHOUSE).ok_or_else(|| {
+                    bad(
+                        ENV_WAREHOUSE,
+                        "required with EQDV_CATALOG=sqlite (a directory)",
+                    )
+                })?,
+            },
+            Some("rest") => {
+                let uri = get(ENV_REST_URI)
+                    .ok_or_else(|| bad(ENV_REST_URI, "required with EQDV_CATALOG=rest"))?;
+                // One way to authenticate, at most.
+                let ways = [
+                    ENV_REST_TOKEN,
+                    ENV_REST_CREDENTIAL,
+                    ENV_REST_CREDENTIAL_SECRET_ARN,
+                    ENV_REST_SIGV4,
+                ];
+                let set: Vec<&str> = ways.into_iter().filter(|w| get(w).is_some()).collect();
+                if let [first, second, ..] = set[..] {
+                    return Err(bad(
+                        second,
+                        format!("set one way to authenticate, not both {first} and {second}"),
+                    ));
+                }
+                let client_credentials = |credential: &str| {
+                    RestAuth::client_credentials(
+                        credential,
+                        get(ENV_REST_OAUTH2_SERVER_URI),
+                        get(ENV_REST_SCOPE),
+                    )
+                };
+                let credential_secret_arn = get(ENV_REST_CREDENTIAL_SECRET_ARN);
+                let auth = match set.first().copied() {
+                    Some(ENV_REST_TOKEN) => {
+                        RestAuth::Token(get(ENV_REST_TOKEN).unwrap_or_default())
+                    }
+                    Some(ENV_REST_CREDENTIAL) => {
+                        client_credentials(&get(ENV_REST_CREDENTIAL).unwrap_or_default())
+                    }
+                    Some(ENV_REST_SIGV4) => RestAuth::SigV4 {
+                        signing_name: get(ENV_REST_SIGV4).unwrap_or_default(),
+                        region: get(ENV_REGION),
+                    },
+                    // The secret's credential replaces the empty one at connect.
+                    Some(_) => client_credentials(""),
+                    None => RestAuth::None,
+                };
+                CatalogConfig::Rest {
+                    config: RestConfig {
+                        uri,
+                        warehouse: get(ENV_WAREHOUSE),
+                        auth,
+                        vended_credentials: get(ENV_REST_VENDED_CREDENTIALS)
+                            .map(|v| parse_bool(ENV_REST_VENDED_CREDENTIALS, &v))
+                            .transpose()?,
+                        region: get(ENV_REGION),
+                        s3_endpoint: get(ENV_S3_ENDPOINT),
+                        ..Default::default()
+                    },
+                    credential_secret_arn,
+                }
+            }
+            Some("s3tables") => CatalogConfig::S3Tables(S3TablesConfig {
+                table_bucket_arn: get(ENV_S3TABLES_BUCKET_ARN).ok_or_else(|| {
+                    bad(
+                        ENV_S3TABLES_BUCKET_ARN,
+                        "required with EQDV_CATALOG=s3tables",
+                    )
+                })?,
+                region: get(ENV_REGION),
+                endpoint: get(ENV_S3TABLES_ENDPOINT),
+                s3_endpoint: get(ENV_S3_ENDPOINT),
+                ..Default::default()
+            }),
+            Some(other) => {
+                return Err(bad(
+                    ENV_CATALOG,
+                    format!("expected glue, rest, s3tables or sqlite, got {other:?}"),
+                ));
+            }
+        })
+    }
+
     pub async fn connect(&self) -> Result<Box<dyn Catalog>> {
         Ok(match self {
             CatalogConfig::Glue(config) => Box::new(GlueCatalog::connect(config.clone()).await?),
@@ -202,101 +309,7 @@ impl FunctionConfig {
                 .transpose()
         };
 
-        let catalog = match get(ENV_CATALOG).as_deref() {
-            None | Some("glue") => CatalogConfig::Glue(GlueConfig {
-                warehouse: get(ENV_WAREHOUSE),
-                catalog_id: get(ENV_GLUE_CATALOG_ID),
-                region: get(ENV_REGION),
-                glue_endpoint: get(ENV_GLUE_ENDPOINT),
-                s3_endpoint: get(ENV_S3_ENDPOINT),
-                skip_archive: get(ENV_GLUE_SKIP_ARCHIVE)
-                    .map(|v| parse_bool(ENV_GLUE_SKIP_ARCHIVE, &v))
-                    .transpose()?,
-                s3_path_style: None,
-                file_io_properties: HashMap::new(),
-            }),
-            Some("sqlite") => CatalogConfig::Sqlite {
-                warehouse: get(ENV_WAREHOUSE).ok_or_else(|| {
-                    bad(
-                        ENV_WAREHOUSE,
-                        "required with EQDV_CATALOG=sqlite (a directory)",
-                    )
-                })?,
-            },
-            Some("rest") => {
-                let uri = get(ENV_REST_URI)
-                    .ok_or_else(|| bad(ENV_REST_URI, "required with EQDV_CATALOG=rest"))?;
-                // One way to authenticate, at most.
-                let ways = [
-                    ENV_REST_TOKEN,
-                    ENV_REST_CREDENTIAL,
-                    ENV_REST_CREDENTIAL_SECRET_ARN,
-                    ENV_REST_SIGV4,
-                ];
-                let set: Vec<&str> = ways.into_iter().filter(|w| get(w).is_some()).collect();
-                if let [first, second, ..] = set[..] {
-                    return Err(bad(
-                        second,
-                        format!("set one way to authenticate, not both {first} and {second}"),
-                    ));
-                }
-                let client_credentials = |credential: &str| {
-                    RestAuth::client_credentials(
-                        credential,
-                        get(ENV_REST_OAUTH2_SERVER_URI),
-                        get(ENV_REST_SCOPE),
-                    )
-                };
-                let credential_secret_arn = get(ENV_REST_CREDENTIAL_SECRET_ARN);
-                let auth = match set.first().copied() {
-                    Some(ENV_REST_TOKEN) => {
-                        RestAuth::Token(get(ENV_REST_TOKEN).unwrap_or_default())
-                    }
-                    Some(ENV_REST_CREDENTIAL) => {
-                        client_credentials(&get(ENV_REST_CREDENTIAL).unwrap_or_default())
-                    }
-                    Some(ENV_REST_SIGV4) => RestAuth::SigV4 {
-                        signing_name: get(ENV_REST_SIGV4).unwrap_or_default(),
-                        region: get(ENV_REGION),
-                    },
-                    // The secret's credential replaces the empty one at connect.
-                    Some(_) => client_credentials(""),
-                    None => RestAuth::None,
-                };
-                CatalogConfig::Rest {
-                    config: RestConfig {
-                        uri,
-                        warehouse: get(ENV_WAREHOUSE),
-                        auth,
-                        vended_credentials: get(ENV_REST_VENDED_CREDENTIALS)
-                            .map(|v| parse_bool(ENV_REST_VENDED_CREDENTIALS, &v))
-                            .transpose()?,
-                        region: get(ENV_REGION),
-                        s3_endpoint: get(ENV_S3_ENDPOINT),
-                        ..Default::default()
-                    },
-                    credential_secret_arn,
-                }
-            }
-            Some("s3tables") => CatalogConfig::S3Tables(S3TablesConfig {
-                table_bucket_arn: get(ENV_S3TABLES_BUCKET_ARN).ok_or_else(|| {
-                    bad(
-                        ENV_S3TABLES_BUCKET_ARN,
-                        "required with EQDV_CATALOG=s3tables",
-                    )
-                })?,
-                region: get(ENV_REGION),
-                endpoint: get(ENV_S3TABLES_ENDPOINT),
-                s3_endpoint: get(ENV_S3_ENDPOINT),
-                ..Default::default()
-            }),
-            Some(other) => {
-                return Err(bad(
-                    ENV_CATALOG,
-                    format!("expected glue, rest, s3tables or sqlite, got {other:?}"),
-                ));
-            }
-        };
+        let catalog = CatalogConfig::from_lookup(&lookup)?;
 
         let databases = list(get(ENV_ALLOWED_DATABASES));
         let tables = list(get(ENV_ALLOWED_TABLES))
