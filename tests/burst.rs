@@ -17,8 +17,7 @@
 
 mod common;
 
-#[path = "common/fault_proxy.rs"]
-mod proxy;
+use eqdv_test_support::fault_proxy as proxy;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -33,8 +32,8 @@ use eqdv_functions::FunctionConfig;
 use eqdv_functions::converter::Converter;
 use eqdv_functions::planner::Planner;
 use eqdv_functions::queue::{InProcessQueue, ShardQueue};
+use eqdv_test_support::{java, runs, services};
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
-use eqdv_workload::support::{java, runs, services};
 use futures::StreamExt;
 use proxy::{Fault, Proxy};
 use serde_json::json;

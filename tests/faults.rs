@@ -12,7 +12,7 @@
 
 mod common;
 
-use eqdv_workload::support::{java, services, state};
+use eqdv_test_support::{java, services, state};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -665,5 +665,4 @@ async fn other_writer_commit(catalog: &GlueCatalog, name: &TableName) -> String 
     next
 }
 
-#[path = "common/fault_proxy.rs"]
-mod proxy;
+use eqdv_test_support::fault_proxy as proxy;

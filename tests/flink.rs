@@ -14,8 +14,8 @@ use eqdv::catalog::{GlueCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::staging::{StagingOptions, StagingReport, apply_staging};
 use eqdv::table::LoadedTable;
-use eqdv_workload::support::flink::{FlinkWrite, write_flink};
-use eqdv_workload::support::java::{JavaServer, JavaTable};
+use eqdv_test_support::flink::{FlinkWrite, write_flink};
+use eqdv_test_support::java::{JavaServer, JavaTable};
 use serde_json::json;
 
 const STAGING: &str = "staging";

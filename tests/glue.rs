@@ -6,8 +6,8 @@ mod common;
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName, TablePointer};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
+use eqdv_test_support::services;
 use eqdv_workload::generate::{WorkloadSpec, expected_rows, generate};
-use eqdv_workload::support::services;
 
 /// A Glue catalog with a warehouse prefix of its own, and a fresh database name.
 async fn catalog(test: &str) -> (GlueCatalog, String) {

@@ -19,7 +19,7 @@
 mod common;
 
 // Each test binary uses only some of the Java helpers.
-use eqdv_workload::support::java;
+use eqdv_test_support::java;
 use std::collections::BTreeSet;
 
 use eqdv::catalog::Catalog;

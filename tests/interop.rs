@@ -7,7 +7,7 @@
 
 mod common;
 
-use eqdv_workload::support::{before_swap, java, manifests, race, state};
+use eqdv_test_support::{before_swap, java, manifests, race, state};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use before_swap::{BeforeSwap, BoxFuture, Swap, Then};

@@ -12,7 +12,7 @@
 mod common;
 
 use eqdv::convert::{ConvertOptions, Outcome, convert};
-use eqdv_workload::support::java;
+use eqdv_test_support::java;
 use java::JavaTable;
 use serde_json::Value;
 

@@ -8,7 +8,7 @@
 //! tests/services/up) and the function binaries built next to this test's binary
 //! (`cargo build -p eqdv-planner -p eqdv-converter`; tests/run does all of it).
 
-use eqdv_workload::support::{java, services};
+use eqdv_test_support::{java, services};
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::TcpListener;
@@ -21,8 +21,7 @@ use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::table::{LoadedTable, TableFiles};
 use java::{JavaServer, JavaTable};
 
-#[path = "common/fault_proxy.rs"]
-mod proxy;
+use eqdv_test_support::fault_proxy as proxy;
 use serde_json::{Value, json};
 
 /// A function binary: from `EQDV_FUNCTIONS_DIR` when set (e.g. a release build, to

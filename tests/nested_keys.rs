@@ -12,8 +12,8 @@
 use eqdv::catalog::GlueCatalog;
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv_workload::support::java::JavaTable;
-use eqdv_workload::support::{assert_key_index_agrees, key_index};
+use eqdv_test_support::java::JavaTable;
+use eqdv_test_support::{assert_key_index_agrees, key_index};
 use serde_json::Value;
 
 async fn head_files(catalog: &GlueCatalog, t: &JavaTable) -> (LoadedTable, TableFiles) {

@@ -25,7 +25,7 @@
 
 mod common;
 
-use eqdv_workload::support::{java, key_index};
+use eqdv_test_support::{java, key_index};
 use std::time::Instant;
 
 use eqdv::catalog::{Catalog, GlueCatalog};
@@ -35,7 +35,7 @@ use eqdv::table::{LoadedTable, TableFiles};
 use java::{JavaServer as Server, JavaTable};
 use serde_json::json;
 
-use eqdv_workload::support::runs::env_u64;
+use eqdv_test_support::runs::env_u64;
 
 /// `EQDV_RANDOM_INCREMENTAL_EXPIRY=1`: snapshot expiry with Java's incremental file cleanup,
 /// which deletes a Puffin file that still holds live DVs once one of its DVs is removed (by a
@@ -539,7 +539,7 @@ async fn random_histories_java_agrees() {
         t0.elapsed().as_secs_f64()
     );
     // `EQDV_RANDOM_RESULTS=FILE` records the totals (tests/soak/run sets it).
-    eqdv_workload::support::runs::record(
+    eqdv_test_support::runs::record(
         "EQDV_RANDOM",
         &[
             ("seed_start", start.to_string()),

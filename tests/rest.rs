@@ -9,19 +9,19 @@
 //! Needs the test services and the interop jar (`tests/run` provides both).
 
 mod common;
-#[path = "common/fault_proxy.rs"]
-mod fault_proxy;
+use eqdv_test_support::captured::Captured;
+use eqdv_test_support::fault_proxy;
 
 use eqdv::catalog::{Catalog, RestAuth, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv_workload::support::java::{
+use eqdv_test_support::java::{
     JavaServer, JavaTable, assert_java_agrees, assert_keys_unique, convert_beside_a_java_writer,
 };
-use eqdv_workload::support::race::{assert_lost_the_race, overtaken_by};
-use eqdv_workload::support::services::{rest_catalog, rest_catalog_at, rest_uri};
-use eqdv_workload::support::state::{TableState, expected_conversion};
-use eqdv_workload::support::{assert_key_index_agrees, key_index};
+use eqdv_test_support::race::{assert_lost_the_race, overtaken_by};
+use eqdv_test_support::services::{rest_catalog, rest_catalog_at, rest_uri};
+use eqdv_test_support::state::{TableState, expected_conversion};
+use eqdv_test_support::{assert_key_index_agrees, key_index};
 use fault_proxy::{Fault, Proxy};
 
 async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {
@@ -494,32 +494,6 @@ async fn sigv4_signed_requests_are_the_ones_botocore_computes() {
     assert_eq!(stats["rejected"], 1, "refused once, not retried: {stats}");
 }
 
-/// What a run printed: its log lines at debug level, written by a subscriber of this
-/// thread (the test runs on one).
-#[derive(Clone, Default)]
-struct Printed(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Printed {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut out) = self.0.lock() {
-            out.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Printed {
-    fn text(&self) -> String {
-        self.0
-            .lock()
-            .map(|out| String::from_utf8_lossy(&out).into_owned())
-            .unwrap_or_default()
-    }
-}
-
 /// An error as a user meets it: its line, its debug form and every source below it.
 fn everything_about(e: &eqdv::Error) -> String {
     let mut text = format!("{e}\n{e:?}\n");
@@ -544,7 +518,7 @@ async fn credentials_never_reach_an_error_or_a_log_line() {
     // The token the REST fixture issues for client `eqdv-test`.
     const ISSUED_TOKEN: &str = "client-credentials-token:sub=eqdv-test";
     let t = java_table("rest_secrets", "7", "long", "none");
-    let printed = Printed::default();
+    let printed = Captured::default();
     let writer = printed.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::DEBUG)

@@ -14,21 +14,20 @@
 //! Needs the test services and the interop jar (`tests/run` provides both).
 
 mod common;
-#[path = "common/fault_proxy.rs"]
-mod fault_proxy;
+use eqdv_test_support::fault_proxy;
 
 use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::table::{LoadedTable, TableFiles};
-use eqdv_workload::support::java::{
+use eqdv_test_support::java::{
     JavaTable, assert_java_agrees, assert_keys_unique, convert_beside_a_java_writer,
 };
-use eqdv_workload::support::race::{assert_lost_the_race, overtaken_by};
-use eqdv_workload::support::services::{
+use eqdv_test_support::race::{assert_lost_the_race, overtaken_by};
+use eqdv_test_support::services::{
     s3tables_bucket, s3tables_catalog, s3tables_catalog_at, s3tables_endpoint,
 };
-use eqdv_workload::support::state::{TableState, expected_conversion};
-use eqdv_workload::support::{assert_key_index_agrees, key_index};
+use eqdv_test_support::state::{TableState, expected_conversion};
+use eqdv_test_support::{assert_key_index_agrees, key_index};
 use fault_proxy::{Fault, Proxy};
 
 async fn load(catalog: &dyn Catalog, name: &TableName) -> LoadedTable {

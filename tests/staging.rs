@@ -13,8 +13,7 @@
 //! the table property).
 
 mod common;
-#[path = "common/fault_proxy.rs"]
-mod proxy;
+use eqdv_test_support::fault_proxy as proxy;
 
 use eqdv::catalog::{Catalog, GlueCatalog, GlueConfig, TableName};
 use eqdv::convert::{ConvertOptions, Outcome};
@@ -23,8 +22,8 @@ use eqdv::staging::{
     apply_staging,
 };
 use eqdv::table::LoadedTable;
-use eqdv_workload::support::java::{JavaServer, JavaTable};
-use eqdv_workload::support::key_index;
+use eqdv_test_support::java::{JavaServer, JavaTable};
+use eqdv_test_support::key_index;
 use serde_json::json;
 
 const STAGING: &str = "staging";

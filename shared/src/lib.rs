@@ -37,7 +37,8 @@
 //! through others (`tests/module_arrows.rs` keeps it so).
 //!
 //! The CDC workload generator and eqdv's own reader (the test oracle) live in the
-//! `eqdv-workload` crate (tests/workload), outside what the functions run.
+//! `eqdv-workload` crate (shared/workload), outside what the functions run; the tests'
+//! shared harness is `eqdv-test-support` (tests/support).
 
 mod avro_columns;
 pub mod catalog;

@@ -13,7 +13,7 @@ use eqdv::Error;
 use eqdv::catalog::Catalog;
 use eqdv::cleanup::{CleanupOptions, cleanup};
 use eqdv::convert::{ConvertOptions, SplitJob, run_commit_task, run_range_task};
-use eqdv_workload::support::*;
+use eqdv_test_support::*;
 
 /// A file outside the table's location, in a sibling table's data directory.
 fn victim(w: &Warehouse, name: &str) -> String {

@@ -2,7 +2,7 @@
 //! Puffin files on disk): rows are preserved, equality deletes are gone, DVs are valid,
 //! repeated and racing runs are safe, and failures leave the table and disk untouched.
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

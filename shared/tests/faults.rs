@@ -7,7 +7,7 @@
 //! own walk (`orphan_files`), not the code under test. Kills of the real binary are in
 //! functions/cli/tests/faults.rs; storage faults on S3 in tests/faults.rs.
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

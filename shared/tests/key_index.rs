@@ -7,8 +7,8 @@
 
 mod key_index_common;
 
+use eqdv_test_support::*;
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows};
-use eqdv_workload::support::*;
 use key_index_common::*;
 
 /// Files of 100,000 rows each holding a deleted key or two: the index names those rows,

@@ -3,7 +3,7 @@
 //! it. A test binary of its own: it pauses the upkeep through `EQDV_TEST_PAUSE_AT`,
 //! which is read process-wide.
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 
 mod key_index_common;
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 
 use eqdv::convert::{ConvertOptions, Outcome, convert};
 use eqdv::key_index;

@@ -173,7 +173,7 @@ async fn every_partition_type_and_content_decodes_like_iceberg() {
         assert_eq!(reference.entries().len(), 40);
         assert_alike(&bytes, &reference);
         // Entries left out as they are decoded: the same as decoded, then filtered.
-        eqdv_workload::support::manifests::assert_kept_entries_alike(&m, &bytes);
+        eqdv_test_support::manifests::assert_kept_entries_alike(&m, &bytes);
 
         // Through load_manifest, inherited values match iceberg's own loader.
         let (_, ours) = load_manifest(&file_io, &m).await.expect("load");

@@ -5,7 +5,7 @@
 //! snapshot it had. Judged by PyIceberg (`assert_converted`) after
 //! every conversion, and by the entries themselves.
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 use std::collections::{HashMap, HashSet};
 
 use eqdv::convert::{ConvertOptions, Outcome, convert};

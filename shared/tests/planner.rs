@@ -5,8 +5,8 @@ use eqdv::catalog::{Catalog, TableName};
 use eqdv::convert::{ConvertOptions, convert};
 use eqdv::planner::{Allowlist, PlannerConfig, TableDecision, Trigger, plan_triggers};
 use eqdv_functions::events::parse_planner_event;
+use eqdv_test_support as support;
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, generate};
-use eqdv_workload::support;
 use serde_json::json;
 use support::*;
 

@@ -2,7 +2,7 @@
 //! the union of the new positions, the file's existing DV and those position deletes,
 //! and a position delete file goes only once every data file it references has a DV.
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 use std::sync::Arc;
 
 use arrow_array::{Int64Array, RecordBatch, StringArray};

@@ -17,10 +17,10 @@ use eqdv::convert::{
 };
 use eqdv::snapshot::{SnapshotChanges, build_snapshot};
 use eqdv::table::TableFiles;
+use eqdv_test_support::race::interfering;
+use eqdv_test_support::state::{TableState, expected_conversion};
+use eqdv_test_support::*;
 use eqdv_workload::generate::{PartitionKind, WorkloadSpec, expected_rows_of};
-use eqdv_workload::support::race::interfering;
-use eqdv_workload::support::state::{TableState, expected_conversion};
-use eqdv_workload::support::*;
 use iceberg::spec::{ManifestContentType, ManifestFile, Operation};
 
 /// Every range of a split into `count` at the head, converted one by one.

@@ -11,8 +11,8 @@ use eqdv::convert::{
     ConvertOptions, Outcome, RangePhases, RangeTaskOutput, SPLIT_PROPERTY, SplitJob,
     run_cleanup_task, run_commit_task, run_range_task,
 };
-use eqdv_workload::support::state::{TableState, expected_conversion};
-use eqdv_workload::support::*;
+use eqdv_test_support::state::{TableState, expected_conversion};
+use eqdv_test_support::*;
 
 /// The table's one shard (its global group), split into `ranges`.
 async fn split_job(w: &Warehouse, ranges: u32) -> SplitJob {

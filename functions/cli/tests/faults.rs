@@ -14,7 +14,7 @@
 mod common;
 mod kill;
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;

@@ -16,7 +16,7 @@
 mod common;
 mod kill;
 
-use eqdv_workload::support::{services, state};
+use eqdv_test_support::{services, state};
 use std::collections::BTreeSet;
 use std::process::Output;
 use std::time::Instant;

@@ -20,9 +20,9 @@ use eqdv::catalog::TableName;
 use eqdv::cleanup::normalize_location;
 use eqdv::table::{LoadedTable, TableFiles};
 use eqdv::test_hooks::BEFORE_SWAP;
-use eqdv_workload::support::java::JavaTable;
-use eqdv_workload::support::services::{rest_catalog, rest_uri};
-use eqdv_workload::support::state::{TableState, expected_conversion};
+use eqdv_test_support::java::JavaTable;
+use eqdv_test_support::services::{rest_catalog, rest_uri};
+use eqdv_test_support::state::{TableState, expected_conversion};
 
 /// `eqdv COMMAND --json --catalog rest --rest-uri URI --table NS.NAME EXTRA...`.
 fn eqdv(name: &TableName, command: &str, extra: &[&str]) -> Output {

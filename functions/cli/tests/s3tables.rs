@@ -12,8 +12,8 @@ use std::process::Output;
 
 use common::{assert_exit, eqdv_command, eqdv_json, json};
 use eqdv::catalog::TableName;
-use eqdv_workload::support::java::JavaTable;
-use eqdv_workload::support::services::{s3tables_bucket, s3tables_endpoint};
+use eqdv_test_support::java::JavaTable;
+use eqdv_test_support::services::{s3tables_bucket, s3tables_endpoint};
 
 /// `--catalog s3tables --s3tables-bucket-arn ARN --s3-endpoint URL` (the emulator's
 /// storage; the API's endpoint comes from AWS_ENDPOINT_URL_S3TABLES).

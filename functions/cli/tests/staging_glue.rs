@@ -24,7 +24,7 @@ use eqdv::catalog::{Catalog, GlueCatalog, TableName};
 use eqdv::staging::STAGING_SNAPSHOT_PROPERTY;
 use eqdv::table::LoadedTable;
 use eqdv::test_hooks::{AFTER_FILES, BEFORE_SWAP, PAUSE_AT_ENV, PAUSE_SECS_ENV, PAUSED_MARKER};
-use eqdv_workload::support::java::{JavaServer, JavaTable};
+use eqdv_test_support::java::{JavaServer, JavaTable};
 use serde_json::json as j;
 
 const STAGING: &str = "staging";

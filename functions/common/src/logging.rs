@@ -50,33 +50,15 @@ pub fn peak_rss_bytes() -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-    use std::sync::{Arc, Mutex};
+    use eqdv_test_support::captured::Captured;
 
     use super::*;
-
-    /// What a subscriber wrote, shared with the test.
-    #[derive(Clone, Default)]
-    struct Written(Arc<Mutex<Vec<u8>>>);
-
-    impl Write for Written {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut out) = self.0.lock() {
-                out.extend_from_slice(buf);
-            }
-            Ok(buf.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
 
     /// At debug, the signer's events are left out and the rest kept; at info, both
     /// targets' events are kept.
     #[test]
     fn credential_loggers_are_held_at_info_under_a_debug_filter() {
-        let written = Written::default();
+        let written = Captured::default();
         let writer = written.clone();
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(without_credentials(EnvFilter::new("debug")))
@@ -88,7 +70,7 @@ mod tests {
             tracing::info!(target: "reqsign_aws_v4", "signer ready");
             tracing::debug!(target: "eqdv::resolve", "resolving");
         });
-        let text = String::from_utf8(written.0.lock().expect("log").clone()).expect("utf-8");
+        let text = written.text();
         assert!(!text.contains("s3cr3t"), "{text}");
         assert!(
             text.contains("signer ready") && text.contains("resolving"),

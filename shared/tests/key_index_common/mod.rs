@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use eqdv_workload::support;
+use eqdv_test_support as support;
 
 use eqdv::catalog::Catalog;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};

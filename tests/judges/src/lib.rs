@@ -10,7 +10,7 @@
 //! - DuckDB's iceberg extension (`tests/pyiceberg/duckdb_read.py`): reads equality
 //!   deletes and DVs alike, and refuses (exit status 3) the tables DuckDB 1.5.5 is known
 //!   to misread;
-//! - Iceberg Java (tests/interop's jar, driven from `eqdv_workload::support::java`) for
+//! - Iceberg Java (tests/interop's jar, driven from `eqdv_test_support::java`) for
 //!   tables Java wrote, or where the shape needs it (equality deletes before a
 //!   conversion).
 //!

@@ -24,7 +24,7 @@ import org.apache.iceberg.util.DateTimeUtil;
 /**
  * The canonical row form every reader of the eqdv test suite is compared in: one compact JSON
  * array per row, values in schema field order, rows sorted by their UTF-8 bytes. It must print
- * exactly what the Rust side prints (serde_json over tests/workload/src/read.rs's values), byte for byte,
+ * exactly what the Rust side prints (serde_json over shared/workload/src/read/canonical.rs's values), byte for byte,
  * so every choice below mirrors that one; it never normalises anything the Rust side keeps.
  */
 public final class Canonical {

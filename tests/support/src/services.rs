@@ -131,8 +131,8 @@ pub async fn rest_catalog_at(
 }
 
 /// The workload the Glue/S3 tests generate: small, identity-partitioned, a two-column key.
-pub fn glue_spec(seed: u64) -> crate::generate::WorkloadSpec {
-    use crate::generate::{KeyType, PartitionKind, WorkloadSpec};
+pub fn glue_spec(seed: u64) -> eqdv_workload::generate::WorkloadSpec {
+    use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec};
     WorkloadSpec {
         seed,
         rows: 1_000,

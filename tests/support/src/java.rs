@@ -250,7 +250,7 @@ pub async fn assert_java_agrees(t: &JavaTable, catalog: &dyn Catalog, expected: 
         Some(files.dvs.len() as u64),
         "{check}"
     );
-    let rows = crate::read::read_canonical(&table, "main")
+    let rows = eqdv_workload::read::read_canonical(&table, "main")
         .await
         .expect("eqdv's reader");
     eqdv_judges::assert_same_rows("eqdv's reader", &rows, expected);

@@ -1,16 +1,13 @@
-//! Test workloads for eqdv, kept out of the engine that the functions run:
+//! eqdv's workloads, kept out of the engine that the functions run:
 //! - `generate`: the CDC workload generator (tables that look like what streaming
 //!   upserts leave behind) with its model of the rows that must be live; used by the
 //!   tests, `eqdv generate`, `eqdv demo` and the benchmarks.
 //! - `read`: eqdv's own DV-aware reader and the canonical row form, a second opinion
 //!   next to the independent judges (`eqdv-judges`).
 //! - `rng`: the small seeded random stream behind every generated value.
-//! - `support` (feature `test-support`): the harness every crate's tests share:
-//!   warehouses, the test services, catalogs that race or fail on cue, table-state
-//!   checks and Iceberg Java as writer and judge.
+//!
+//! The harness every crate's tests share is `eqdv-test-support` (tests/support).
 
 pub mod generate;
 pub mod read;
 pub mod rng;
-#[cfg(feature = "test-support")]
-pub mod support;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use eqdv::catalog::{Catalog, SqliteCatalog};
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert};
 
-use crate::generate::WorkloadSpec;
+use eqdv_workload::generate::WorkloadSpec;
 
 use super::Warehouse;
 use super::before_swap::{BeforeSwap, BoxFuture, Swap, Then};
@@ -176,7 +176,7 @@ fn interfere(swap: Swap<'_, Interference, SqliteCatalog>) -> BoxFuture<'_, Then>
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
         {
-            crate::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
+            eqdv_workload::generate::generate(&swap.state.other, swap.table, &swap.state.spec)
                 .await
                 .expect("interfering writer");
         }

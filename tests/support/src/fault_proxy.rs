@@ -1,8 +1,7 @@
 //! A fault-injecting HTTP/1.1 proxy: one thread per connection, one request per
 //! connection (it asks S3 to close), so every request can be judged on its own.
 //!
-//! Shared by the test files that inject faults (`#[path]`-included, so each uses part of it).
-#![allow(dead_code)]
+//! Shared by the test files that inject faults.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

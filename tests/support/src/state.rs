@@ -99,7 +99,7 @@ impl TableState {
             .await
             .map(|c| c.dvs)
             .map_err(|e| e.to_string());
-        let rows = crate::read::read_canonical(&t, "main")
+        let rows = eqdv_workload::read::read_canonical(&t, "main")
             .await
             .expect("read rows");
         let snapshots = t

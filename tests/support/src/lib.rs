@@ -4,12 +4,14 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::generate::{GenerateReport, KeyType, PartitionKind, WorkloadSpec, generate};
 use eqdv::catalog::{Catalog, SqliteCatalog, TableName};
 use eqdv::table::{LoadedTable, TableFiles};
+use eqdv_workload::generate::{GenerateReport, KeyType, PartitionKind, WorkloadSpec, generate};
 use iceberg::spec::{ManifestList, TableMetadata};
 
 pub mod before_swap;
+pub mod captured;
+pub mod fault_proxy;
 pub mod flink;
 pub mod java;
 pub mod manifests;
@@ -135,7 +137,7 @@ pub async fn assert_converted(catalog: &dyn Catalog, expected: &[String]) {
     let t = load(catalog).await;
     let warehouse = warehouse_of(&t);
     eqdv_judges::judge_converted_local(&warehouse, &table().to_string(), expected);
-    let rows = crate::read::read_canonical(&t, "main")
+    let rows = eqdv_workload::read::read_canonical(&t, "main")
         .await
         .expect("read rows");
     eqdv_judges::assert_same_rows("eqdv's reader", &rows, expected);
