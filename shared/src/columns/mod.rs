@@ -8,7 +8,7 @@
 //! file has one, in the field's `PARQUET:field_id` metadata), and this module answers
 //! from that; `project` then turns each decoded batch into the table's types.
 
-mod convert;
+mod cast;
 mod nested;
 mod project;
 
@@ -16,7 +16,7 @@ use arrow_schema::{DataType, Field, SchemaRef as ArrowSchemaRef};
 use iceberg::spec::{Literal, MappedField, NameMapping, NestedField, Type};
 use parquet::arrow::PARQUET_FIELD_ID_META_KEY;
 
-pub use convert::{converts_exactly, datum_to_array, literal_to_array, target_schema};
+pub use cast::{converts_exactly, datum_to_array, literal_to_array, target_schema};
 pub(crate) use project::project;
 
 use crate::{Error, Result};

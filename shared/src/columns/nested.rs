@@ -8,7 +8,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, StructArray};
 use arrow_schema::{ArrowError, DataType};
 
-use super::convert::strict_cast;
+use super::cast::strict_cast;
 
 /// `column` (a struct of the file) pruned to its child `path[0]`, and so on down, in
 /// `wanted`'s types (a chain of one-field structs over the key's type). Children are

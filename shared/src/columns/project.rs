@@ -8,7 +8,7 @@ use arrow_array::{ArrayRef, RecordBatch, UInt32Array, new_null_array};
 use arrow_schema::{ArrowError, Schema as ArrowSchema, SchemaRef as ArrowSchemaRef};
 use iceberg::spec::NestedFieldRef;
 
-use super::convert::strict_cast;
+use super::cast::strict_cast;
 use super::{FieldSource, FileColumns};
 use crate::{Error, Result};
 
@@ -44,8 +44,8 @@ impl FileColumns {
                 }
                 FieldSource::Constant(None) => Projected::Null,
                 FieldSource::Constant(Some(value)) => {
-                    let one = super::convert::literal_to_array(value, field.data_type())
-                        .ok_or_else(|| {
+                    let one = super::cast::literal_to_array(value, field.data_type()).ok_or_else(
+                        || {
                             Error::file(
                                 &self.path,
                                 format!(
@@ -55,7 +55,8 @@ impl FileColumns {
                                 ),
                                 "unsupported default",
                             )
-                        })?;
+                        },
+                    )?;
                     Projected::Constant(one)
                 }
             });
