@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::args::{CatalogArgs, with_option};
 use crate::exit;
-use crate::output::{out, print_json, print_table};
+use crate::output::{out, print_json, print_table, progress_bytes, spinner};
 
 #[derive(Args)]
 pub struct BackfillArgs {
@@ -96,7 +96,9 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
         // One invocation per process: each table keeps its own reads.
         kept_reads: Default::default(),
     };
+    let planning = spinner("planning the tables", json);
     let run = planner.run_triggers(&[trigger], None).await?;
+    planning.finish_and_clear();
     let converter = Converter {
         catalog: config.catalog.connect().await.map_err(with_option)?,
         config,
@@ -115,7 +117,11 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
     }
     // A sweep has no dry-run flag of its own: its shards are simply not converted.
     let shards = if dry_run { Vec::new() } else { queue.drain() };
-    for shard in shards {
+    // Progress in the shards' estimated bytes of work, the unit the planner sized them in.
+    let bar = progress_bytes(shards.iter().map(|s| s.estimated_bytes).sum(), json);
+    let count = shards.len();
+    for (done, shard) in shards.into_iter().enumerate() {
+        bar.set_message(format!("shard {} of {count}: {}", done + 1, shard.table));
         // A shard the planner would split on Lambda is split here too, in this process.
         let ranges = converter.config.split_ranges(shard.estimated_bytes);
         match converter
@@ -128,7 +134,9 @@ pub async fn run(args: &BackfillArgs, json: bool) -> Result<u8> {
                 reports.push(serde_json::json!({ "table": shard.table.to_string(), "shard": shard.id, "error": e.to_string() }));
             }
         }
+        bar.inc(shard.estimated_bytes);
     }
+    bar.finish_and_clear();
     print_backfill(&run, &reports, failed, dry_run, json)?;
     Ok(if failed > 0 || !run.failures.is_empty() {
         exit::FAILED

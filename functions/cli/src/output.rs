@@ -112,6 +112,22 @@ pub fn spinner(message: &str, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// A bar over `total_bytes` of work, with the rate and the time left; a no-op when
+/// `quiet` (indicatif also draws nothing when stderr is not a terminal).
+pub fn progress_bytes(total_bytes: u64, quiet: bool) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total_bytes);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} [{bar:30}] {bytes}/{total_bytes} ({binary_bytes_per_sec}, {eta} left)",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(250));
+    bar
+}
+
 /// Pretty JSON on stdout.
 pub fn print_json(value: &impl Serialize) -> Result<()> {
     out!("{}", serde_json::to_string_pretty(value)?);
