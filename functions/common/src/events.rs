@@ -128,8 +128,8 @@ fn parse_one(event: &Value, path: &str) -> Result<Trigger> {
         (Some(source), detail_type) => Err(invalid(
             &format!("{path}.source"),
             format!(
-                "unsupported event from {source} ({}): expected a Glue table change, an S3 Tables commit, a scheduled sweep or a backfill",
-                detail_type.unwrap_or("no detail-type")
+                "unsupported event from {source:?} ({}): expected a Glue table change, an S3 Tables commit, a scheduled sweep or a backfill",
+                detail_type.map_or("no detail-type".to_string(), |d| format!("{d:?}"))
             ),
         )),
         (None, _) => Err(invalid(
@@ -153,7 +153,7 @@ fn parse_s3tables_commit(event: &Value, path: &str) -> Result<Trigger> {
             &format!("{detail_path}.eventName"),
             format!(
                 "{}: only {S3TABLES_COMMIT} commits an S3 Tables table",
-                event_name.unwrap_or("missing")
+                event_name.map_or("missing".to_string(), |n| format!("{n:?}"))
             ),
         ));
     }

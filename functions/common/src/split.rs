@@ -250,11 +250,12 @@ pub fn must_wait_for(job: &SplitJob, running: &SplitJob) -> bool {
 
 /// Whether the execution named `name` is one of `job`'s own (see [`execution_name`]).
 fn is_own_execution(job: &SplitJob, name: &str) -> bool {
-    name == job.id
-        || name
-            .strip_prefix(job.id.as_str())
-            .and_then(|rest| rest.strip_prefix("-a"))
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    let attempt = name.rsplit_once("-a").and_then(|(_, n)| {
+        n.parse::<u32>()
+            .ok()
+            .filter(|a| *a >= 2 && n == a.to_string())
+    });
+    name == execution_name(job, attempt.unwrap_or(1)) || name == execution_name(job, 1)
 }
 
 /// The part of a split id that names its table (the id without `-<hash>-r<N>`): what
@@ -309,13 +310,23 @@ pub fn attempt_job(job: &SplitJob, attempt: u32, max_ranges: u32) -> Result<Spli
 }
 
 /// The execution name of a split's `attempt` (1-based): the split's id, then
-/// `<id>-a2`, `<id>-a3` (at most 74 characters of Step Functions' 80).
+/// `<id>-a2`, `<id>-a3` (a planner's ids leave room: at most 71 characters). Within
+/// Step Functions' 80 whatever the job: an id too long for its suffix keeps its end,
+/// which holds the hash that tells splits apart (found by fuzzing).
 pub fn execution_name(job: &SplitJob, attempt: u32) -> String {
-    if attempt <= 1 {
-        job.id.clone()
+    const MAX_NAME: usize = 80;
+    let suffix = if attempt <= 1 {
+        String::new()
     } else {
-        format!("{}-a{attempt}", job.id)
-    }
+        format!("-a{attempt}")
+    };
+    // A checked id is ASCII, so any byte offset is a character boundary.
+    let keep = MAX_NAME.saturating_sub(suffix.len());
+    let id = job
+        .id
+        .get(job.id.len().saturating_sub(keep)..)
+        .unwrap_or(&job.id);
+    format!("{id}{suffix}")
 }
 
 /// AWS Step Functions: executions named by the split's id (and attempt), so that a
@@ -646,6 +657,31 @@ mod tests {
             .collect();
         names.dedup();
         assert_eq!(names.len(), SPLIT_ATTEMPTS as usize);
+    }
+
+    /// A job's id may be as long as its check allows (80), longer than any a planner
+    /// makes: its execution names still keep within 80 characters, stay apart by
+    /// attempt, and are known as its own (found by fuzzing).
+    #[test]
+    fn execution_names_of_the_longest_id_keep_within_the_limit() {
+        let shard = shard("cdc", "orders", 7, "");
+        let mut job = SplitJob::new(shard, 2).unwrap();
+        job.id = format!("{}-{}", "t".repeat(60), "0123456789abcdef-r2");
+        assert_eq!(job.id.len(), 80);
+        job.check().unwrap();
+        let names: Vec<String> = [1, 2, 10, 1_000_000]
+            .iter()
+            .map(|a| execution_name(&job, *a))
+            .collect();
+        for name in &names {
+            assert!(name.len() <= 80, "{name} ({} characters)", name.len());
+            assert!(name.contains("0123456789abcdef-r2"), "{name}");
+            assert!(is_own_execution(&job, name), "{name}");
+        }
+        let mut distinct = names.clone();
+        distinct.dedup();
+        assert_eq!(distinct, names);
+        assert!(!is_own_execution(&job, "another-split-a2"));
     }
 
     /// What the state machine sends parses as the task it means; its input is what the

@@ -53,7 +53,7 @@ impl TableName {
         match text.rsplit_once('.') {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() => Ok(Self::new(ns, name)),
             _ => Err(Error::InvalidInput(format!(
-                "table name '{text}' must be NAMESPACE.TABLE"
+                "table name {text:?} must be NAMESPACE.TABLE"
             ))),
         }
     }

@@ -27,7 +27,7 @@ pub fn planner_event(data: &[u8]) {
         let message = e.to_string();
         assert!(
             message.len() <= 2048 && !message.contains('\n'),
-            "an event's error is {} bytes or several lines",
+            "an event's error is {} bytes or several lines: {message:?}",
             message.len()
         );
     }

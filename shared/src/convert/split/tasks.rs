@@ -387,7 +387,13 @@ mod tests {
     /// component (found by fuzzing).
     #[test]
     fn split_ids_pass_their_own_check_whatever_the_table_is_named() {
-        for (namespace, name) in [("...", "events"), (".hidden", "t"), ("cdc", "orders")] {
+        let long = "x".repeat(200);
+        for (namespace, name) in [
+            ("...", "events"),
+            (".hidden", "t"),
+            ("cdc", "orders"),
+            ("cdc", long.as_str()),
+        ] {
             let shard = Shard {
                 id: "00ff".into(),
                 table: crate::catalog::TableName::new(namespace, name),
@@ -399,10 +405,12 @@ mod tests {
                 estimated_bytes: 0,
                 staging_branch: None,
             };
-            let job = SplitJob::new(shard, 2).unwrap();
-            job.check()
-                .unwrap_or_else(|e| panic!("{namespace}.{name}: {e}"));
-            assert!(!job.id.starts_with('.'), "{}", job.id);
+            for ranges in [2, MAX_RANGES] {
+                let job = SplitJob::new(shard.clone(), ranges).unwrap();
+                job.check()
+                    .unwrap_or_else(|e| panic!("{namespace}.{name}: {e}"));
+                assert!(!job.id.starts_with('.'), "{}", job.id);
+            }
         }
     }
 }
