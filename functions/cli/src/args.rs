@@ -138,12 +138,7 @@ impl CatalogArgs {
         move |name| {
             // A way to authenticate given as an option replaces those of the environment
             // (the functions accept one at most).
-            let auth = [
-                config::ENV_REST_TOKEN,
-                config::ENV_REST_CREDENTIAL,
-                config::ENV_REST_CREDENTIAL_SECRET_ARN,
-                config::ENV_REST_SIGV4,
-            ];
+            let auth = config::REST_AUTH_VARS;
             let auth_given = auth.iter().any(|v| self.option(v).is_some());
             if auth_given && auth.contains(&name) {
                 return self.option(name);

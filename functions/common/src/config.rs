@@ -72,13 +72,10 @@ impl CatalogConfig {
                 let uri = get(ENV_REST_URI)
                     .ok_or_else(|| bad(ENV_REST_URI, "required with EQDV_CATALOG=rest"))?;
                 // One way to authenticate, at most.
-                let ways = [
-                    ENV_REST_TOKEN,
-                    ENV_REST_CREDENTIAL,
-                    ENV_REST_CREDENTIAL_SECRET_ARN,
-                    ENV_REST_SIGV4,
-                ];
-                let set: Vec<&str> = ways.into_iter().filter(|w| get(w).is_some()).collect();
+                let set: Vec<&str> = REST_AUTH_VARS
+                    .into_iter()
+                    .filter(|w| get(w).is_some())
+                    .collect();
                 if let [first, second, ..] = set[..] {
                     return Err(bad(
                         second,
@@ -248,6 +245,14 @@ pub const ENV_REST_SIGV4: &str = "EQDV_REST_SIGV4";
 /// The table bucket of `EQDV_CATALOG=s3tables`.
 pub const ENV_S3TABLES_BUCKET_ARN: &str = "EQDV_S3TABLES_BUCKET_ARN";
 pub const ENV_S3TABLES_ENDPOINT: &str = "EQDV_S3TABLES_ENDPOINT";
+/// The variables that each name a way to authenticate to a REST catalog: at most one
+/// may be set.
+pub const REST_AUTH_VARS: [&str; 4] = [
+    ENV_REST_TOKEN,
+    ENV_REST_CREDENTIAL,
+    ENV_REST_CREDENTIAL_SECRET_ARN,
+    ENV_REST_SIGV4,
+];
 pub const ENV_ALLOWED_DATABASES: &str = "EQDV_ALLOWED_DATABASES";
 pub const ENV_ALLOWED_TABLES: &str = "EQDV_ALLOWED_TABLES";
 pub const ENV_BRANCH: &str = "EQDV_BRANCH";
