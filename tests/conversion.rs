@@ -7,10 +7,12 @@
 mod common;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use common::{pyiceberg_counts, pyiceberg_read, try_pyiceberg_read};
 use eqdv::catalog::{SqliteCatalog, TableName};
 use eqdv::convert::{ConvertOptions, Outcome, convert};
+use eqdv::progress::{Progress, ProgressEvent, ProgressStep};
 use eqdv::table::LoadedTable;
 use eqdv_workload::generate::{KeyType, PartitionKind, WorkloadSpec, expected_rows, generate};
 
@@ -55,10 +57,16 @@ async fn generate_convert_judge(warehouse: &Path, catalog: &SqliteCatalog, spec:
     );
     assert_eq!(before.format_version, 3);
 
-    let converted = convert(catalog, &name, &ConvertOptions::default())
-        .await
-        .expect("convert");
+    // The conversion reports the files it reads to a listener (the CLI's bar).
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let mut options = ConvertOptions::default();
+    options.resolve.progress = Progress::new({
+        let heard = heard.clone();
+        move |event| heard.lock().unwrap().push(event)
+    });
+    let converted = convert(catalog, &name, &options).await.expect("convert");
     assert_eq!(converted.outcome, Outcome::Converted);
+    assert_progress_adds_up(&heard.lock().unwrap(), converted.resolve.files_opened);
 
     let view = pyiceberg_read(warehouse, TABLE);
     assert_eq!(view.equality_delete_files, 0, "equality deletes still live");
@@ -79,6 +87,35 @@ async fn generate_convert_judge(warehouse: &Path, catalog: &SqliteCatalog, spec:
         rust_rows(catalog, &name).await == view.rows,
         "eqdv::read and PyIceberg disagree"
     );
+}
+
+/// Every file announced was reported read, with the bytes announced, and the scan read
+/// the files the report says it opened.
+fn assert_progress_adds_up(heard: &[ProgressEvent], files_opened: u64) {
+    for step in [ProgressStep::Scan, ProgressStep::IndexBuild] {
+        let (mut announced, mut announced_bytes, mut read, mut read_bytes) = (0, 0, 0, 0);
+        for event in heard {
+            match *event {
+                ProgressEvent::Reading {
+                    step: s,
+                    files,
+                    bytes,
+                } if s == step => {
+                    announced += files;
+                    announced_bytes += bytes;
+                }
+                ProgressEvent::Read { step: s, bytes } if s == step => {
+                    read += 1;
+                    read_bytes += bytes;
+                }
+                _ => {}
+            }
+        }
+        assert_eq!((read, read_bytes), (announced, announced_bytes), "{step:?}");
+        if step == ProgressStep::Scan {
+            assert_eq!(announced, files_opened, "files the scan announced");
+        }
+    }
 }
 
 async fn round_trip(spec: WorkloadSpec) {

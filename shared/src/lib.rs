@@ -63,6 +63,7 @@ pub mod partition;
 pub mod plan;
 pub mod planner;
 pub mod position_deletes;
+pub mod progress;
 pub mod puffin;
 pub mod refs;
 pub mod resolve;

@@ -5,10 +5,11 @@ use std::collections::HashMap;
 
 use arrow_array::Array;
 use futures::TryStreamExt;
+use iceberg::io::FileIO;
 use iceberg::spec::{DataFileFormat, NestedField, PrimitiveType, Type};
 use roaring::RoaringTreemap;
 
-use crate::table::{LiveFile, LoadedTable};
+use crate::table::LiveFile;
 use crate::{Error, Result};
 
 /// Field id of `file_path` in v2 position delete files (reserved by the spec).
@@ -59,12 +60,16 @@ pub fn may_reference_any<V>(
         .collect()
 }
 
-/// Reads v2 position delete files: data file -> [(delete sequence number, positions)].
+/// Reads v2 position delete files of table `table` through `file_io`: data file ->
+/// [(delete sequence number, positions)].
 pub async fn read(
-    table: &LoadedTable,
+    (file_io, table): (&FileIO, &str),
     deletes: &[LiveFile],
 ) -> Result<HashMap<String, Vec<(i64, RoaringTreemap)>>> {
-    Ok(by_data_file(deletes, &read_each(table, deletes).await?))
+    Ok(by_data_file(
+        deletes,
+        &read_each((file_io, table), deletes).await?,
+    ))
 }
 
 /// Regroups [`read_each`]'s result by data file, with each delete's sequence number.
@@ -83,9 +88,12 @@ pub fn by_data_file(
     out
 }
 
-/// Reads each v2 position delete file once: per file (in `deletes`' order), the
-/// positions it deletes per data file.
-pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<FilePositions>> {
+/// Reads each v2 position delete file of table `table` once, through `file_io`: per file
+/// (in `deletes`' order), the positions it deletes per data file.
+pub async fn read_each(
+    (file_io, table): (&FileIO, &str),
+    deletes: &[LiveFile],
+) -> Result<Vec<FilePositions>> {
     let fields = vec![
         std::sync::Arc::new(NestedField::required(
             FILE_PATH_FIELD_ID,
@@ -105,7 +113,7 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
             DataFileFormat::Parquet | DataFileFormat::Orc => {
                 // Streamed: a v2 position delete file may be large.
                 let opened = crate::file_rows::read_rows(
-                    &table.file_io,
+                    file_io,
                     delete.path(),
                     delete.file.file_size_in_bytes(),
                     delete.file.file_format(),
@@ -122,7 +130,7 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
             DataFileFormat::Avro => {
                 let schema = crate::parquet_io::target_schema(&fields)?;
                 let batches = crate::avro_columns::read_avro_columns(
-                    &table.file_io,
+                    file_io,
                     delete.path(),
                     (&fields, &schema),
                     None,
@@ -135,7 +143,7 @@ pub async fn read_each(table: &LoadedTable, deletes: &[LiveFile]) -> Result<Vec<
             }
             other => {
                 return Err(Error::UnsupportedTable {
-                    table: table.name.to_string(),
+                    table: table.to_string(),
                     message: format!(
                         "position delete file {} is {other:?}; eqdv reads Parquet, Avro and \
                          ORC position deletes",

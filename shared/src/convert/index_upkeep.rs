@@ -78,7 +78,7 @@ pub(crate) async fn keep_key_indexes(
                 &states[key],
                 scanned.get(&key.equality_ids),
                 (settings, &options.branch),
-                (options.resolve.parallelism, builds),
+                (options.resolve.parallelism, builds, &options.resolve.progress),
                 &mut written,
             );
             let result = match budget {

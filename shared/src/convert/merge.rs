@@ -40,7 +40,11 @@ pub(crate) async fn with_existing_deletes(
     let position_deletes = if scoped_position_deletes.is_empty() {
         Vec::new()
     } else {
-        crate::position_deletes::read_each(table, &scoped_position_deletes).await?
+        crate::position_deletes::read_each(
+            (&table.file_io, &table.name.to_string()),
+            &scoped_position_deletes,
+        )
+        .await?
     };
     let dv_plans = merge_with_existing(
         table,

@@ -15,6 +15,7 @@ use super::hash::hash_keys;
 use super::leaf::{Entries, read_leaf, write_leaf};
 use crate::Result;
 use crate::keys::KeyColumns;
+use crate::progress::{Progress, ProgressEvent, ProgressStep};
 use crate::table::LiveFile;
 
 /// Entries per leaf file by default: 1,048,576 entries are about 10-20 MB.
@@ -66,9 +67,13 @@ pub(super) async fn read_files(
     name_mapping: Option<&NameMapping>,
     key_columns: &KeyColumns,
     files: &[LiveFile],
-    parallelism: usize,
+    (parallelism, progress): (usize, &Progress),
 ) -> Result<(RunEntries, ScanRead)> {
     let target = crate::parquet_io::target_schema(&key_columns.fields)?;
+    progress.reading(
+        ProgressStep::IndexBuild,
+        files.iter().map(|f| f.file.file_size_in_bytes()),
+    );
     // Boxed as `Send` futures: left to inference, the stream's type asks for `Send` for
     // every lifetime of its references, and a conversion stops being `Send`.
     type FileEntries<'a> = (&'a LiveFile, Vec<i64>, Vec<u64>, u64);
@@ -89,6 +94,10 @@ pub(super) async fn read_files(
                 .await?;
                 let (hashes, positions) = hash_stream(key_columns, opened.rows).await?;
                 let bytes = opened.bytes.load(std::sync::atomic::Ordering::Relaxed);
+                progress.report(ProgressEvent::Read {
+                    step: ProgressStep::IndexBuild,
+                    bytes: data.file.file_size_in_bytes(),
+                });
                 Ok((data, hashes, positions, bytes))
             }
             .boxed()

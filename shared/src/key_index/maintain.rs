@@ -23,6 +23,7 @@ use super::format::{CoveredFiles, FORMAT_VERSION, IndexMetadata, KEY_HASH, RunMe
 use super::{IndexKey, IndexState, KeyFingerprint, KeyIndexOptions};
 use crate::Result;
 use crate::keys::KeyColumns;
+use crate::progress::Progress;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 
 /// Runs an index holds at most: a lookup probes each.
@@ -95,7 +96,7 @@ pub async fn update_index(
     state: &IndexState,
     scanned: Option<&HashMap<String, Vec<i64>>>,
     (options, branch): (&KeyIndexOptions, &str),
-    (parallelism, builds): (usize, bool),
+    (parallelism, builds, progress): (usize, bool, &Progress),
     written: &mut Vec<String>,
 ) -> Result<Option<IndexUpdate>> {
     let started = Instant::now();
@@ -141,7 +142,7 @@ pub async fn update_index(
         name_mapping.as_deref(),
         &key_columns,
         &delta,
-        parallelism,
+        (parallelism, progress),
     )
     .await?;
     if let Some(scanned) = scanned {

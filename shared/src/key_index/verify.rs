@@ -13,6 +13,7 @@ use super::format::CoveredFiles;
 use super::{IndexState, open_for};
 use crate::Result;
 use crate::keys::KeyColumns;
+use crate::progress::Progress;
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 
 /// Files read at once by a verification.
@@ -87,7 +88,7 @@ pub async fn verify_indexes(
             name_mapping.as_deref(),
             &key_columns,
             &covered,
-            VERIFY_PARALLELISM,
+            (VERIFY_PARALLELISM, &Progress::default()),
         )
         .await?;
         let live: HashSet<&str> = covered.iter().map(LiveFile::path).collect();

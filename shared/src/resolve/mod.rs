@@ -83,6 +83,9 @@ pub struct ResolveOptions {
     /// Whether keys are looked up in the table's key index (and conversions keep it);
     /// the table's `eqdv.key-index.*` properties override it (see [`crate::key_index`]).
     pub key_index: KeyIndexOptions,
+    /// Where the scan (and the key index's build) report the data files they read, for
+    /// a caller that shows progress; nowhere by default.
+    pub progress: crate::progress::Progress,
 }
 
 /// Bytes a loaded key costs, estimated: the encoded key and its hash-map slot, plus the
@@ -107,6 +110,7 @@ impl Default for ResolveOptions {
             key_memory_budget: 1 << 30,
             footer_cache: Default::default(),
             key_index: KeyIndexOptions::default(),
+            progress: Default::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ use super::{ResolveMetrics, ResolveOptions, Resolved, ms_since};
 use crate::key_index::{IndexKey, IndexStates, KeyIndexMode, OpenIndex};
 use crate::parquet_io::FooterHint;
 use crate::plan::DeleteGroup;
+use crate::progress::{ProgressEvent, ProgressStep};
 use crate::table::{LiveFile, LoadedTable, TableFiles};
 use crate::{Error, Result};
 
@@ -292,6 +293,10 @@ pub(super) async fn resolve_pass(
     // Footers already fetched (or on their way) first: their scans can start at once.
     work.sort_by_key(|w| w.open.is_none());
     metrics.footers_opened_early = work.iter().filter(|w| w.open.is_some()).count() as u64;
+    options.progress.reading(
+        ProgressStep::Scan,
+        work.iter().map(|w| w.data.file.file_size_in_bytes()),
+    );
 
     let mut scans = futures::stream::iter(work.into_iter().map(|work| {
         let table = table.clone();
@@ -301,6 +306,10 @@ pub(super) async fn resolve_pass(
         let budget = budget.clone();
         let footer_hint = footer_hint.clone();
         let path = work.data.path().to_string();
+        let (progress, bytes) = (
+            options.progress.clone(),
+            work.data.file.file_size_in_bytes(),
+        );
         async move {
             let task = tokio::spawn(async move {
                 let context = ScanContext {
@@ -315,10 +324,15 @@ pub(super) async fn resolve_pass(
             });
             // A resolve that is dropped (deadline, error elsewhere) stops its scans too.
             let _abort_on_drop = AbortOnDrop(task.abort_handle());
-            task.await.map_err(|e| Error::ScanTask {
+            let scan = task.await.map_err(|e| Error::ScanTask {
                 path,
                 message: e.to_string(),
-            })?
+            })??;
+            progress.report(ProgressEvent::Read {
+                step: ProgressStep::Scan,
+                bytes,
+            });
+            Ok::<_, Error>(scan)
         }
     }))
     .buffer_unordered(options.parallelism.max(1));

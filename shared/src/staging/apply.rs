@@ -386,7 +386,11 @@ async fn staged_positions(
         *positions.entry(path.clone()).or_default() |= dv;
     }
     if !changes.position_deletes.is_empty() {
-        let each = crate::position_deletes::read_each(table, &changes.position_deletes).await?;
+        let each = crate::position_deletes::read_each(
+            (&table.file_io, &table.name.to_string()),
+            &changes.position_deletes,
+        )
+        .await?;
         for per_file in each {
             for (path, deleted) in per_file {
                 *positions.entry(path).or_default() |= deleted;

@@ -11,6 +11,7 @@
 //! snapshot, so another process can continue a table or recompute its expected rows.
 //! The generator only ever appends snapshots to `main`; it never removes a file.
 
+mod filler;
 mod key_rows;
 mod model;
 mod spec;

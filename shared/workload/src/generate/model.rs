@@ -4,9 +4,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use arrow_array::{
-    ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
-};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow_schema::DataType;
 use iceberg::spec::{PrimitiveLiteral, Schema, Transform};
 use iceberg::transform::{BoxedTransformFunction, create_transform_function};
@@ -15,6 +13,7 @@ use crate::read::canonical_rows_for_schema;
 use crate::rng::{Rng, mix64};
 use eqdv::{Error, Result};
 
+use super::filler::{filler_column, filler_index};
 use super::key_rows::KeyRows;
 use super::spec::{GeneratorState, PartitionKind, WorkloadSpec};
 use super::values::{KeyCode, Keys};
@@ -51,6 +50,12 @@ pub(super) struct Row {
 }
 
 impl Row {
+    /// What the row's filler columns are drawn from: its key, commit and salt, so a
+    /// replay writes the same values.
+    fn filler_seed(&self) -> u64 {
+        self.kid ^ (u64::from(self.version) << 40) ^ (u64::from(self.salt) << 8)
+    }
+
     fn payload(&self) -> String {
         format!(
             "payload of key {} written by commit {} / {:08x}",
@@ -467,6 +472,7 @@ impl Model {
     pub(super) fn rows_batch(&self, schema: &Schema, rows: &[&Row]) -> Result<RecordBatch> {
         let arrow = Arc::new(iceberg::arrow::schema_to_arrow_schema(schema)?);
         let kids: Vec<u64> = rows.iter().map(|r| r.kid).collect();
+        let filler_seeds: Vec<u64> = rows.iter().map(|r| r.filler_seed()).collect();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(arrow.fields().len());
         for field in arrow.fields() {
             let column: ArrayRef = match field.name().as_str() {
@@ -486,7 +492,7 @@ impl Model {
                     rows.iter().map(|r| r.tag.map(|t| TAGS[usize::from(t)])),
                 )),
                 name => match filler_index(name) {
-                    Some(j) => filler_column(j, rows, field.data_type())?,
+                    Some(j) => filler_column(j, &filler_seeds, field.data_type())?,
                     None => self.key_column(name, &kids, field.data_type())?,
                 },
             };
@@ -544,42 +550,6 @@ impl Model {
         out.sort_unstable();
         Ok(out)
     }
-}
-
-/// `Some(j)` for filler column `c{j:02}` (see `table::filler_name`).
-fn filler_index(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix('c')?;
-    (digits.len() >= 2 && digits.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| digits.parse().ok())
-        .flatten()
-}
-
-/// Filler column `j` of `rows`: values fixed by the row (key, commit, salt), so a
-/// replay writes the same ones.
-fn filler_column(j: u32, rows: &[&Row], data_type: &DataType) -> Result<ArrayRef> {
-    let value = |r: &Row| {
-        crate::rng::mix64(
-            r.kid ^ (u64::from(r.version) << 40) ^ (u64::from(r.salt) << 8) ^ u64::from(j),
-        )
-    };
-    let column: ArrayRef = match data_type {
-        DataType::Int64 => Arc::new(Int64Array::from_iter_values(
-            rows.iter().map(|r| value(r) as i64),
-        )),
-        DataType::Utf8 => Arc::new(StringArray::from_iter_values(
-            rows.iter().map(|r| format!("{:016x}", value(r))),
-        )),
-        DataType::Float64 => Arc::new(Float64Array::from_iter_values(
-            rows.iter()
-                .map(|r| (value(r) >> 11) as f64 / (1u64 << 53) as f64 * 1000.0),
-        )),
-        other => {
-            return Err(Error::InvalidInput(format!(
-                "filler column c{j:02}: unexpected type {other}"
-            )));
-        }
-    };
-    Ok(column)
 }
 
 /// The exponent of the Zipf distribution of `zipf_keys` (YCSB's default).

@@ -50,7 +50,11 @@ pub async fn read_live_rows(table: &LoadedTable, branch: &str) -> Result<Vec<Rec
     table.refuse_unparsed_defaults(&current_fields).await?;
 
     let equality_deletes = load_equality_deletes(table, &files.equality_deletes).await?;
-    let position_deletes = eqdv::position_deletes::read(table, &files.position_deletes).await?;
+    let position_deletes = eqdv::position_deletes::read(
+        (&table.file_io, &table.name.to_string()),
+        &files.position_deletes,
+    )
+    .await?;
 
     let mut data_files: Vec<&LiveFile> = files.data_files.iter().collect();
     data_files.sort_by(|a, b| a.path().cmp(b.path()));
