@@ -212,12 +212,12 @@ pub struct WorkloadArgs {
     /// Seed for the workload (same seed, same rows).
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Rows of the initial load.
-    #[arg(long, default_value_t = 10_000)]
-    rows: u64,
-    /// CDC commits after the initial load.
-    #[arg(long, default_value_t = 5)]
-    commits: u32,
+    /// Rows of the initial load [default: 10000; demo: 200000].
+    #[arg(long)]
+    rows: Option<u64>,
+    /// CDC commits after the initial load [default: 5; demo: 20].
+    #[arg(long)]
+    commits: Option<u32>,
     /// Key column type(s): long|int|string|uuid|decimal|date|timestamp|timestamptz|binary|boolean|fixed,
     /// comma-separated for a multi-column key.
     #[arg(long, default_value = "long")]
@@ -238,15 +238,17 @@ pub struct WorkloadArgs {
     /// `eqdv.queue-groups=1`). Ignored for a table that already exists.
     #[arg(long = "table-property", value_name = "KEY=VALUE")]
     table_properties: Vec<String>,
-    /// Changes (insert, update or delete of one key) per CDC commit.
-    #[arg(long, default_value_t = 200)]
-    changes_per_commit: u32,
-    /// Most rows per data or delete file (files are per partition).
-    #[arg(long, default_value_t = 500)]
-    rows_per_file: u32,
-    /// Most rows per Parquet row group.
-    #[arg(long, default_value_t = 200)]
-    rows_per_row_group: u32,
+    /// Changes (insert, update or delete of one key) per CDC commit [default: 200;
+    /// demo: 1000].
+    #[arg(long)]
+    changes_per_commit: Option<u32>,
+    /// Most rows per data or delete file (files are per partition) [default: 500; demo:
+    /// 20000].
+    #[arg(long)]
+    rows_per_file: Option<u32>,
+    /// Most rows per Parquet row group [default: 200; demo: 5000].
+    #[arg(long)]
+    rows_per_row_group: Option<u32>,
     /// Write Parquet bloom filters on the key columns of data files (1% false positives).
     #[arg(long)]
     bloom_filters: bool,
@@ -266,20 +268,48 @@ pub struct WorkloadArgs {
     zipf_keys: bool,
 }
 
+/// The sizes of a workload that its options leave out: `generate`'s are small (a table
+/// for tests and scripts), the demo's big enough that equality deletes slow a reader.
+pub struct WorkloadSize {
+    pub rows: u64,
+    pub commits: u32,
+    pub changes_per_commit: u32,
+    pub rows_per_file: u32,
+    pub rows_per_row_group: u32,
+}
+
+impl WorkloadSize {
+    pub const GENERATE: Self = Self {
+        rows: 10_000,
+        commits: 5,
+        changes_per_commit: 200,
+        rows_per_file: 500,
+        rows_per_row_group: 200,
+    };
+    pub const DEMO: Self = Self {
+        rows: 200_000,
+        commits: 20,
+        changes_per_commit: 1_000,
+        rows_per_file: 20_000,
+        rows_per_row_group: 5_000,
+    };
+}
+
 impl WorkloadArgs {
-    pub fn spec(&self) -> Result<eqdv_workload::generate::WorkloadSpec> {
+    /// The workload these options describe, with `size` for the sizes they leave out.
+    pub fn spec(&self, size: &WorkloadSize) -> Result<eqdv_workload::generate::WorkloadSpec> {
         Ok(eqdv_workload::generate::WorkloadSpec {
             seed: self.seed,
-            rows: self.rows,
-            commits: self.commits,
+            rows: self.rows.unwrap_or(size.rows),
+            commits: self.commits.unwrap_or(size.commits),
             keys: eqdv_workload::generate::parse_key_types(&self.key)?,
             partition: self.partition.parse()?,
             null_keys: self.null_keys,
             global_deletes: self.global_deletes,
             add_column: self.add_column,
-            changes_per_commit: self.changes_per_commit,
-            rows_per_file: self.rows_per_file,
-            rows_per_row_group: self.rows_per_row_group,
+            changes_per_commit: self.changes_per_commit.unwrap_or(size.changes_per_commit),
+            rows_per_file: self.rows_per_file.unwrap_or(size.rows_per_file),
+            rows_per_row_group: self.rows_per_row_group.unwrap_or(size.rows_per_row_group),
             bloom_filters: self.bloom_filters,
             bloom_filters_after_row_groups: self.bloom_filters_after_row_groups,
             hashed_keys: self.hashed_keys,

@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::Args;
 use eqdv::convert::{ConvertOptions, ConvertReport, Outcome, convert, convert_in_ranges};
-use eqdv::key_index::KeyIndexMode;
 use eqdv::plan::{Plan, Shard};
 use eqdv::staging::StagingOptions;
 
-use crate::args::{DEFAULT_BRANCH, TableArgs};
+use eqdv_functions::config::{self, ResolveTuning};
+
+use crate::args::{DEFAULT_BRANCH, TableArgs, with_option};
 use crate::exit;
-use crate::output::{Summary, fmt_opt, print_json, spinner};
+use crate::output::{Summary, conversion_progress, fmt_opt, print_json};
 
 #[derive(Args)]
 pub struct ConvertArgs {
@@ -27,18 +28,14 @@ pub struct ConvertArgs {
     /// Resolve and report, but write and commit nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Files read at once (data file scans, delete file reads) [default: 64]
-    /// (eqdv::resolve::DEFAULT_PARALLELISM).
-    #[arg(long)]
-    parallelism: Option<usize>,
-    /// Memory the reads in flight may hold, in MiB: reads wait for their share.
-    #[arg(
-        long,
-        value_name = "MIB",
-        default_value_t = eqdv::resolve::DEFAULT_READ_MEMORY_BUDGET >> 20,
-        env = "EQDV_READ_MEMORY_MB"
-    )]
-    read_memory_mb: u64,
+    /// Files read at once (data file scans, delete file reads); 0 is eqdv's default, 64
+    /// (EQDV_PARALLELISM).
+    #[arg(long, value_name = "N")]
+    parallelism: Option<u64>,
+    /// Memory the reads in flight may hold, in MiB: reads wait for their share
+    /// [default: 64] (EQDV_READ_MEMORY_MB).
+    #[arg(long, value_name = "MIB")]
+    read_memory_mb: Option<u64>,
     /// Read every data manifest and every candidate data file: do not trust
     /// manifest partition summaries or column bounds, Parquet row-group statistics
     /// or bloom filters (for tables whose writers recorded bad ones).
@@ -51,7 +48,8 @@ pub struct ConvertArgs {
     /// --no-key-index the index is used where it pays: the index a table has is used and
     /// kept, and one is built after a conversion that read at least 16 data files holding
     /// none of its deleted keys. The
-    /// table property eqdv.key-index.enabled (true, false or auto) overrides both.
+    /// table property eqdv.key-index.enabled (true, false or auto) overrides both, and
+    /// EQDV_KEY_INDEX (the same values) stands in for both flags.
     #[arg(long, conflicts_with = "no_key_index")]
     key_index: bool,
     /// Neither use nor keep a key index (see --key-index).
@@ -60,24 +58,15 @@ pub struct ConvertArgs {
     /// The queue groups of a table without the eqdv.queue-groups property, as the
     /// deployment's planner has them (the stacks' default, 1, unless set): a partitioned
     /// table's key index is kept in a part per group, so give it the Lambdas' value for
-    /// both to keep the same parts. With 1 the index is one part, which suits a whole
-    /// table's conversion best.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 1,
-        env = "EQDV_QUEUE_GROUPS",
-        value_parser = clap::value_parser!(u64).range(1..=16)
-    )]
-    queue_groups: u64,
-    /// Memory for deleted keys, in MiB; more keys are resolved in several passes.
-    #[arg(
-        long,
-        value_name = "MIB",
-        default_value_t = 1024,
-        env = "EQDV_KEY_MEMORY_MB"
-    )]
-    key_memory_mb: u64,
+    /// both to keep the same parts. With 1 (the default here, where the functions' is
+    /// 16) the index is one part, which suits a whole table's conversion best.
+    /// (EQDV_QUEUE_GROUPS)
+    #[arg(long, value_name = "N")]
+    queue_groups: Option<u64>,
+    /// Memory for deleted keys, in MiB; more keys are resolved in several passes
+    /// [default: 1024] (EQDV_KEY_MEMORY_MB).
+    #[arg(long, value_name = "MIB")]
+    key_memory_mb: Option<u64>,
     /// Split the data files into N ranges (by their place in the data manifests),
     /// converted at once in this process, each with its share of --parallelism and of the
     /// memory budgets, and committed together in one snapshot: the split a fan-out across
@@ -110,6 +99,30 @@ pub struct ConvertArgs {
     snapshots_per_commit: usize,
 }
 
+/// The queue groups of a table without the property, unless set: one index part, which
+/// suits a whole table's conversion (the functions' default is `QUEUE_GROUPS`, as their
+/// shards are a group each).
+const CLI_QUEUE_GROUPS: u64 = 1;
+
+impl ConvertArgs {
+    /// The functions' tuning variables as this command sees them: an option given, else
+    /// the environment.
+    fn tuning_lookup(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        move |name| {
+            let option = match name {
+                config::ENV_PARALLELISM => self.parallelism.map(|n| n.to_string()),
+                config::ENV_READ_MEMORY_MB => self.read_memory_mb.map(|n| n.to_string()),
+                config::ENV_KEY_MEMORY_MB => self.key_memory_mb.map(|n| n.to_string()),
+                config::ENV_QUEUE_GROUPS => self.queue_groups.map(|n| n.to_string()),
+                config::ENV_KEY_INDEX if self.key_index => Some("true".into()),
+                config::ENV_KEY_INDEX if self.no_key_index => Some("false".into()),
+                _ => None,
+            };
+            option.or_else(|| std::env::var(name).ok())
+        }
+    }
+}
+
 pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
     let table = &args.table;
     let catalog = table.catalog().await?;
@@ -120,22 +133,14 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
         source: "eqdv convert (CLI)".into(),
         ..Default::default()
     };
-    if let Some(p) = args.parallelism {
-        options.resolve.parallelism = p.max(1);
-    }
+    let tuning =
+        ResolveTuning::from_lookup(args.tuning_lookup(), CLI_QUEUE_GROUPS).map_err(with_option)?;
+    options.resolve = tuning.resolve;
     if args.no_pruning {
         options.resolve.bound_pruning = false;
         options.resolve.row_group_pruning = false;
         options.resolve.bloom_pruning = false;
     }
-    if args.key_index {
-        options.resolve.key_index.mode = KeyIndexMode::On;
-    } else if args.no_key_index {
-        options.resolve.key_index.mode = KeyIndexMode::Off;
-    }
-    options.resolve.key_index.default_parts = args.queue_groups;
-    options.resolve.key_memory_budget = args.key_memory_mb.saturating_mul(1024 * 1024).max(1);
-    options.resolve.read_memory_budget = args.read_memory_mb.saturating_mul(1024 * 1024).max(1);
     if let (Some(plan), Some(id)) = (&args.plan, &args.shard_id) {
         let shard = load_shard(plan, id)?;
         // A shard converts on the branch it was planned on; naming another one
@@ -168,7 +173,8 @@ pub async fn run(args: &ConvertArgs, json: bool) -> Result<u8> {
             return crate::staging::run(catalog.as_ref(), &name, &staging, &options, json).await;
         }
     }
-    let bar = spinner(&format!("converting {name}"), json);
+    let (bar, progress) = conversion_progress(&format!("converting {name}"), json);
+    options.resolve.progress = progress;
     let report = if args.ranges > 1 {
         convert_in_ranges(catalog.as_ref(), &name, &options, args.ranges).await?
     } else {

@@ -7,7 +7,7 @@ use eqdv::catalog::TableName;
 use eqdv_workload::generate::GenerateReport;
 use serde_json::json;
 
-use crate::args::{TableArgs, WorkloadArgs};
+use crate::args::{TableArgs, WorkloadArgs, WorkloadSize};
 use crate::exit;
 use crate::output::{Summary, print_json, spinner};
 
@@ -23,8 +23,12 @@ pub async fn run(args: &GenerateArgs, json: bool) -> Result<u8> {
     let catalog = args.table.catalog().await?;
     let name = args.table.name()?;
     let bar = spinner(&format!("generating {name}"), json);
-    let report =
-        eqdv_workload::generate::generate(catalog.as_ref(), &name, &args.workload.spec()?).await?;
+    let report = eqdv_workload::generate::generate(
+        catalog.as_ref(),
+        &name,
+        &args.workload.spec(&WorkloadSize::GENERATE)?,
+    )
+    .await?;
     bar.finish_and_clear();
     // The model's live rows are the rows a reader must see: counted, not rebuilt (a
     // replay to canonical rows would hold every row of a big table as text).

@@ -4,9 +4,12 @@
 //! command.
 
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
+use eqdv::progress::{Progress, ProgressEvent, ProgressStep};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use serde_json::json;
@@ -128,6 +131,57 @@ pub fn progress_bytes(total_bytes: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// A spinner for a conversion that turns into a bar over the data files it reads (the
+/// scan of each key pass and the key index's build add theirs as they start), with
+/// files, bytes and the time left; `progress` is what the engine reports to. Hidden
+/// when `quiet`.
+pub fn conversion_progress(message: &str, quiet: bool) -> (ProgressBar, Progress) {
+    let bar = spinner(message, quiet);
+    if quiet {
+        return (bar, Progress::default());
+    }
+    let files = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+    let message = message.to_string();
+    let listener = bar.clone();
+    let progress = Progress::new(move |event| {
+        let (read, total) = (&files.0, &files.1);
+        match event {
+            ProgressEvent::Reading { step, files, bytes } => {
+                let first = total.fetch_add(files, Ordering::Relaxed) == 0;
+                if first {
+                    listener.set_length(0);
+                }
+                listener.inc_length(bytes);
+                listener.set_prefix(format!(
+                    "{}/{}",
+                    read.load(Ordering::Relaxed),
+                    total.load(Ordering::Relaxed)
+                ));
+                let what = match step {
+                    ProgressStep::Scan => "reading key columns",
+                    ProgressStep::IndexBuild => "building the key index",
+                };
+                listener.set_message(format!("{message}: {what}"));
+                if first {
+                    // From a spinner to a bar, once there is something to measure.
+                    if let Ok(style) = ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {prefix} files, {bytes}/{total_bytes} ({eta} left)",
+                    ) {
+                        listener.set_style(style.progress_chars("=> "));
+                    }
+                }
+            }
+            ProgressEvent::Read { bytes, .. } => {
+                let done = read.fetch_add(1, Ordering::Relaxed) + 1;
+                listener.inc(bytes);
+                let total = total.load(Ordering::Relaxed);
+                listener.set_prefix(format!("{done}/{total}"));
+            }
+        }
+    });
+    (bar, progress)
+}
+
 /// Pretty JSON on stdout.
 pub fn print_json(value: &impl Serialize) -> Result<()> {
     out!("{}", serde_json::to_string_pretty(value)?);
@@ -165,4 +219,34 @@ fn error_line(e: &anyhow::Error) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conversions_reports_move_its_bar() {
+        let (bar, progress) = conversion_progress("converting db.t", false);
+        progress.report(ProgressEvent::Reading {
+            step: ProgressStep::Scan,
+            files: 2,
+            bytes: 100,
+        });
+        progress.report(ProgressEvent::Read {
+            step: ProgressStep::Scan,
+            bytes: 40,
+        });
+        // A second key pass reads its files again: the bar grows.
+        progress.reading(ProgressStep::Scan, [60, 40].into_iter());
+        assert_eq!(bar.length(), Some(200));
+        assert_eq!(bar.position(), 40);
+        assert_eq!(bar.prefix(), "1/4");
+        assert_eq!(bar.message(), "converting db.t: reading key columns");
+        bar.finish_and_clear();
+
+        // Quiet (--json): nothing listens.
+        let (_, progress) = conversion_progress("converting db.t", true);
+        assert_eq!(format!("{progress:?}"), "Progress(off)");
+    }
 }

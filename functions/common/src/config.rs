@@ -42,11 +42,7 @@ impl CatalogConfig {
     /// The functions and the CLI read their catalog here alike (the CLI's flags over the
     /// environment; see its `CatalogArgs`).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| value_of(&lookup, name);
         Ok(match get(ENV_CATALOG).as_deref() {
             None | Some("glue") => CatalogConfig::Glue(GlueConfig {
                 warehouse: get(ENV_WAREHOUSE),
@@ -292,6 +288,83 @@ pub const DEFAULT_MAX_RECEIVES: u32 = 5;
 pub const DEFAULT_SPLIT_ABOVE_MB: u64 = 1024;
 pub const DEFAULT_MAX_RANGES: u32 = 32;
 
+/// How a conversion resolves keys, from the variables the functions and `eqdv convert`
+/// read alike (the CLI's flags over the environment): one parser, one set of defaults,
+/// the engine's. The one default that differs is the queue groups', given by the caller.
+#[derive(Clone, Debug)]
+pub struct ResolveTuning {
+    /// Queue groups of a table without the `eqdv.queue-groups` property
+    /// (`EQDV_QUEUE_GROUPS`); a partitioned table's key index is kept in a part per group.
+    pub queue_groups: u64,
+    pub resolve: ResolveOptions,
+}
+
+impl ResolveTuning {
+    /// Reads `EQDV_QUEUE_GROUPS` (else `default_queue_groups`), `EQDV_KEY_MEMORY_MB`,
+    /// `EQDV_READ_MEMORY_MB`, `EQDV_PARALLELISM` (0 is the default) and `EQDV_KEY_INDEX`
+    /// through `lookup`; empty values count as unset.
+    pub fn from_lookup(
+        lookup: impl Fn(&str) -> Option<String>,
+        default_queue_groups: u64,
+    ) -> Result<Self> {
+        let number = |name: &str| number_of(&lookup, name);
+        let queue_groups = match number(ENV_QUEUE_GROUPS)? {
+            None => default_queue_groups,
+            Some(groups) if (1..=QUEUE_GROUPS).contains(&groups) => groups,
+            Some(groups) => {
+                return Err(bad(
+                    ENV_QUEUE_GROUPS,
+                    format!("must be from 1 to {QUEUE_GROUPS}, got {groups}"),
+                ));
+            }
+        };
+        let mut resolve = ResolveOptions::default();
+        // A partitioned table's key index is kept in a part per queue group, so that a
+        // shard (one group) opens and updates one part.
+        resolve.key_index.default_parts = queue_groups;
+        if let Some(mb) = number(ENV_KEY_MEMORY_MB)? {
+            if mb == 0 {
+                return Err(bad(ENV_KEY_MEMORY_MB, "must be at least 1"));
+            }
+            resolve.key_memory_budget = mb.saturating_mul(1 << 20);
+        }
+        if let Some(mb) = number(ENV_READ_MEMORY_MB)? {
+            if mb == 0 {
+                return Err(bad(ENV_READ_MEMORY_MB, "must be at least 1"));
+            }
+            resolve.read_memory_budget = mb.saturating_mul(1 << 20);
+        }
+        match number(ENV_PARALLELISM)? {
+            None | Some(0) => {}
+            Some(n) => resolve.parallelism = usize::try_from(n).unwrap_or(usize::MAX),
+        }
+        if let Some(v) = value_of(&lookup, ENV_KEY_INDEX) {
+            resolve.key_index.mode = v.parse().map_err(|e: String| bad(ENV_KEY_INDEX, e))?;
+        }
+        Ok(Self {
+            queue_groups,
+            resolve,
+        })
+    }
+}
+
+/// A variable's value, trimmed; empty counts as unset.
+fn value_of(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    lookup(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// A variable's whole number, or an error naming it.
+fn number_of(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>> {
+    value_of(lookup, name)
+        .map(|v| {
+            v.parse::<u64>()
+                .map_err(|_| bad(name, format!("expected a whole number, got {v:?}")))
+        })
+        .transpose()
+}
+
 impl FunctionConfig {
     /// Reads the process environment.
     pub fn from_env() -> Result<Self> {
@@ -300,19 +373,8 @@ impl FunctionConfig {
 
     /// Reads variables through `lookup`; empty values count as unset.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
-        let number = |name: &str| -> Result<Option<u64>> {
-            get(name)
-                .map(|v| {
-                    v.parse::<u64>()
-                        .map_err(|_| bad(name, format!("expected a whole number, got {v:?}")))
-                })
-                .transpose()
-        };
+        let get = |name: &str| value_of(&lookup, name);
+        let number = |name: &str| number_of(&lookup, name);
 
         let catalog = CatalogConfig::from_lookup(&lookup)?;
 
@@ -331,39 +393,11 @@ impl FunctionConfig {
             }
             plan.target_shard_bytes = mb.saturating_mul(1 << 20);
         }
-        if let Some(groups) = number(ENV_QUEUE_GROUPS)? {
-            if !(1..=QUEUE_GROUPS).contains(&groups) {
-                return Err(bad(
-                    ENV_QUEUE_GROUPS,
-                    format!("must be from 1 to {QUEUE_GROUPS}, got {groups}"),
-                ));
-            }
-            plan.default_queue_groups = groups;
-        }
-
-        let mut resolve = ResolveOptions::default();
-        // A partitioned table's key index is kept in a part per queue group, so that a
-        // shard (one group) opens and updates one part.
-        resolve.key_index.default_parts = plan.default_queue_groups;
-        if let Some(mb) = number(ENV_KEY_MEMORY_MB)? {
-            if mb == 0 {
-                return Err(bad(ENV_KEY_MEMORY_MB, "must be at least 1"));
-            }
-            resolve.key_memory_budget = mb.saturating_mul(1 << 20);
-        }
-        if let Some(mb) = number(ENV_READ_MEMORY_MB)? {
-            if mb == 0 {
-                return Err(bad(ENV_READ_MEMORY_MB, "must be at least 1"));
-            }
-            resolve.read_memory_budget = mb.saturating_mul(1 << 20);
-        }
-        match number(ENV_PARALLELISM)? {
-            None | Some(0) => {}
-            Some(n) => resolve.parallelism = n as usize,
-        }
-        if let Some(v) = get(ENV_KEY_INDEX) {
-            resolve.key_index.mode = v.parse().map_err(|e: String| bad(ENV_KEY_INDEX, e))?;
-        }
+        let ResolveTuning {
+            queue_groups,
+            mut resolve,
+        } = ResolveTuning::from_lookup(&lookup, QUEUE_GROUPS)?;
+        plan.default_queue_groups = queue_groups;
         // One cache per process (the config is cloned into every conversion): 0 is off.
         let footer_cache_mb = match number(ENV_FOOTER_CACHE_MB)? {
             Some(mb) => mb,
