@@ -430,3 +430,59 @@ fn the_reading_finds_a_circle_where_there_is_one() {
         ]]
     );
 }
+
+/// The engine's readers and formats, below the loaded table: they take what they use of
+/// it (a `FileIO`, the name their errors report, a schema), never the whole handle.
+const BELOW_THE_TABLE: [&str; 13] = [
+    "avro_columns",
+    "catalog",
+    "columns",
+    "current_dv",
+    "dv",
+    "file_rows",
+    "keys",
+    "manifest_decode",
+    "orc_io",
+    "parquet_io",
+    "position_deletes",
+    "puffin",
+    "storage",
+];
+
+#[test]
+fn the_readers_below_the_table_take_what_they_use_of_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            let module = module_of(&src, file);
+            module
+                .first()
+                .is_some_and(|top| BELOW_THE_TABLE.contains(&top.as_str()))
+        })
+        .filter(|file| names(&production_text(file), "LoadedTable"))
+        .map(|file| file.display().to_string())
+        .collect();
+    found.sort();
+    assert!(
+        found.is_empty(),
+        "modules below the table that take a LoadedTable (give them what they use): {found:?}"
+    );
+    // The list names real modules (a renamed one would make the check pass vacuously).
+    for module in BELOW_THE_TABLE {
+        assert!(
+            src.join(format!("{module}.rs")).is_file() || src.join(module).is_dir(),
+            "no module {module} in the engine"
+        );
+    }
+}
+
+/// Whether `text` names the identifier `ident` (not as part of a longer one).
+fn names(text: &str, ident: &str) -> bool {
+    let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    text.match_indices(ident).any(|(at, _)| {
+        !part(text[..at].chars().last()) && !part(text[at + ident.len()..].chars().next())
+    })
+}
